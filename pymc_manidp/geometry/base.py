@@ -1,0 +1,111 @@
+"""The manifold interface shared by every space in the library.
+
+A manifold object holds configuration (dimension, radius, landmarks); the maths is
+in pure module-level functions of each manifold's module. :class:`Manifold` lists
+what upper layers may rely on. :class:`ManifoldBase` adds the few members derived
+the same way for every space (``max_radius``, chart coordinates); it is the only
+base class, one level deep.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["Manifold", "ManifoldBase", "max_radius_from"]
+
+
+def max_radius_from(injectivity_radius: float, kappa_max: float) -> float:
+    r"""Radius ``r*`` of Assumption 1 (both papers).
+
+    .. math:: r^* = \tfrac12 \min\{\mathrm{inj}\,\mathcal M,\ \pi / (2\sqrt{\kappa_{\max}})\},
+
+    with ``pi / (2 sqrt(kappa))`` read as ``+inf`` when ``kappa_max <= 0``.
+    """
+    curv = np.pi / (2.0 * np.sqrt(kappa_max)) if kappa_max > 0 else np.inf
+    return 0.5 * min(injectivity_radius, curv)
+
+
+@runtime_checkable
+class Manifold(Protocol):
+    """What the statistics, mechanisms and samplers use of a manifold.
+
+    Points and tangent vectors are NumPy arrays batched over leading axes:
+    points ``(..., *point_shape)``, tangent vectors ``(..., *point_shape)``
+    (embedding coordinates), chart coordinates ``(..., dim)``.
+    """
+
+    dim: int
+    point_shape: tuple[int, ...]
+
+    @property
+    def injectivity_radius(self) -> float: ...
+
+    @property
+    def curvature_bounds(self) -> tuple[float, float]: ...
+
+    @property
+    def max_radius(self) -> float: ...
+
+    def validate(self, points): ...
+
+    def exp(self, x, v): ...
+
+    def log(self, x, y): ...
+
+    def dist(self, x, y): ...
+
+    def inner(self, x, u, v): ...
+
+    def norm(self, x, v): ...
+
+    def to_tangent(self, x, v): ...
+
+    def tangent_basis(self, x): ...
+
+    def log_volume_density(self, coords): ...
+
+
+class ManifoldBase:
+    """Members derived identically for every manifold.
+
+    Subclasses define ``dim``, ``point_shape``, ``injectivity_radius``,
+    ``curvature_bounds``, ``inner`` and ``tangent_basis``.
+    """
+
+    dim: int
+    point_shape: tuple[int, ...]
+
+    @property
+    def max_radius(self) -> float:
+        """``r*`` of Assumption 1: data radii must stay strictly below it."""
+        return max_radius_from(self.injectivity_radius, self.curvature_bounds[1])
+
+    def norm(self, x, v):
+        """Riemannian norm of tangent vectors ``v`` at ``x``, shape ``(...)``."""
+        return np.sqrt(np.maximum(self.inner(x, v, v), 0.0))
+
+    def from_coords(self, x, coords):
+        """Tangent vector at ``x`` with chart coordinates ``coords`` ``(..., dim)``."""
+        basis = self.tangent_basis(x)
+        coords = np.asarray(coords, dtype=float)
+        n = len(self.point_shape)
+        c = coords.reshape(coords.shape + (1,) * n)
+        return np.sum(c * basis, axis=-(n + 1))
+
+    def to_coords(self, x, v):
+        """Chart coordinates ``(..., dim)`` of the tangent vector ``v`` at ``x``."""
+        basis = self.tangent_basis(x)
+        n = len(self.point_shape)
+        xb = np.expand_dims(x, -(n + 1))
+        vb = np.expand_dims(v, -(n + 1))
+        return self.inner(xb, basis, vb)
+
+    def exp_coords(self, x, coords):
+        """``exp_x`` of the tangent vector with chart coordinates ``coords``."""
+        return self.exp(x, self.from_coords(x, coords))
+
+    def log_coords(self, x, y):
+        """Chart coordinates at ``x`` of ``log_x(y)``: the inverse of :meth:`exp_coords`."""
+        return self.to_coords(x, self.log(x, y))

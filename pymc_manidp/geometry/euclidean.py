@@ -1,0 +1,87 @@
+r"""Euclidean space :math:`\mathbb R^d`: flat, the baseline every manifold reduces to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytensor.tensor as pt
+
+from pymc_manidp.geometry.base import ManifoldBase
+from pymc_manidp.geometry.validation import as_points, check_positive_int
+
+__all__ = ["Euclidean"]
+
+
+@dataclass(frozen=True)
+class Euclidean(ManifoldBase):
+    r"""Euclidean space of dimension ``dim``; points ``(..., dim)``.
+
+    ``exp_x(v) = x + v``, ``log_x(y) = y - x``; the chart frame is the standard
+    basis and the volume density is 1.
+
+    Examples
+    --------
+    >>> E = Euclidean(dim=2)
+    >>> float(E.dist([0.0, 0.0], [3.0, 4.0]))
+    5.0
+    """
+
+    dim: int
+    point_shape: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))
+        object.__setattr__(self, "point_shape", (self.dim,))
+
+    @property
+    def injectivity_radius(self) -> float:
+        return np.inf
+
+    @property
+    def curvature_bounds(self) -> tuple[float, float]:
+        return (0.0, 0.0)
+
+    def validate(self, points):
+        return as_points(points, self.point_shape)
+
+    def to_tangent(self, x, v):
+        return np.asarray(v, float)
+
+    def exp(self, x, v):
+        return np.asarray(x, float) + np.asarray(v, float)
+
+    def log(self, x, y):
+        return np.asarray(y, float) - np.asarray(x, float)
+
+    def dist(self, x, y):
+        return np.sqrt(np.sum((np.asarray(y, float) - np.asarray(x, float)) ** 2, axis=-1))
+
+    def inner(self, x, u, v):
+        return np.sum(np.asarray(u, float) * np.asarray(v, float), axis=-1)
+
+    def tangent_basis(self, x):
+        x = np.asarray(x, float)
+        return np.broadcast_to(np.eye(self.dim), (*x.shape[:-1], self.dim, self.dim)).copy()
+
+    def log_volume_density(self, coords):
+        return np.zeros(np.shape(coords)[:-1])
+
+    # --- PyTensor twins -------------------------------------------------------------
+    def pt_exp_coords(self, center, coords):
+        return pt.as_tensor_variable(np.asarray(center, float)) + coords
+
+    def pt_log(self, x, y):
+        return pt.as_tensor_variable(y) - x
+
+    def pt_dist(self, x, y):
+        return pt.sqrt(pt.sum((pt.as_tensor_variable(y) - x) ** 2, axis=-1))
+
+    def pt_inner(self, x, u, v):
+        return pt.sum(pt.as_tensor_variable(u) * v, axis=-1)
+
+    def pt_norm(self, x, v):
+        return pt.sqrt(self.pt_inner(x, v, v))
+
+    def pt_log_volume_density(self, coords):
+        return pt.zeros_like(pt.as_tensor_variable(coords)[..., 0])

@@ -1,0 +1,263 @@
+r"""Kendall's shape space of planar configurations of ``k`` landmarks.
+
+A raw configuration ``(..., k, 2)`` is centred and scaled to unit Frobenius norm
+(a *pre-shape*); viewed as a complex vector ``z`` the shape space is
+:math:`\mathbb{CP}^{k-2}` with
+
+.. math:: \rho(z, w) = \arccos |\langle z, w\rangle|, \qquad
+          \langle z, w\rangle = \textstyle\sum_j \bar z_j w_j .
+
+Points are represented by pre-shapes ``(..., k, 2)``; tangent vectors are
+*horizontal* pre-shape vectors (centred, orthogonal to ``z`` and ``i z``). Log and
+distance rotate the second argument optimally onto the first (by the phase of
+:math:`\langle z, w\rangle`), so rotating, translating or scaling either input
+changes nothing. Dimension ``2k - 4``, injectivity radius ``pi/2``, sectional
+curvature in ``[1, 4]`` (``4`` for ``k = 3``, where the space is a sphere of radius
+1/2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytensor.tensor as pt
+
+from pymc_manidp.geometry import pt_numerics as ptn
+from pymc_manidp.geometry.base import ManifoldBase
+from pymc_manidp.geometry.numerics import angle_between, log_sinc, sinc, theta_over_sin
+from pymc_manidp.geometry.validation import as_points, check_positive_int, first_bad_row
+
+__all__ = ["KendallShape", "helmert", "preshape"]
+
+# Landmark spreads below this (relative to the coordinates' size) are degenerate.
+_DEGENERATE_TOL = 1e-12
+# |<z, w>| below this: the shapes are at distance pi/2, the cut locus of log.
+_CUT_TOL = 1e-8
+
+
+def helmert(k: int) -> np.ndarray:
+    """Helmert sub-matrix ``(k-1, k)``: orthonormal rows orthogonal to ``ones(k)``."""
+    h = np.zeros((k - 1, k))
+    for j in range(1, k):
+        h[j - 1, :j] = 1.0 / np.sqrt(j * (j + 1))
+        h[j - 1, j] = -j / np.sqrt(j * (j + 1))
+    return h
+
+
+def _frob(a, b):
+    return np.sum(a * b, axis=(-2, -1))
+
+
+def _center_scale(x):
+    xc = x - np.mean(x, axis=-2, keepdims=True)
+    size = np.sqrt(_frob(xc, xc))
+    return xc, size
+
+
+def preshape(x):
+    """Centre and scale raw configurations ``(..., k, 2)`` to unit norm.
+
+    Raises ``ValueError`` for degenerate configurations (all landmarks equal).
+    """
+    x = np.asarray(x, float)
+    xc, size = _center_scale(x)
+    ref = np.max(np.abs(x), axis=(-2, -1))
+    bad = size <= _DEGENERATE_TOL * np.maximum(ref, 1.0)
+    if np.any(bad):
+        raise ValueError(
+            "degenerate configurations (all landmarks at one place) have no shape: "
+            f"{first_bad_row(bad)}"
+        )
+    return xc / size[..., None, None]
+
+
+def _to_complex(x):
+    return x[..., 0] + 1j * x[..., 1]
+
+
+def _to_real(z):
+    return np.stack([z.real, z.imag], axis=-1)
+
+
+def _align(z, w):
+    """Rotate pre-shapes ``w`` optimally onto ``z``; return them and ``|<z, w>|``."""
+    zc, wc = _to_complex(z), _to_complex(w)
+    a = np.sum(np.conj(zc) * wc, axis=-1)
+    mod = np.abs(a)
+    phase = np.where(mod > 0, np.conj(a) / np.where(mod > 0, mod, 1.0), 1.0)
+    return _to_real(wc * phase[..., None]), mod
+
+
+def kendall_dist(x, y):
+    z, w = preshape(x), preshape(y)
+    w_al, _ = _align(z, w)
+    return angle_between(z, w_al, axes=(-2, -1))
+
+
+def kendall_log(x, y):
+    z, w = preshape(x), preshape(y)
+    w_al, mod = _align(z, w)
+    cut = mod < _CUT_TOL
+    if np.any(cut):
+        raise ValueError(
+            "log is undefined between shapes at distance pi/2 (the cut locus): "
+            f"{first_bad_row(cut)}. Keep data inside a ball of radius < pi/8."
+        )
+    theta = angle_between(z, w_al, axes=(-2, -1))[..., None, None]
+    u = w_al - np.cos(theta) * z
+    return theta_over_sin(theta) * u
+
+
+def kendall_exp(x, v):
+    z = preshape(x)
+    t = np.sqrt(_frob(v, v))[..., None, None]
+    return np.cos(t) * z + sinc(t) * v
+
+
+def kendall_basis(x):
+    """Orthonormal horizontal frame at ``x``: shape ``(..., 2k-4, k, 2)``.
+
+    In Helmert coordinates the pre-shape is a unit complex vector ``zeta``; a
+    complex Householder reflection sends the last axis to a multiple of ``zeta``,
+    so its other columns ``b_j`` span ``zeta``'s complex orthogonal complement.
+    The real frame is ``b_j`` followed by ``i b_j``.
+    """
+    z = preshape(x)
+    k = z.shape[-2]
+    h = helmert(k)
+    zeta = np.einsum("ak,...k->...a", h, _to_complex(z))
+    m = k - 2
+    mod = np.abs(zeta[..., m])
+    alpha = np.where(mod > 0, zeta[..., m] / np.where(mod > 0, mod, 1.0), 1.0)
+    w = zeta.copy()
+    w[..., m] += alpha
+    ww = np.sum(np.abs(w) ** 2, axis=-1)
+    q = np.eye(k - 1) - 2.0 * w[..., :, None] * np.conj(w[..., None, :]) / ww[..., None, None]
+    cols = np.swapaxes(q[..., :, :m], -1, -2)  # (..., k-2, k-1): the complement
+    cols = np.concatenate([cols, 1j * cols], axis=-2)  # (..., 2k-4, k-1)
+    return _to_real(np.einsum("ak,...ja->...jk", h, cols))
+
+
+@dataclass(frozen=True)
+class KendallShape(ManifoldBase):
+    r"""Kendall's shape space of planar configurations with ``k_landmarks`` points.
+
+    Parameters
+    ----------
+    k_landmarks : int
+        Number of landmarks ``k >= 3``; inputs are raw configurations
+        ``(..., k, 2)``; ``dim = 2k - 4``.
+
+    Notes
+    -----
+    Volume density of ``exp_z`` in normal coordinates, ``t = |v| < pi/2``:
+
+    .. math:: \left(\frac{\sin t}{t}\right)^{2k-6} \frac{\sin 2t}{2t}.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> K = KendallShape(k_landmarks=3)
+    >>> tri = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    >>> moved = 3.0 * tri @ np.array([[0.0, -1.0], [1.0, 0.0]]) + 5.0
+    >>> bool(np.isclose(K.dist(tri, moved), 0.0))
+    True
+    """
+
+    k_landmarks: int
+    dim: int = field(init=False)
+    point_shape: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self):
+        k = check_positive_int(self.k_landmarks, "k_landmarks", minimum=3)
+        object.__setattr__(self, "k_landmarks", k)
+        object.__setattr__(self, "dim", 2 * k - 4)
+        object.__setattr__(self, "point_shape", (k, 2))
+
+    @property
+    def injectivity_radius(self) -> float:
+        return np.pi / 2.0
+
+    @property
+    def curvature_bounds(self) -> tuple[float, float]:
+        return (4.0, 4.0) if self.k_landmarks == 3 else (1.0, 4.0)
+
+    def validate(self, points):
+        """Check raw configurations and return their pre-shapes ``(..., k, 2)``."""
+        return preshape(as_points(points, self.point_shape, name="configurations"))
+
+    def to_tangent(self, x, v):
+        """Project ``v`` onto the horizontal space at the pre-shape of ``x``."""
+        z = preshape(x)
+        v = np.asarray(v, float)
+        v = v - np.mean(v, axis=-2, keepdims=True)
+        iz = np.stack([-z[..., 1], z[..., 0]], axis=-1)
+        v = v - _frob(z, v)[..., None, None] * z
+        return v - _frob(iz, v)[..., None, None] * iz
+
+    def exp(self, x, v):
+        return kendall_exp(x, np.asarray(v, float))
+
+    def log(self, x, y):
+        return kendall_log(x, y)
+
+    def dist(self, x, y):
+        return kendall_dist(x, y)
+
+    def inner(self, x, u, v):
+        return _frob(np.asarray(u, float), np.asarray(v, float))
+
+    def tangent_basis(self, x):
+        return kendall_basis(x)
+
+    def log_volume_density(self, coords):
+        coords = np.asarray(coords, float)
+        t = np.sqrt(np.sum(coords**2, axis=-1))
+        return (2 * self.k_landmarks - 6) * log_sinc(t) + log_sinc(2.0 * t)
+
+    # --- PyTensor twins (arguments are pre-shapes) -------------------------------------
+    def pt_exp_coords(self, center, coords):
+        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        center = np.asarray(center, float)
+        if center.shape != self.point_shape:
+            raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
+        z = preshape(center)
+        basis = self.tangent_basis(z)
+        coords = pt.as_tensor_variable(coords)
+        v = pt.tensordot(coords, basis, axes=[[-1], [0]])
+        s = pt.sum(coords**2, axis=-1)[..., None, None]
+        return ptn.cos_sqrt(s) * z + ptn.sinc_sqrt(s) * v
+
+    @staticmethod
+    def _pt_align(x, y):
+        x, y = pt.as_tensor_variable(x), pt.as_tensor_variable(y)
+        re = pt.sum(x[..., 0] * y[..., 0] + x[..., 1] * y[..., 1], axis=-1)
+        im = pt.sum(x[..., 0] * y[..., 1] - x[..., 1] * y[..., 0], axis=-1)
+        mod = pt.sqrt(re**2 + im**2)
+        cr, ci = (re / mod)[..., None], (im / mod)[..., None]
+        # multiply y by conj(a)/|a| = cr - i ci
+        y_al = pt.stack([y[..., 0] * cr + y[..., 1] * ci, y[..., 1] * cr - y[..., 0] * ci], axis=-1)
+        return x, y_al, mod[..., None, None]
+
+    def pt_log(self, x, y):
+        x, y_al, c = self._pt_align(x, y)
+        u = y_al - c * x
+        s = pt.sum(u * u, axis=(-2, -1), keepdims=True)
+        return ptn.theta_over_sin(s, c) * u
+
+    def pt_dist(self, x, y):
+        x, y_al, _ = self._pt_align(x, y)
+        d = pt.sqrt(pt.sum((x - y_al) ** 2, axis=(-2, -1)))
+        s = pt.sqrt(pt.sum((x + y_al) ** 2, axis=(-2, -1)))
+        return 2.0 * pt.arctan2(d, s)
+
+    def pt_inner(self, x, u, v):
+        return pt.sum(pt.as_tensor_variable(u) * v, axis=(-2, -1))
+
+    def pt_norm(self, x, v):
+        return pt.sqrt(self.pt_inner(x, v, v))
+
+    def pt_log_volume_density(self, coords):
+        s = pt.sum(pt.as_tensor_variable(coords) ** 2, axis=-1)
+        return (2 * self.k_landmarks - 6) * ptn.log_sinc_sqrt(s) + ptn.log_sinc_sqrt(4.0 * s)

@@ -1,0 +1,220 @@
+"""PyTensor twins of :mod:`pymc_manidp.geometry.numerics` with finite gradients.
+
+Functions of a norm are written as functions of the *squared* norm ``s`` so that
+their gradients stay finite at the centre of a chart (``d sqrt(s)/ds`` is infinite
+at 0, while ``cos(sqrt(s))`` is smooth in ``s``). Each uses the double-``switch``
+pattern: the unsafe branch is fed a harmless value where it is not selected, so
+neither branch produces NaN in the gradient.
+
+Symmetric-matrix functions (``expm``, ``logm``, ``sqrtm``, ``invsqrtm``) are
+:class:`~pytensor.compile.builders.OpFromGraph` nodes whose pullback uses the
+Daleckii–Krein divided differences of the scalar function. PyTensor's own ``eigh``
+gradient divides by eigenvalue gaps and is NaN at repeated eigenvalues (the identity
+matrix, for one), which is where SPD charts are centred.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.compile.builders import OpFromGraph
+
+__all__ = [
+    "atanhc",
+    "cos_sqrt",
+    "expm",
+    "invsqrtm",
+    "log_sinc_sqrt",
+    "log_sinhc",
+    "logm",
+    "sinc_sqrt",
+    "sinhc",
+    "spectral_sum",
+    "sqrtm",
+    "sym",
+    "theta_over_sin",
+]
+
+_SMALL = 1e-4
+_SMALL_SQ = _SMALL**2
+
+
+def sym(a):
+    """Symmetric part of ``(..., k, k)`` tensors."""
+    return 0.5 * (a + pt.swapaxes(a, -1, -2))
+
+
+def cos_sqrt(s):
+    """``cos(sqrt(s))`` for ``s >= 0``, smooth at 0."""
+    small = s < _SMALL_SQ
+    ss = pt.switch(small, 1.0, s)
+    return pt.switch(small, 1.0 - s / 2.0 + s * s / 24.0, pt.cos(pt.sqrt(ss)))
+
+
+def sinc_sqrt(s):
+    """``sin(sqrt(s)) / sqrt(s)`` for ``s >= 0``, smooth at 0."""
+    small = s < _SMALL_SQ
+    ss = pt.switch(small, 1.0, s)
+    r = pt.sqrt(ss)
+    return pt.switch(small, 1.0 - s / 6.0 + s * s / 120.0, pt.sin(r) / r)
+
+
+def log_sinc_sqrt(s):
+    """``log(sin(sqrt(s)) / sqrt(s))`` for ``0 <= s < pi**2``; ``-inf`` beyond."""
+    small = s < _SMALL_SQ
+    inside = s < np.pi**2
+    ss = pt.switch(small | ~inside, 1.0, s)
+    r = pt.sqrt(ss)
+    val = pt.log(pt.sin(r) / r)
+    return pt.switch(small, -s / 6.0 - s * s / 180.0, pt.switch(inside, val, -np.inf))
+
+
+def sinhc(t):
+    """``sinh(t) / t``, smooth at 0."""
+    small = pt.abs(t) < _SMALL
+    ts = pt.switch(small, 1.0, t)
+    t2 = t * t
+    return pt.switch(small, 1.0 + t2 / 6.0 + t2 * t2 / 120.0, pt.sinh(ts) / ts)
+
+
+def log_sinhc(t):
+    """``log(sinh(t) / t)``, smooth at 0 and free of overflow for large ``|t|``."""
+    small = pt.abs(t) < _SMALL
+    ts = pt.switch(small, 1.0, pt.abs(t))
+    t2 = t * t
+    big = ts - pt.log(2.0 * ts) + pt.log1p(-pt.exp(-2.0 * ts))
+    return pt.switch(small, t2 / 6.0 - t2 * t2 / 180.0, big)
+
+
+def atanhc(d):
+    """``atanh(d) / d`` for ``|d| < 1``, smooth at 0."""
+    small = pt.abs(d) < _SMALL
+    ds = pt.switch(small, 0.5, d)
+    d2 = d * d
+    return pt.switch(small, 1.0 + d2 / 3.0 + d2 * d2 / 5.0, pt.arctanh(ds) / ds)
+
+
+def theta_over_sin(s, c):
+    """``theta / sin(theta)`` from ``s = sin(theta)**2`` and ``c = cos(theta)``.
+
+    The angle is ``atan2(sqrt(s), c)``; near ``theta = 0`` the ratio is the series
+    of ``asin(r)/r`` in ``s = r**2``, so the gradient is finite when the two points
+    of a log map coincide.
+    """
+    small = (s < _SMALL_SQ) & (c > 0)
+    ss = pt.switch(small, 1.0, s)
+    r = pt.sqrt(ss)
+    # asin(r)/r = 1 + r^2/6 + 3 r^4/40 + 5 r^6/112 + ...
+    series = 1.0 + s / 6.0 + 3.0 * s * s / 40.0
+    return pt.switch(small, series, pt.arctan2(r, c) / r)
+
+
+# --- symmetric matrix functions ------------------------------------------------------
+
+
+def _divided_difference(name, a, b):
+    """Daleckii–Krein kernel ``(f(a) - f(b)) / (a - b)`` (``f'(a)`` when ``a == b``).
+
+    Written in closed forms that are exact at ``a == b`` and need no branch on the
+    gap, so near-repeated eigenvalues lose no accuracy.
+    """
+    if name == "exp":
+        return pt.exp((a + b) / 2.0) * sinhc((a - b) / 2.0)
+    if name == "log":
+        return 2.0 / (a + b) * atanhc((a - b) / (a + b))
+    if name == "sqrt":
+        return 1.0 / (pt.sqrt(a) + pt.sqrt(b))
+    if name == "invsqrt":
+        ra, rb = pt.sqrt(a), pt.sqrt(b)
+        return -1.0 / (ra * rb * (ra + rb))
+    raise ValueError(f"unknown matrix function {name!r}")
+
+
+_SCALAR = {
+    "exp": pt.exp,
+    "log": pt.log,
+    "sqrt": pt.sqrt,
+    "invsqrt": lambda w: 1.0 / pt.sqrt(w),
+}
+
+
+def _apply_eig(u, fw):
+    return (u * pt.shape_padaxis(fw, -2)) @ pt.swapaxes(u, -1, -2)
+
+
+@cache
+def _matrix_function_op(name: str, ndim: int) -> OpFromGraph:
+    x = pt.tensor(f"x_{name}", dtype="float64", shape=(None,) * ndim)
+
+    def forward(x):
+        w, u = pt.linalg.eigh(sym(x))
+        return sym(_apply_eig(u, _SCALAR[name](w)))
+
+    def pullback(inputs, outputs, output_grads):
+        (x,), (g,) = inputs, output_grads
+        w, u = pt.linalg.eigh(sym(x))
+        gamma = _divided_difference(name, w[..., :, None], w[..., None, :])
+        ut = pt.swapaxes(u, -1, -2)
+        inner = gamma * (ut @ g @ u)
+        return [sym(u @ inner @ ut)]
+
+    return OpFromGraph([x], [forward(x)], pullback=pullback, name=f"sym_{name}m")
+
+
+def _matrix_function(name, x):
+    x = pt.as_tensor_variable(x)
+    return _matrix_function_op(name, x.ndim)(x)
+
+
+def expm(x):
+    """Matrix exponential of symmetric ``(..., k, k)`` tensors (uses ``sym(x)``)."""
+    return _matrix_function("exp", x)
+
+
+def logm(x):
+    """Matrix logarithm of SPD ``(..., k, k)`` tensors (uses ``sym(x)``)."""
+    return _matrix_function("log", x)
+
+
+def sqrtm(x):
+    """Principal square root of SPD ``(..., k, k)`` tensors."""
+    return _matrix_function("sqrt", x)
+
+
+def invsqrtm(x):
+    """Inverse principal square root of SPD ``(..., k, k)`` tensors."""
+    return _matrix_function("invsqrt", x)
+
+
+@cache
+def _spectral_sum_op(phi, ndim: int) -> OpFromGraph:
+    x = pt.tensor("x_spectral", dtype="float64", shape=(None,) * ndim)
+
+    def forward(x):
+        return phi(pt.linalg.eigh(sym(x))[0])
+
+    def pullback(inputs, outputs, output_grads):
+        (x,), (g,) = inputs, output_grads
+        w, u = pt.linalg.eigh(sym(x))
+        gw = pt.grad(phi(w).sum(), w)
+        return [sym(_apply_eig(u, gw)) * g[..., None, None]]
+
+    return OpFromGraph([x], [forward(x)], pullback=pullback, name="spectral_sum")
+
+
+def spectral_sum(phi, x):
+    """``phi(eigenvalues(sym(x)))`` with gradient ``U diag(phi'(w)) U^T``.
+
+    Parameters
+    ----------
+    phi : callable
+        Maps eigenvalues ``(..., k)`` to ``(...)``; must be a symmetric function of
+        the eigenvalues with a finite gradient (then the pullback is well defined at
+        repeated eigenvalues). It must be a module-level function: the Op is cached
+        on it.
+    x : tensor, shape (..., k, k)
+    """
+    x = pt.as_tensor_variable(x)
+    return _spectral_sum_op(phi, x.ndim)(x)

@@ -1,0 +1,200 @@
+r"""The sphere :math:`S^d_R = \{x \in \mathbb R^{d+1} : |x| = R\}` with the round metric.
+
+Curvature is :math:`\kappa = 1/R^2`. The papers print
+:math:`\exp_p(v) = \cos(|v|) p + \sin(|v|) v/|v|`, which holds only for ``R = 1``;
+we use the general form
+
+.. math:: \exp_p(v) = \cos(|v|/R)\, p + R \sin(|v|/R)\, v/|v|,
+          \qquad \rho(p, q) = R \arccos(\langle p, q\rangle / R^2),
+
+with the angle computed as ``2 atan2(|p - q|, |p + q|)`` for accuracy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytensor.tensor as pt
+
+from pymc_manidp.geometry import pt_numerics as ptn
+from pymc_manidp.geometry.base import ManifoldBase
+from pymc_manidp.geometry.numerics import angle_between, log_sinc, sinc, theta_over_sin
+from pymc_manidp.geometry.validation import (
+    as_points,
+    check_positive_int,
+    check_positive_real,
+    first_bad_row,
+)
+
+__all__ = ["Sphere"]
+
+# Angles closer than this to pi: the log map is undefined or too ill-conditioned.
+_CUT_TOL = 1e-8
+
+
+def _dot(a, b):
+    return np.sum(a * b, axis=-1)
+
+
+def sphere_exp(x, v, radius):
+    """Exponential map on the sphere of radius ``radius``; shapes ``(..., d+1)``."""
+    t = np.sqrt(_dot(v, v))[..., None] / radius
+    return np.cos(t) * x + sinc(t) * v
+
+
+def sphere_log(x, y, radius):
+    """Log map ``log_x(y)``; raises ``ValueError`` at antipodal pairs (cut locus)."""
+    theta = angle_between(x / radius, y / radius)
+    cut = np.pi - theta < _CUT_TOL
+    if np.any(cut):
+        raise ValueError(
+            "log is undefined for antipodal points (the cut locus): "
+            f"{first_bad_row(cut)}. Keep data inside a ball of radius < pi*R/2."
+        )
+    theta = theta[..., None]
+    u = y - np.cos(theta) * x
+    return theta_over_sin(theta) * u
+
+
+def sphere_basis(x, radius):
+    """Orthonormal frame of ``T_x S^d``, shape ``(..., d, d+1)``.
+
+    The frame is the Householder reflection that sends the last axis to
+    ``±x/R``, minus that column; the sign is chosen to avoid cancellation.
+    """
+    u = x / radius
+    n = u.shape[-1]
+    sgn = np.where(u[..., -1] >= 0, 1.0, -1.0)
+    w = u.copy()
+    w[..., -1] += sgn
+    h = np.eye(n) - 2.0 * w[..., :, None] * w[..., None, :] / _dot(w, w)[..., None, None]
+    return h[..., : n - 1, :]
+
+
+@dataclass(frozen=True)
+class Sphere(ManifoldBase):
+    r"""The ``dim``-sphere of radius ``radius`` embedded in :math:`\mathbb R^{dim+1}`.
+
+    Parameters
+    ----------
+    dim : int
+        Intrinsic dimension ``d >= 1``; points have shape ``(..., d+1)``.
+    radius : float
+        Radius ``R > 0``; sectional curvature ``1/R^2`` (``S^1`` is flat).
+
+    Notes
+    -----
+    Volume density of ``exp_p`` in normal coordinates, ``t = |v|``:
+
+    .. math:: \left(\frac{\sin(t/R)}{t/R}\right)^{d-1}, \qquad t < \pi R.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> S = Sphere(dim=2)
+    >>> north, east = np.array([0.0, 0, 1]), np.array([1.0, 0, 0])
+    >>> float(S.dist(north, east))  # a quarter of a great circle
+    1.5707963267948966
+    """
+
+    dim: int
+    radius: float = 1.0
+    point_shape: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))
+        object.__setattr__(self, "radius", check_positive_real(self.radius, "radius"))
+        object.__setattr__(self, "point_shape", (self.dim + 1,))
+
+    # --- constants ---------------------------------------------------------------
+    @property
+    def injectivity_radius(self) -> float:
+        return np.pi * self.radius
+
+    @property
+    def curvature_bounds(self) -> tuple[float, float]:
+        # S^1 has no 2-planes: it is locally isometric to the line.
+        k = 0.0 if self.dim == 1 else 1.0 / self.radius**2
+        return (k, k)
+
+    # --- points -------------------------------------------------------------------
+    def validate(self, points, tol: float = 1e-6):
+        """Check points and return them projected exactly onto the sphere.
+
+        Raises ``ValueError`` naming the rows whose norm differs from ``R`` by more
+        than ``tol * R`` (relative), or that hold NaN/inf or have the wrong shape.
+        """
+        x = as_points(points, self.point_shape)
+        r = np.sqrt(_dot(x, x))
+        off = np.abs(r - self.radius) > tol * self.radius
+        if np.any(off):
+            worst = float(np.max(np.abs(r - self.radius)))
+            raise ValueError(
+                f"points are not on the sphere of radius {self.radius}: {first_bad_row(off)} "
+                f"(largest |norm - R| = {worst:.3g}, tolerance {tol * self.radius:.3g})"
+            )
+        return x * (self.radius / r)[..., None]
+
+    def to_tangent(self, x, v):
+        """Project ambient vectors ``v`` onto ``T_x S``."""
+        return v - (_dot(x, v) / self.radius**2)[..., None] * x
+
+    # --- maps ---------------------------------------------------------------------
+    def exp(self, x, v):
+        return sphere_exp(np.asarray(x, float), np.asarray(v, float), self.radius)
+
+    def log(self, x, y):
+        return sphere_log(np.asarray(x, float), np.asarray(y, float), self.radius)
+
+    def dist(self, x, y):
+        x, y = np.asarray(x, float), np.asarray(y, float)
+        return self.radius * angle_between(x / self.radius, y / self.radius)
+
+    def inner(self, x, u, v):
+        return _dot(np.asarray(u, float), np.asarray(v, float))
+
+    def tangent_basis(self, x):
+        """Orthonormal frame at ``x``: shape ``(..., dim, dim+1)``."""
+        return sphere_basis(np.asarray(x, float), self.radius)
+
+    def log_volume_density(self, coords):
+        coords = np.asarray(coords, float)
+        t = np.sqrt(_dot(coords, coords)) / self.radius
+        return (self.dim - 1) * log_sinc(t)
+
+    # --- PyTensor twins -------------------------------------------------------------
+    def pt_exp_coords(self, center, coords):
+        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        center = np.asarray(center, float)
+        if center.shape != self.point_shape:
+            raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
+        basis = pt.as_tensor_variable(self.tangent_basis(center))
+        coords = pt.as_tensor_variable(coords)
+        v = pt.tensordot(coords, basis, axes=[[-1], [0]])
+        s = pt.sum(coords**2, axis=-1, keepdims=True) / self.radius**2
+        return ptn.cos_sqrt(s) * center + ptn.sinc_sqrt(s) * v
+
+    def pt_log(self, x, y):
+        x, y = pt.as_tensor_variable(x), pt.as_tensor_variable(y)
+        c = pt.sum(x * y, axis=-1, keepdims=True) / self.radius**2
+        u = y - c * x
+        s = pt.sum(u * u, axis=-1, keepdims=True) / self.radius**2
+        return ptn.theta_over_sin(s, c) * u
+
+    def pt_dist(self, x, y):
+        x, y = pt.as_tensor_variable(x), pt.as_tensor_variable(y)
+        d = pt.sqrt(pt.sum((x - y) ** 2, axis=-1))
+        s = pt.sqrt(pt.sum((x + y) ** 2, axis=-1))
+        return 2.0 * self.radius * pt.arctan2(d, s)
+
+    def pt_inner(self, x, u, v):
+        return pt.sum(pt.as_tensor_variable(u) * v, axis=-1)
+
+    def pt_norm(self, x, v):
+        return pt.sqrt(self.pt_inner(x, v, v))
+
+    def pt_log_volume_density(self, coords):
+        coords = pt.as_tensor_variable(coords)
+        s = pt.sum(coords**2, axis=-1) / self.radius**2
+        return (self.dim - 1) * ptn.log_sinc_sqrt(s)

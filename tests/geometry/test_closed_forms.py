@@ -1,0 +1,139 @@
+"""Closed forms and invariances that pin the geometry to known mathematics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import special_ortho_group
+
+import pymc_manidp as pmd
+from tests.cases import random_point
+
+
+def test_spd_two_point_midpoint_closed_form():
+    # The geodesic midpoint of A and B is A^{1/2}(A^{-1/2} B A^{-1/2})^{1/2} A^{1/2};
+    # for A = diag(e^2, 1), B = I it is diag(e, 1).
+    P = pmd.SPD(k=2)
+    a, b = np.diag([np.e**2, 1.0]), np.eye(2)
+    mid = P.exp(a, 0.5 * P.log(a, b))
+    np.testing.assert_allclose(mid, np.diag([np.e, 1.0]), atol=1e-13)
+    assert P.dist(a, b) == pytest.approx(2.0, abs=1e-14)
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_spd_distance_congruence_invariant(k):
+    rng = np.random.default_rng(k)
+    P = pmd.SPD(k=k)
+    p, q = random_point(P, rng, 10), random_point(P, rng, 10)
+    # invertible maps with singular values in [0.3, 3]: rounding grows with cond(a)^2
+    u = special_ortho_group.rvs(k, size=10, random_state=rng) if k > 1 else None
+    w = special_ortho_group.rvs(k, size=10, random_state=rng)
+    a = u * rng.uniform(0.3, 3.0, size=(10, 1, k)) @ w
+    d1 = P.dist(p, q)
+    d2 = P.dist(a @ p @ np.swapaxes(a, -1, -2), a @ q @ np.swapaxes(a, -1, -2))
+    np.testing.assert_allclose(d2, d1, rtol=1e-9)
+    # and under inversion, an isometry of the affine-invariant metric
+    np.testing.assert_allclose(P.dist(np.linalg.inv(p), np.linalg.inv(q)), d1, rtol=1e-9)
+
+
+@pytest.mark.parametrize("k", [3, 4, 10])
+def test_kendall_distance_similarity_invariant(k):
+    rng = np.random.default_rng(k)
+    K = pmd.KendallShape(k_landmarks=k)
+    x, y = random_point(K, rng, 10), random_point(K, rng, 10)
+    d = K.dist(x, y)
+    for _ in range(3):
+        th = rng.uniform(0, 2 * np.pi)
+        rot = np.array([[np.cos(th), -np.sin(th)], [np.sin(th), np.cos(th)]])
+        moved = rng.uniform(0.1, 10) * x @ rot.T + rng.normal(size=2) * 5
+        np.testing.assert_allclose(K.dist(moved, y), d, rtol=1e-10)
+        np.testing.assert_allclose(K.dist(y, moved), d, rtol=1e-10)
+    # a reflection is not a rotation: it changes the shape distance in general
+    assert not np.allclose(K.dist(x * np.array([1.0, -1.0]), y), d)
+
+
+@pytest.mark.parametrize(("dim", "radius"), [(2, 1.0), (5, 3.0)])
+def test_sphere_distance_orthogonal_invariant(dim, radius):
+    rng = np.random.default_rng(dim)
+    S = pmd.Sphere(dim=dim, radius=radius)
+    x, y = random_point(S, rng, 10), random_point(S, rng, 10)
+    q = special_ortho_group.rvs(dim + 1, random_state=1)
+    q[:, 0] *= -1  # include a reflection: O(d+1), not only SO(d+1)
+    np.testing.assert_allclose(S.dist(x @ q.T, y @ q.T), S.dist(x, y), rtol=1e-10)
+
+
+def _hopf(z):
+    """Kendall(3) pre-shape -> point of the sphere of radius 1/2 in R^3."""
+    h = pmd.geometry.kendall.helmert(3)
+    zc = h @ (z[..., 0] + 1j * z[..., 1])[..., None]
+    a, b = zc[..., 0, 0], zc[..., 1, 0]
+    ab = np.conj(a) * b
+    return 0.5 * np.stack([np.abs(a) ** 2 - np.abs(b) ** 2, 2 * ab.real, 2 * ab.imag], -1)
+
+
+def test_kendall_three_landmarks_is_sphere_of_radius_half():
+    rng = np.random.default_rng(3)
+    K = pmd.KendallShape(k_landmarks=3)
+    S = pmd.Sphere(dim=2, radius=0.5)
+    x, y = random_point(K, rng, 50), random_point(K, rng, 50)
+    hx, hy = _hopf(K.validate(x)), _hopf(K.validate(y))
+    np.testing.assert_allclose(np.linalg.norm(hx, axis=-1), 0.5, rtol=1e-12)
+    np.testing.assert_allclose(K.dist(x, y), S.dist(hx, hy), rtol=1e-9, atol=1e-12)
+    assert K.curvature_bounds == (4.0, 4.0)
+    assert S.curvature_bounds == (4.0, 4.0)
+
+
+def test_circle_arc_lengths():
+    S = pmd.Sphere(dim=1, radius=2.0)
+    angles = np.array([0.0, 0.3, 1.0, 2.0, 3.0, np.pi - 1e-6])
+    pts = 2.0 * np.stack([np.cos(angles), np.sin(angles)], -1)
+    np.testing.assert_allclose(S.dist(pts[0], pts), 2.0 * angles, rtol=1e-9, atol=1e-15)
+    # going the short way round: 350 degrees apart is 10 degrees
+    a, b = np.deg2rad(5.0), np.deg2rad(355.0)
+    pa, pb = 2.0 * np.array([np.cos(a), np.sin(a)]), 2.0 * np.array([np.cos(b), np.sin(b)])
+    assert S.dist(pa, pb) == pytest.approx(2.0 * np.deg2rad(10.0), rel=1e-12)
+    # exp walks along the circle by arc length
+    v = np.array([0.0, 2.0 * 0.7])  # tangent at (2, 0), length 1.4 -> angle 0.7
+    np.testing.assert_allclose(
+        S.exp(np.array([2.0, 0.0]), v), 2.0 * np.array([np.cos(0.7), np.sin(0.7)])
+    )
+
+
+def test_sphere_exp_uses_the_radius():
+    # The papers print cos(|v|): that is only right for R = 1.
+    S = pmd.Sphere(dim=2, radius=3.0)
+    p = np.array([0.0, 0.0, 3.0])
+    v = np.array([3.0 * np.pi / 2, 0.0, 0.0])  # a quarter of the great circle
+    np.testing.assert_allclose(S.exp(p, v), [3.0, 0.0, 0.0], atol=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("M", "inj", "kappa", "rstar"),
+    [
+        (pmd.Sphere(dim=2, radius=2.0), 2 * np.pi, (0.25, 0.25), np.pi / 2),
+        (pmd.Sphere(dim=1), np.pi, (0.0, 0.0), np.pi / 2),
+        (pmd.SPD(k=3), np.inf, (-0.5, 0.0), np.inf),
+        (pmd.KendallShape(k_landmarks=6), np.pi / 2, (1.0, 4.0), np.pi / 8),
+        (pmd.Euclidean(dim=4), np.inf, (0.0, 0.0), np.inf),
+    ],
+)
+def test_constants(M, inj, kappa, rstar):
+    assert M.injectivity_radius == pytest.approx(inj)
+    assert M.curvature_bounds == pytest.approx(kappa)
+    assert M.max_radius == pytest.approx(rstar)
+
+
+def test_dimensions():
+    assert pmd.Sphere(dim=5).dim == 5
+    assert pmd.SPD(k=4).dim == 10
+    assert pmd.KendallShape(k_landmarks=8).dim == 12
+    assert pmd.Euclidean(dim=3).dim == 3
+
+
+def test_log_is_accurate_for_tiny_and_near_cut_locus_separations():
+    S = pmd.Sphere(dim=2)
+    p = np.array([0.0, 0.0, 1.0])
+    for t in [1e-12, 1e-8, 1e-4, np.pi - 1e-6]:
+        q = np.array([np.sin(t), 0.0, np.cos(t)])
+        np.testing.assert_allclose(S.log(p, q), [t, 0.0, 0.0], rtol=1e-9)
+        assert S.dist(p, q) == pytest.approx(t, rel=1e-12)

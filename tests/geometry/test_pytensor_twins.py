@@ -1,0 +1,141 @@
+"""PyTensor twins agree with NumPy to 1e-10 and have finite, correct gradients.
+
+Gradients are checked against 4th-order central finite differences of a random
+projection of the output along random directions (``verify_grad``'s one-sided
+differences are too coarse for a 1e-6 tolerance), including at a chart centre
+(coordinates 0), at the identity SPD matrix (repeated eigenvalues, where PyTensor's
+own eigh gradient is NaN) and at log maps between coinciding points. Gradient graphs
+are compiled in FAST_COMPILE mode (same graph, no C compilation) to keep the suite fast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+
+import pymc_manidp as pmd
+from pymc_manidp.geometry import pt_numerics as ptn
+from tests.cases import manifold_params, random_point, random_tangent
+
+ALL = ["S1(R=2)", "S2(R=0.5)", "S5(R=3)", "SPD2", "SPD3", "Kendall3", "Kendall4", "Kendall10", "R3"]
+
+
+def _compile(fn, *args):
+    syms = [pt.tensor(dtype="float64", shape=(None,) * np.ndim(a)) for a in args]
+    return pytensor.function(syms, fn(*syms), on_unused_input="ignore")
+
+
+def _vgrad(fn, args, seed, h=1e-4, rtol=1e-6):
+    """Directional derivatives of <fn(x), r> against a 4th-order central difference."""
+    rng = np.random.default_rng(seed)
+    (x0,) = args
+    t = pt.tensor(dtype="float64", shape=(None,) * np.ndim(x0))
+    out = fn(t)
+    shape = pytensor.function([t], out, mode="FAST_COMPILE")(x0).shape
+    cost = pt.sum(out * rng.normal(size=shape))
+    g_sym = pt.grad(cost, t, disconnected_inputs="ignore")  # flat density: no path
+    f = pytensor.function([t], [cost, g_sym], mode="FAST_COMPILE")
+    _, g = f(x0)
+    assert np.all(np.isfinite(g))
+    for _ in range(3):
+        u = rng.normal(size=np.shape(x0))
+        vals = [f(x0 + s * h * u)[0] for s in (2, 1, -1, -2)]
+        fd = (-vals[0] + 8 * vals[1] - 8 * vals[2] + vals[3]) / (12 * h)
+        an = float(np.sum(g * u))
+        assert abs(an - fd) <= rtol * max(1.0, abs(fd)), (an, fd)
+
+
+def _centre_and_data(M, rng, n=5):
+    x = M.validate(random_point(M, rng))
+    v, _ = random_tangent(M, np.broadcast_to(x, (n, *x.shape)), rng, max_norm=0.6)
+    return x, M.exp(x, v)
+
+
+@manifold_params(ALL)
+def test_twins_agree_with_numpy(M):
+    rng = np.random.default_rng(7)
+    x, ys = _centre_and_data(M, rng)
+    c = rng.normal(size=(8, M.dim))
+    c *= 0.5 * min(M.injectivity_radius, 3.0) / np.linalg.norm(c, axis=-1, keepdims=True)
+    c[0] = 0.0  # the chart centre
+    want_log = M.log(x, ys)
+    # one compiled function (default mode, as samplers use it) for all twins
+    fn = _compile(
+        lambda xx, yy, cc, vv: [
+            M.pt_exp_coords(x, cc),
+            M.pt_log(xx, yy),
+            M.pt_dist(xx, yy),
+            M.pt_norm(xx, vv),
+            M.pt_log_volume_density(cc),
+        ],
+        x,
+        ys,
+        c,
+        want_log,
+    )
+    exp_c, log_, dist_, norm_, lvd = fn(x, ys, c, want_log)
+    np.testing.assert_allclose(exp_c, M.exp_coords(x, c), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(exp_c[0], x, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(log_, want_log, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(dist_, M.dist(x, ys), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(norm_, M.norm(x, want_log), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(lvd, M.log_volume_density(c), rtol=0, atol=1e-10)
+
+
+@manifold_params(ALL)
+def test_twin_gradients_match_finite_differences(M):
+    rng = np.random.default_rng(11)
+    x, ys = _centre_and_data(M, rng)
+    c = rng.normal(size=M.dim)
+    c *= 0.4 * min(M.injectivity_radius, 3.0) / np.linalg.norm(c)  # inside the chart
+    zero = np.zeros(M.dim)
+    for i, cc in enumerate([c, zero]):  # away from and at the chart centre
+        _vgrad(lambda t: M.pt_exp_coords(x, t), [cc], i)
+        _vgrad(M.pt_log_volume_density, [cc], i)
+    _vgrad(lambda t: M.pt_log(t, ys), [x], 3)
+    _vgrad(lambda t: M.pt_dist(t, ys), [x], 4)
+    _vgrad(lambda t: M.pt_log(t, ys[:1]), [ys[0]], 5)  # log between coinciding points
+    v = M.log(x, ys)
+    _vgrad(lambda t: M.pt_norm(x, t), [v], 6)
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_spd_gradients_at_the_identity(k):
+    P = pmd.SPD(k=k)
+    eye = np.eye(k)
+    rng = np.random.default_rng(k)
+    y = random_point(P, rng, 3)
+    _vgrad(lambda t: P.pt_exp_coords(eye, t), [np.zeros(P.dim)], 1)
+    _vgrad(lambda t: P.pt_log(t, y), [eye], 2)
+    _vgrad(lambda t: P.pt_dist(t, y), [eye], 3)
+    _vgrad(lambda t: P.pt_log(t, eye), [eye], 4)  # log_I(I): every eigenvalue equal
+    _vgrad(P.pt_log_volume_density, [np.zeros(P.dim)], 5)
+    # and every gradient is finite there, where PyTensor's eigh gradient is not
+    x = pt.matrix("x")
+    g = pytensor.function([x], pt.grad(pt.sum(P.pt_log(x, y) ** 2), x), mode="FAST_COMPILE")(eye)
+    assert np.all(np.isfinite(g))
+
+
+def test_naive_eigh_gradient_is_nan_at_identity():
+    # Why the custom pullback exists: this is what it replaces.
+    x = pt.matrix("x")
+    w, u = pt.linalg.eigh(x)
+    naive = (u * pt.exp(w)[None, :]) @ u.T
+    fast = "FAST_COMPILE"
+    g = pytensor.function([x], pt.grad(naive[0, 1] + naive.sum(), x), mode=fast)(np.eye(3))
+    assert not np.all(np.isfinite(g))
+    cost = ptn.expm(x)[0, 1] + ptn.expm(x).sum()
+    ours = pytensor.function([x], pt.grad(cost, x), mode=fast)(np.eye(3))
+    assert np.all(np.isfinite(ours))
+
+
+@pytest.mark.parametrize("name", ["expm", "logm", "sqrtm", "invsqrtm"])
+def test_matrix_functions_near_repeated_eigenvalues(name):
+    fn = getattr(ptn, name)
+    rng = np.random.default_rng(0)
+    for gap in [0.0, 1e-9, 1e-5, 0.3]:
+        a = np.diag([1.0, 1.0 + gap, 2.0])
+        q = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+        _vgrad(fn, [q @ a @ q.T], 0)
