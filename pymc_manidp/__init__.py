@@ -1,7 +1,19 @@
 """pymc-manidp: differentially private releases on Riemannian manifolds, the PyMC way."""
 
 from pymc_manidp.geometry import SPD, Euclidean, KendallShape, Manifold, Sphere
+from pymc_manidp.stats import DataDomain, DomainError, FrechetResult, frechet_mean
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["SPD", "Euclidean", "KendallShape", "Manifold", "Sphere", "__version__"]
+__all__ = [
+    "SPD",
+    "DataDomain",
+    "DomainError",
+    "Euclidean",
+    "FrechetResult",
+    "KendallShape",
+    "Manifold",
+    "Sphere",
+    "__version__",
+    "frechet_mean",
+]

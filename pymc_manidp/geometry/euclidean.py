@@ -28,7 +28,7 @@ class Euclidean(ManifoldBase):
     """
 
     dim: int
-    point_shape: tuple[int, ...] = field(init=False)
+    point_shape: tuple[int, ...] = field(init=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))

@@ -166,8 +166,8 @@ class KendallShape(ManifoldBase):
     """
 
     k_landmarks: int
-    dim: int = field(init=False)
-    point_shape: tuple[int, ...] = field(init=False)
+    dim: int = field(init=False, repr=False)
+    point_shape: tuple[int, ...] = field(init=False, repr=False)
 
     def __post_init__(self):
         k = check_positive_int(self.k_landmarks, "k_landmarks", minimum=3)

@@ -105,8 +105,8 @@ class SPD(ManifoldBase):
     """
 
     k: int
-    dim: int = field(init=False)
-    point_shape: tuple[int, ...] = field(init=False)
+    dim: int = field(init=False, repr=False)
+    point_shape: tuple[int, ...] = field(init=False, repr=False)
 
     def __post_init__(self):
         k = check_positive_int(self.k, "k")

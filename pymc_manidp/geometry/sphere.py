@@ -100,7 +100,7 @@ class Sphere(ManifoldBase):
 
     dim: int
     radius: float = 1.0
-    point_shape: tuple[int, ...] = field(init=False)
+    point_shape: tuple[int, ...] = field(init=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))

@@ -53,7 +53,7 @@ def as_points(x, point_shape: tuple[int, ...], name: str = "points") -> np.ndarr
             f"{name} must have trailing shape {tuple(point_shape)} (one point per row), "
             f"got shape {arr.shape}"
         )
-    finite = np.isfinite(arr).reshape((*arr.shape[: arr.ndim - k], -1)).all(axis=-1)
+    finite = np.isfinite(arr).all(axis=tuple(range(arr.ndim - k, arr.ndim)))
     if not np.all(finite):
         raise ValueError(f"{name} contain NaN or infinite values: {first_bad_row(~finite)}")
     return arr

@@ -1,0 +1,30 @@
+"""Statistics layer: Fréchet means, sensitivity bounds and the public data domain."""
+
+from pymc_manidp.stats.domain import DataDomain, DomainError
+from pymc_manidp.stats.frechet import ConvergenceWarning, FrechetResult, frechet_mean
+from pymc_manidp.stats.sensitivity import (
+    ambient_radius_spd,
+    ambient_radius_sphere,
+    curvature_factor,
+    curvature_factor_min,
+    empirical_sphere_log_spread,
+    kng_sensitivity,
+    laplace_sensitivity,
+    rate,
+)
+
+__all__ = [
+    "ConvergenceWarning",
+    "DataDomain",
+    "DomainError",
+    "FrechetResult",
+    "ambient_radius_spd",
+    "ambient_radius_sphere",
+    "curvature_factor",
+    "curvature_factor_min",
+    "empirical_sphere_log_spread",
+    "frechet_mean",
+    "kng_sensitivity",
+    "laplace_sensitivity",
+    "rate",
+]

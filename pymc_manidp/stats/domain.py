@@ -1,0 +1,157 @@
+r"""The public data domain: a closed geodesic ball ``B_r(m0)`` with ``r < r*``.
+
+Both papers' guarantees assume every record lies in a ball whose centre and radius
+are public (chosen without looking at the data). :class:`DataDomain` makes that
+premise explicit: it refuses radii at or above ``r*``, refuses data outside the ball
+(or clips it, record by record, when the caller opts in), and turns the numerical
+error of an approximate Fréchet mean into extra sensitivity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pymc_manidp.geometry.validation import check_positive_real
+from pymc_manidp.stats import sensitivity as sens
+
+__all__ = ["DataDomain", "DomainError"]
+
+
+class DomainError(ValueError):
+    """Data violate the public domain: nothing may be released from them as they are."""
+
+
+@dataclass(frozen=True, eq=False)
+class DataDomain:
+    r"""Closed geodesic ball ``B_r(m0)`` on a manifold, public by assumption.
+
+    Parameters
+    ----------
+    manifold : Manifold
+    center : array, shape ``point_shape``
+        The public centre ``m0``; it must not be computed from the data.
+    radius : float
+        The public radius ``r``, ``0 < r < r*`` (``manifold.max_radius``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> dom = DataDomain(pmd.Sphere(dim=2), center=[0.0, 0.0, 1.0], radius=np.pi / 8)
+    >>> round(dom.curvature_factor, 6)
+    0.785398
+    """
+
+    manifold: object
+    center: np.ndarray
+    radius: float
+
+    def __post_init__(self):
+        M = self.manifold
+        center = M.validate(self.center)
+        if center.shape != tuple(M.point_shape):
+            raise ValueError(
+                f"center must be one point of shape {tuple(M.point_shape)}, got {center.shape}"
+            )
+        r = check_positive_real(self.radius, "radius")
+        if r >= M.max_radius:
+            raise ValueError(
+                f"radius {r:.6g} is not below r* = {M.max_radius:.6g}, the largest radius "
+                "for which the Fréchet mean is unique and the sensitivity bounds hold "
+                "(Assumption 1). Choose a smaller public radius."
+            )
+        object.__setattr__(self, "center", center)
+        object.__setattr__(self, "radius", r)
+
+    @property
+    def curvature_factor(self) -> float:
+        """``H = h_max(2r, kappa_max)`` for this ball."""
+        return sens.curvature_factor(self.radius, self.manifold.curvature_bounds[1])
+
+    @property
+    def curvature_factor_min(self) -> float:
+        """``H_min = h_min(2r, kappa_min)`` for this ball."""
+        return sens.curvature_factor_min(self.radius, self.manifold.curvature_bounds[0])
+
+    def distances(self, data) -> np.ndarray:
+        """Geodesic distances from the centre, shape ``(n,)``."""
+        return self.manifold.dist(self.center, data)
+
+    def check(self, data, *, clip: bool = False) -> np.ndarray:
+        """Validate data against the manifold and the ball; return the data to use.
+
+        Parameters
+        ----------
+        data : array, shape ``(n, *point_shape)``
+        clip : bool
+            If False (default) any point outside the closed ball raises
+            :class:`DomainError`, naming how many and the worst distance. If True,
+            each outside point moves along its geodesic from the centre onto the
+            boundary: a per-record map, so the privacy guarantee still holds.
+
+        Raises
+        ------
+        ValueError
+            Empty data, wrong shape, points off the manifold, NaN/inf.
+        DomainError
+            Points outside the ball (without ``clip``), or a point at the cut locus
+            of the centre, where no geodesic to clip along is unique.
+        """
+        M = self.manifold
+        x = M.validate(data)
+        if x.ndim != len(M.point_shape) + 1:
+            raise ValueError(
+                f"data must have shape (n, {', '.join(map(str, M.point_shape))}), got {x.shape}"
+            )
+        if x.shape[0] == 0:
+            raise ValueError("data is empty: nothing to summarize")
+        d = self.distances(x)
+        outside = d > self.radius
+        if not np.any(outside):
+            return x
+        if not clip:
+            raise DomainError(
+                f"{int(outside.sum())} of {len(d)} points lie outside the public ball of "
+                f"radius {self.radius:.6g} (farthest at distance {float(d.max()):.6g}, "
+                f"first at row {int(np.argmax(outside))}). Pass clip=True to move them onto "
+                "the boundary (a per-record map that keeps the guarantee), or choose a larger "
+                "public radius (below r*) without looking at the data."
+            )
+        return self._clip(x, d, outside)
+
+    def _clip(self, x, d, outside):
+        M = self.manifold
+        try:
+            v = M.log(self.center, x[outside])
+        except ValueError as err:
+            raise DomainError(f"cannot clip: {err}") from None
+        # a hair inside the boundary so rounding in exp cannot land outside
+        scale = (self.radius * (1.0 - 1e-12) / d[outside]).reshape(
+            (-1,) + (1,) * len(M.point_shape)
+        )
+        out = x.copy()
+        out[outside] = M.validate(M.exp(self.center, v * scale))
+        return out
+
+    def footpoint_error(self, grad_norm: float) -> float:
+        """Bound on ``rho(x, x_bar)`` from ``|grad F(x)|``: 2022 Lemma 1, ``H rho <= |grad F|``."""
+        return float(grad_norm) / self.curvature_factor
+
+    def laplace_sensitivity(self, n: int, grad_tol: float = 0.0) -> float:
+        """Fréchet-mean sensitivity widened by the footpoint's numerical error.
+
+        If every released footpoint has ``|grad F| <= grad_tol`` (a public
+        tolerance, checked at release time), each is within ``grad_tol / H`` of the
+        exact mean, so ``Delta + 2 grad_tol / H`` bounds the distance between the
+        footpoints of neighbouring datasets.
+        """
+        base = sens.laplace_sensitivity(self.manifold, n, self.radius)
+        if grad_tol < 0 or not np.isfinite(grad_tol):
+            raise ValueError(f"grad_tol must be a finite number >= 0, got {grad_tol}")
+        return base + 2.0 * self.footpoint_error(grad_tol)
+
+    def kng_sensitivity(self, n: int) -> float:
+        """KNG gradient sensitivity ``2r(2 - H)/n`` (no footpoint enters KNG's density)."""
+        return sens.kng_sensitivity(self.manifold, n, self.radius)

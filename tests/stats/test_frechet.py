@@ -1,0 +1,162 @@
+"""Fréchet means: optimality, closed forms, invariance, edge cases, warnings."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import special_ortho_group
+
+import pymc_manidp as pmd
+from pymc_manidp.stats import ConvergenceWarning
+from tests.cases import _expm_sym
+
+
+def _ball_data(M, rng, n, r):
+    """n points in B_r(m0) around a random-ish centre, direction uniform."""
+    if isinstance(M, pmd.Sphere):
+        m0 = np.zeros(M.dim + 1)
+        m0[-1] = M.radius
+    elif isinstance(M, pmd.SPD):
+        m0 = np.diag(np.linspace(1.0, 3.0, M.k))
+    else:
+        t = np.linspace(0, 2 * np.pi, M.k_landmarks, endpoint=False)
+        m0 = M.validate(np.stack([np.cos(t), 0.5 * np.sin(t)], -1))
+    c = rng.normal(size=(n, M.dim))
+    c *= r * rng.uniform(0, 1, (n, 1)) ** (1 / M.dim) / np.linalg.norm(c, axis=-1, keepdims=True)
+    return m0, M.validate(M.exp_coords(np.broadcast_to(m0, (n, *m0.shape)), c))
+
+
+CASES = {
+    "S2": (pmd.Sphere(dim=2), 0.7),
+    "S7": (pmd.Sphere(dim=7), 0.7),
+    "SPD2": (pmd.SPD(k=2), 1.5),
+    "SPD4": (pmd.SPD(k=4), 1.5),
+    "Kendall5": (pmd.KendallShape(k_landmarks=5), 0.35),
+    "Kendall12": (pmd.KendallShape(k_landmarks=12), 0.35),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_first_order_optimality(name):
+    M, r = CASES[name]
+    rng = np.random.default_rng(len(name))
+    _, data = _ball_data(M, rng, 300, r)
+    res = pmd.frechet_mean(M, data)
+    assert res.converged and res.method == "gradient"
+    # recompute the gradient independently of the result's own report
+    g = M.log(res.mean, data).mean(axis=0)
+    spread = np.sqrt(np.mean(M.dist(res.mean, data) ** 2))
+    assert M.norm(res.mean, g) <= 1e-10 * spread
+    assert res.grad_norm == pytest.approx(float(M.norm(res.mean, g)), rel=1e-6, abs=1e-15)
+    # and it is a minimum: moving in any direction raises the energy
+    energy = np.sum(M.dist(res.mean, data) ** 2)
+    for c in rng.normal(size=(5, M.dim)) * 1e-3:
+        assert np.sum(M.dist(M.exp_coords(res.mean, c), data) ** 2) > energy
+
+
+def test_spd_two_point_closed_form_and_gradient_agree():
+    P = pmd.SPD(k=2)
+    a, b = np.diag([np.e**2, 1.0]), np.eye(2)
+    res = pmd.frechet_mean(P, np.stack([a, b]))
+    assert res.method == "closed-form"
+    np.testing.assert_allclose(res.mean, np.diag([np.e, 1.0]), atol=1e-13)
+    # three points, two equal: the weighted geodesic point at 2/3, found iteratively
+    res3 = pmd.frechet_mean(P, np.stack([a, b, b]))
+    assert res3.method == "gradient"
+    np.testing.assert_allclose(res3.mean, np.diag([np.e ** (2 / 3), 1.0]), atol=1e-10)
+    # weights reproduce the same point
+    resw = pmd.frechet_mean(P, np.stack([a, b]), weights=[1.0, 2.0])
+    np.testing.assert_allclose(resw.mean, res3.mean, atol=1e-10)
+
+
+def test_single_point_and_euclidean_closed_forms():
+    S = pmd.Sphere(dim=2)
+    p = np.array([[0.0, 0.6, 0.8]])
+    res = pmd.frechet_mean(S, p)
+    assert res.iterations == 0 and res.grad_norm == 0.0
+    np.testing.assert_allclose(res.mean, p[0])
+    E = pmd.Euclidean(dim=3)
+    x = np.random.default_rng(0).normal(size=(20, 3))
+    np.testing.assert_allclose(pmd.frechet_mean(E, x).mean, x.mean(axis=0))
+
+
+def test_rotating_the_data_rotates_the_mean():
+    M, r = CASES["S7"]
+    rng = np.random.default_rng(5)
+    _, data = _ball_data(M, rng, 100, r)
+    q = special_ortho_group.rvs(8, random_state=5)
+    m1 = pmd.frechet_mean(M, data).mean
+    m2 = pmd.frechet_mean(M, data @ q.T).mean
+    np.testing.assert_allclose(m2, q @ m1, atol=1e-9)
+
+
+def test_spd_mean_is_congruence_equivariant():
+    M, r = CASES["SPD4"]
+    rng = np.random.default_rng(6)
+    _, data = _ball_data(M, rng, 100, r)
+    a = _expm_sym(rng.normal(size=(4, 4)) * 0.3) @ special_ortho_group.rvs(4, random_state=6)
+    m1 = pmd.frechet_mean(M, data).mean
+    m2 = pmd.frechet_mean(M, a @ data @ a.T).mean
+    np.testing.assert_allclose(m2, a @ m1 @ a.T, rtol=1e-8, atol=1e-9)
+
+
+def test_shape_mean_ignores_similarity_transforms_of_each_record():
+    M, r = CASES["Kendall5"]
+    rng = np.random.default_rng(7)
+    _, data = _ball_data(M, rng, 60, r)
+    th = rng.uniform(0, 2 * np.pi, 60)
+    rot = np.stack(
+        [np.stack([np.cos(th), -np.sin(th)], -1), np.stack([np.sin(th), np.cos(th)], -1)], -2
+    )
+    moved = rng.uniform(0.5, 5, (60, 1, 1)) * np.einsum("nij,nkj->nki", rot, data)
+    moved = moved + rng.normal(size=(60, 1, 2))
+    m1 = pmd.frechet_mean(M, data).mean
+    m2 = pmd.frechet_mean(M, moved).mean
+    assert M.dist(m1, m2) < 1e-9
+
+
+def test_supplement_algorithm_matches_default_to_its_tolerance():
+    M, r = CASES["S2"]
+    _, data = _ball_data(M, np.random.default_rng(8), 200, r)
+    ref = pmd.frechet_mean(M, data).mean
+    sup = pmd.frechet_mean(M, data, method="supplement")
+    assert sup.method == "supplement" and sup.converged
+    assert 0 < sup.iterations <= 500
+    # step 0.5 halves the error each step; stopping at moves < 1e-5 leaves about that much
+    assert M.dist(ref, sup.mean) < 2e-5
+
+
+def test_non_convergence_warns_and_says_so():
+    M, r = CASES["S2"]
+    _, data = _ball_data(M, np.random.default_rng(9), 50, r)
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        res = pmd.frechet_mean(M, data, max_iter=1, init=data[1])
+    assert not res.converged and res.grad_norm > 1e-10
+
+
+def test_no_warning_when_converged():
+    M, r = CASES["SPD2"]
+    _, data = _ball_data(M, np.random.default_rng(10), 50, r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pmd.frechet_mean(M, data)
+
+
+@pytest.mark.parametrize(
+    ("data", "kwargs", "exc", "msg"),
+    [
+        (np.zeros((0, 3)), {}, ValueError, "empty"),
+        (np.array([[0.0, 0, 2.0]]), {}, ValueError, "not on the sphere"),
+        (np.array([[0.0, np.nan, 1.0]]), {}, ValueError, "NaN"),
+        (np.array([0.0, 0, 1.0]), {}, ValueError, r"shape \(n, 3\)"),
+        (np.array([[0.0, 0, 1.0]] * 2), {"weights": [1.0]}, ValueError, "weights must have"),
+        (np.array([[0.0, 0, 1.0]] * 2), {"weights": [1.0, -1.0]}, ValueError, "non-negative"),
+        (np.array([[0.0, 0, 1.0]] * 2), {"method": "newton"}, ValueError, "method must be"),
+        (np.array([[0.0, 0, 1.0]] * 2), {"max_iter": 0}, ValueError, "max_iter"),
+    ],
+)
+def test_bad_input(data, kwargs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        pmd.frechet_mean(pmd.Sphere(dim=2), data, **kwargs)
