@@ -53,7 +53,37 @@ def demo(seed: int) -> int:
         )
     print("\nround trip: max |log(exp(c)) - c| over 1,000 chart vectors with |c| < min(r*, 2)")
     print("vol: range of the exp chart's volume density over those vectors")
+    _demo_statistics(rng)
     return 0
+
+
+def _demo_statistics(rng, n: int = 200, epsilon: float = 1.0):
+    """Footpoint and scale a private mean direction would use (no release yet)."""
+    from pymc_manidp.stats import DataDomain, sensitivity
+
+    S = pmd.Sphere(dim=2)
+    # the 2021 supplement's generator: polar angle uniform on [0, pi/8] around the pole
+    th, ph = rng.uniform(0, np.pi / 8, n), rng.uniform(0, 2 * np.pi, n)
+    data = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], -1)
+    dom = DataDomain(S, center=[0.0, 0.0, 1.0], radius=np.pi / 8)
+    data = dom.check(data)
+    res = pmd.frechet_mean(S, data)
+    delta_l = dom.laplace_sensitivity(n, grad_tol=1e-10)
+    delta_k = dom.kng_sensitivity(n)
+    print(f"\nmean direction of {n} points in the public ball B_(pi/8)(north pole):")
+    print(
+        f"  Fréchet mean {np.array2string(res.mean, precision=6)}, {res.iterations} steps, "
+        f"|grad F| = {res.grad_norm:.1e}, converged = {res.converged}"
+    )
+    print(f"  curvature factor H = {dom.curvature_factor:.6f}")
+    print(
+        f"  Laplace: sensitivity {delta_l:.6f}, rate sigma = 2*Delta/eps = "
+        f"{sensitivity.rate(delta_l, epsilon):.6f} at eps = {epsilon}"
+    )
+    print(
+        f"  KNG:     sensitivity {delta_k:.6f}, rate sigma = 2*Delta/eps = "
+        f"{sensitivity.rate(delta_k, epsilon):.6f} at eps = {epsilon}"
+    )
 
 
 def _demo_point(M, rng):

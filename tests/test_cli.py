@@ -16,6 +16,7 @@ def test_demo_runs_and_reports_exact_round_trips(capsys):
     rows = [line for line in out.splitlines() if line.startswith(("sphere", "SPD", "Kend", "Euc"))]
     errs = [float(line.split()[-2]) for line in rows]
     assert len(errs) == 4 and max(errs) < 1e-12
+    assert "converged = True" in out and "sensitivity 0.006073" in out  # (2-pi/4)/200
 
 
 def test_unknown_command_exits_non_zero():

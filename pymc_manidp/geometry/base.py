@@ -106,6 +106,19 @@ class ManifoldBase:
         """``exp_x`` of the tangent vector with chart coordinates ``coords``."""
         return self.exp(x, self.from_coords(x, coords))
 
+    def frechet_gradient(self, x, data, weights):
+        r"""Weighted mean log vector and Fréchet energy at ``x``.
+
+        Returns ``(g, energy)`` with ``g = sum_i w_i log_x(x_i)`` (minus the
+        gradient of ``F``) and ``energy = F(x) = 1/2 sum_i w_i rho(x, x_i)^2``;
+        ``data`` is ``(n, *point_shape)``, ``weights`` ``(n,)``. Manifolds may
+        override this with a cheaper route (SPD does).
+        """
+        logs = self.log(x, data)
+        g = np.tensordot(weights, logs, axes=(0, 0))
+        energy = 0.5 * float(np.sum(weights * self.norm(x, logs) ** 2))
+        return g, energy
+
     def log_coords(self, x, y):
         """Chart coordinates at ``x`` of ``log_x(y)``: the inverse of :meth:`exp_coords`."""
         return self.to_coords(x, self.log(x, y))

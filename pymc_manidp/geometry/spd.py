@@ -165,6 +165,21 @@ class SPD(ManifoldBase):
     def inner(self, x, u, v):
         return spd_inner(np.asarray(x, float), np.asarray(u, float), np.asarray(v, float))
 
+    def frechet_gradient(self, x, data, weights):
+        """Mean log and energy from one eigendecomposition per data point.
+
+        The weighted sum is taken in whitened coordinates, ``sum_i w_i
+        logm(x^{-1/2} x_i x^{-1/2})``, before the single congruence back to
+        ``T_x``; squared distances are the squared log-eigenvalues.
+        """
+        s, si = _sqrt_invsqrt(np.asarray(x, float))
+        w, u = np.linalg.eigh(sym(si @ np.asarray(data, float) @ si))
+        lw = np.log(w)
+        white = (u * (weights[:, None] * lw)[..., None, :]) @ np.swapaxes(u, -1, -2)
+        g = sym(s @ sym(white.sum(axis=0)) @ s)
+        energy = 0.5 * float(np.sum(weights * np.sum(lw**2, axis=-1)))
+        return g, energy
+
     def tangent_basis(self, x):
         """Frame ``p^{1/2} E p^{1/2}`` at ``x``: shape ``(..., dim, k, k)``."""
         s, _ = _sqrt_invsqrt(np.asarray(x, float))
