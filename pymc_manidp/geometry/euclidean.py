@@ -75,13 +75,13 @@ class Euclidean(ManifoldBase):
         return pt.as_tensor_variable(y) - x
 
     def pt_dist(self, x, y):
-        return pt.sqrt(pt.sum((pt.as_tensor_variable(y) - x) ** 2, axis=-1))
+        return pt.sqrt(pt.sum((pt.as_tensor_variable(y) - x) ** 2, axis=-1) + 1e-300)
 
     def pt_inner(self, x, u, v):
         return pt.sum(pt.as_tensor_variable(u) * v, axis=-1)
 
     def pt_norm(self, x, v):
-        return pt.sqrt(self.pt_inner(x, v, v))
+        return pt.sqrt(self.pt_inner(x, v, v) + 1e-300)
 
     def pt_log_volume_density(self, coords):
         return pt.zeros_like(pt.as_tensor_variable(coords)[..., 0])

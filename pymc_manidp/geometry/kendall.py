@@ -248,7 +248,7 @@ class KendallShape(ManifoldBase):
 
     def pt_dist(self, x, y):
         x, y_al, _ = self._pt_align(x, y)
-        d = pt.sqrt(pt.sum((x - y_al) ** 2, axis=(-2, -1)))
+        d = pt.sqrt(pt.sum((x - y_al) ** 2, axis=(-2, -1)) + 1e-300)
         s = pt.sqrt(pt.sum((x + y_al) ** 2, axis=(-2, -1)))
         return 2.0 * pt.arctan2(d, s)
 
@@ -256,7 +256,7 @@ class KendallShape(ManifoldBase):
         return pt.sum(pt.as_tensor_variable(u) * v, axis=(-2, -1))
 
     def pt_norm(self, x, v):
-        return pt.sqrt(self.pt_inner(x, v, v))
+        return pt.sqrt(self.pt_inner(x, v, v) + 1e-300)
 
     def pt_log_volume_density(self, coords):
         s = pt.sum(pt.as_tensor_variable(coords) ** 2, axis=-1)

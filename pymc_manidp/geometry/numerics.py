@@ -21,6 +21,20 @@ __all__ = [
 
 # Below this the Taylor branch is used; the series are exact to rounding there.
 _SMALL = 1e-4
+# log(sin t / t) and log(sinh t / t): below this a 5-term series (error < 1e-17
+# relative); above it log() of a ratio near 1 has relative error ~ eps / t^2 <= 1e-13.
+_LOG_SERIES = 0.05
+
+
+# |coefficients| of log(sin t/t) = -sum c_k t^{2k};  log(sinh t/t) = sum (-1)^{k+1} c_k t^{2k}
+_LOG_SINC_COEF = (1 / 6, 1 / 180, 1 / 2835, 1 / 37800, 1 / 467775)
+
+
+def _series(t2, alternate: bool):
+    out = np.zeros_like(t2)
+    for k, c in enumerate(_LOG_SINC_COEF):
+        out = out + (-1) ** k * c * t2 ** (k + 1) if alternate else out + c * t2 ** (k + 1)
+    return out
 
 
 def sinc(t):
@@ -44,25 +58,25 @@ def log_sinc(t):
     where the chart has no density.
     """
     t = np.abs(np.asarray(t, dtype=float))
-    small = t < _SMALL
+    small = t < _LOG_SERIES
     inside = t < np.pi
     ts = np.where(small | ~inside, 1.0, t)
-    t2 = t * t
-    taylor = -t2 / 6.0 - t2 * t2 / 180.0
     with np.errstate(divide="ignore"):
         val = np.log(np.sin(ts) / ts)
-    return np.where(small, taylor, np.where(inside, val, -np.inf))
+    return np.where(small, -_series(t * t, alternate=False), np.where(inside, val, -np.inf))
 
 
 def log_sinhc(t):
-    """``log(sinh(t)/t)``, stable for small and large ``|t|``."""
+    """``log(sinh(t)/t)``, accurate for small and free of overflow for large ``|t|``."""
     t = np.abs(np.asarray(t, dtype=float))
-    small = t < _SMALL
-    ts = np.where(small, 1.0, t)
-    t2 = t * t
-    # log(sinh t / t) = t - log(2t) + log1p(-exp(-2t)): no overflow for large t.
-    big = ts - np.log(2.0 * ts) + np.log1p(-np.exp(-2.0 * ts))
-    return np.where(small, t2 / 6.0 - t2 * t2 / 180.0, big)
+    small = t < _LOG_SERIES
+    large = t >= 20.0
+    ts = np.where(small | large, 1.0, t)
+    mid = np.log(np.sinh(ts) / ts)
+    tl = np.where(large, t, 20.0)
+    # for large t: t - log(2t) + log1p(-exp(-2t)) (it cancels badly for small t)
+    big = tl - np.log(2.0 * tl) + np.log1p(-np.exp(-2.0 * tl))
+    return np.where(small, _series(t * t, alternate=True), np.where(large, big, mid))
 
 
 def angle_between(x, y, axes=(-1,)):

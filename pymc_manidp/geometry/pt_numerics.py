@@ -39,6 +39,16 @@ __all__ = [
 
 _SMALL = 1e-4
 _SMALL_SQ = _SMALL**2
+_LOG_SERIES_SQ = 0.05**2  # see numerics._LOG_SERIES
+_LOG_SINC_COEF = (1 / 6, 1 / 180, 1 / 2835, 1 / 37800, 1 / 467775)
+
+
+def _series(s, alternate: bool):
+    """``sum_k (±1)^k c_k s^{k+1}``: log(sin t/t) (negated) or log(sinh t/t) in ``s = t^2``."""
+    out = 0.0
+    for k, c in enumerate(_LOG_SINC_COEF):
+        out = out + ((-1) ** k if alternate else 1) * c * s ** (k + 1)
+    return out
 
 
 def sym(a):
@@ -63,12 +73,12 @@ def sinc_sqrt(s):
 
 def log_sinc_sqrt(s):
     """``log(sin(sqrt(s)) / sqrt(s))`` for ``0 <= s < pi**2``; ``-inf`` beyond."""
-    small = s < _SMALL_SQ
+    small = s < _LOG_SERIES_SQ
     inside = s < np.pi**2
     ss = pt.switch(small | ~inside, 1.0, s)
     r = pt.sqrt(ss)
     val = pt.log(pt.sin(r) / r)
-    return pt.switch(small, -s / 6.0 - s * s / 180.0, pt.switch(inside, val, -np.inf))
+    return pt.switch(small, -_series(s, alternate=False), pt.switch(inside, val, -np.inf))
 
 
 def sinhc(t):
@@ -80,12 +90,16 @@ def sinhc(t):
 
 
 def log_sinhc(t):
-    """``log(sinh(t) / t)``, smooth at 0 and free of overflow for large ``|t|``."""
-    small = pt.abs(t) < _SMALL
-    ts = pt.switch(small, 1.0, pt.abs(t))
-    t2 = t * t
-    big = ts - pt.log(2.0 * ts) + pt.log1p(-pt.exp(-2.0 * ts))
-    return pt.switch(small, t2 / 6.0 - t2 * t2 / 180.0, big)
+    """``log(sinh(t) / t)``, accurate near 0 and free of overflow for large ``|t|``."""
+    at = pt.abs(t)
+    small = at < np.sqrt(_LOG_SERIES_SQ)
+    large = at >= 20.0
+    tm = pt.switch(small | large, 1.0, at)
+    tl = pt.switch(large, at, 20.0)
+    mid = pt.log(pt.sinh(tm) / tm)
+    # for large t: t - log(2t) + log1p(-exp(-2t)) (it cancels badly for small t)
+    big = tl - pt.log(2.0 * tl) + pt.log1p(-pt.exp(-2.0 * tl))
+    return pt.switch(small, _series(t * t, alternate=True), pt.switch(large, big, mid))
 
 
 def atanhc(d):
@@ -160,7 +174,7 @@ def _matrix_function_op(name: str, ndim: int) -> OpFromGraph:
         inner = gamma * (ut @ g @ u)
         return [sym(u @ inner @ ut)]
 
-    return OpFromGraph([x], [forward(x)], pullback=pullback, name=f"sym_{name}m")
+    return OpFromGraph([x], [forward(x)], pullback=pullback, name=f"sym_{name}m", inline=True)
 
 
 def _matrix_function(name, x):
@@ -201,7 +215,7 @@ def _spectral_sum_op(phi, ndim: int) -> OpFromGraph:
         gw = pt.grad(phi(w).sum(), w)
         return [sym(_apply_eig(u, gw)) * g[..., None, None]]
 
-    return OpFromGraph([x], [forward(x)], pullback=pullback, name="spectral_sum")
+    return OpFromGraph([x], [forward(x)], pullback=pullback, name="spectral_sum", inline=True)
 
 
 def spectral_sum(phi, x):

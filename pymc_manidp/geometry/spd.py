@@ -59,6 +59,11 @@ def spd_log(p, q):
 def spd_dist(p, q):
     _, si = _sqrt_invsqrt(p)
     w = np.linalg.eigvalsh(sym(si @ q @ si))
+    if np.any(w <= 0):
+        raise ValueError(
+            "distance undefined at working precision: the matrices are too ill-conditioned "
+            f"relative to each other ({first_bad_row(np.any(w <= 0, axis=-1))})"
+        )
     return np.sqrt(np.sum(np.log(w) ** 2, axis=-1))
 
 
@@ -209,7 +214,7 @@ class SPD(ManifoldBase):
     def pt_dist(self, x, y):
         xi = ptn.invsqrtm(pt.as_tensor_variable(x))
         ell = ptn.logm(xi @ y @ xi)
-        return pt.sqrt(pt.sum(ell**2, axis=(-2, -1)))
+        return pt.sqrt(pt.sum(ell**2, axis=(-2, -1)) + 1e-300)
 
     def pt_inner(self, x, u, v):
         x = pt.as_tensor_variable(x)
@@ -218,7 +223,7 @@ class SPD(ManifoldBase):
         return pt.sum(a * pt.swapaxes(b, -1, -2), axis=(-2, -1))
 
     def pt_norm(self, x, v):
-        return pt.sqrt(self.pt_inner(x, v, v))
+        return pt.sqrt(self.pt_inner(x, v, v) + 1e-300)
 
     def pt_log_volume_density(self, coords):
         w_mat = pt.tensordot(pt.as_tensor_variable(coords), self._frame, axes=[[-1], [0]])

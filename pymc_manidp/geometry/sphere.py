@@ -54,6 +54,7 @@ def sphere_log(x, y, radius):
         )
     theta = theta[..., None]
     u = y - np.cos(theta) * x
+    u = u - (_dot(u, x)[..., None] / radius**2) * x  # exact tangency despite cancellation
     return theta_over_sin(theta) * u
 
 
@@ -205,7 +206,7 @@ class Sphere(ManifoldBase):
 
     def pt_dist(self, x, y):
         x, y = pt.as_tensor_variable(x), pt.as_tensor_variable(y)
-        d = pt.sqrt(pt.sum((x - y) ** 2, axis=-1))
+        d = pt.sqrt(pt.sum((x - y) ** 2, axis=-1) + 1e-300)
         s = pt.sqrt(pt.sum((x + y) ** 2, axis=-1))
         return 2.0 * self.radius * pt.arctan2(d, s)
 
@@ -213,7 +214,7 @@ class Sphere(ManifoldBase):
         return pt.sum(pt.as_tensor_variable(u) * v, axis=-1)
 
     def pt_norm(self, x, v):
-        return pt.sqrt(self.pt_inner(x, v, v))
+        return pt.sqrt(self.pt_inner(x, v, v) + 1e-300)
 
     def pt_log_volume_density(self, coords):
         coords = pt.as_tensor_variable(coords)

@@ -108,7 +108,14 @@ class DataDomain:
         if x.shape[0] == 0:
             raise ValueError("data is empty: nothing to summarize")
         d = self.distances(x)
-        outside = d > self.radius
+        if not np.all(np.isfinite(d)):
+            bad = ~np.isfinite(d)
+            raise DomainError(
+                f"the distance to the centre could not be computed for {int(bad.sum())} "
+                f"points (first at row {int(np.argmax(bad))}): they are too ill-conditioned "
+                "to place in or out of the ball"
+            )
+        outside = ~(d <= self.radius)  # NaN-safe: anything not provably inside is outside
         if not np.any(outside):
             return x
         if not clip:
@@ -124,15 +131,22 @@ class DataDomain:
     def _clip(self, x, d, outside):
         M = self.manifold
         try:
-            v = M.log(self.center, x[outside])
+            v = M.to_tangent(self.center, M.log(self.center, x[outside]))
         except ValueError as err:
             raise DomainError(f"cannot clip: {err}") from None
-        # a hair inside the boundary so rounding in exp cannot land outside
-        scale = (self.radius * (1.0 - 1e-12) / d[outside]).reshape(
-            (-1,) + (1,) * len(M.point_shape)
-        )
+        # scale by the norm of the vector actually used, a hair inside the boundary
+        norms = M.norm(self.center, v)
+        scale = (self.radius * (1.0 - 1e-10) / norms).reshape((-1,) + (1,) * len(M.point_shape))
         out = x.copy()
         out[outside] = M.validate(M.exp(self.center, v * scale))
+        # fail closed: rounding must not leave a clipped point outside the public ball
+        d_new = self.distances(out[outside])
+        if not np.all(d_new <= self.radius):
+            raise DomainError(
+                "clipping could not place every point inside the ball at working precision "
+                f"(largest distance {float(np.nanmax(d_new)):.17g} > {self.radius:.17g}); "
+                "the points are too ill-conditioned to use"
+            )
         return out
 
     def footpoint_error(self, grad_norm: float) -> float:

@@ -184,10 +184,12 @@ def _extrinsic_start(M, data, w):
 
 def _gradient_descent(M, data, w, x, tol, atol, max_iter):
     g, gnorm, energy = _grad(M, x, data, w)
+    # the gradient of nearly identical points is rounding noise: do not ask for less
+    floor = 64.0 * np.finfo(float).eps * getattr(M, "radius", 1.0)
     it = 0
     while True:
         spread = np.sqrt(2.0 * energy)
-        if gnorm <= max(tol * spread, atol) or gnorm == 0.0:
+        if gnorm <= max(tol * spread, atol, floor) or gnorm == 0.0:
             return FrechetResult(x, it, gnorm, True, "gradient")
         if it >= max_iter:
             break

@@ -137,3 +137,24 @@ def test_log_is_accurate_for_tiny_and_near_cut_locus_separations():
         q = np.array([np.sin(t), 0.0, np.cos(t)])
         np.testing.assert_allclose(S.log(p, q), [t, 0.0, 0.0], rtol=1e-9)
         assert S.dist(p, q) == pytest.approx(t, rel=1e-12)
+
+
+def test_log_sinhc_is_accurate_across_its_branches():
+    from pymc_manidp.geometry.numerics import log_sinhc
+
+    t = np.array([1e-5, 1.01e-4, 3e-4, 1e-3, 1e-2])
+    t2 = t * t
+    series = t2 / 6 - t2**2 / 180 + t2**3 / 2835 - t2**4 / 37800 + t2**5 / 467775
+    np.testing.assert_allclose(log_sinhc(t), series, rtol=1e-12)
+    big = np.array([19.9, 20.0, 20.1, 300.0])
+    np.testing.assert_allclose(log_sinhc(big), big - np.log(2 * big), rtol=1e-12)
+    mid = np.array([0.5, 2.0, 10.0])
+    np.testing.assert_allclose(log_sinhc(mid), np.log(np.sinh(mid) / mid), rtol=1e-14)
+    # and the sphere's log(sin t / t) across its series switch
+    from pymc_manidp.geometry.numerics import log_sinc
+
+    t = np.array([1e-3, 0.0499, 0.0501, 0.3])
+    t2 = t * t
+    ref = -(t2 / 6 + t2**2 / 180 + t2**3 / 2835 + t2**4 / 37800 + t2**5 / 467775)
+    np.testing.assert_allclose(log_sinc(t[:3]), ref[:3], rtol=1e-12)
+    np.testing.assert_allclose(log_sinc(t[3]), np.log(np.sin(0.3) / 0.3), rtol=1e-14)

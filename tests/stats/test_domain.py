@@ -67,7 +67,7 @@ def test_clipping_on_spd_and_shapes_keeps_direction():
         coords *= 3 * r / np.linalg.norm(coords, axis=-1, keepdims=True)
         far = M.exp_coords(np.broadcast_to(dom.center, (20, *dom.center.shape)), coords)
         out = dom.check(far, clip=True)
-        np.testing.assert_allclose(dom.distances(out), r, rtol=1e-9)
+        np.testing.assert_allclose(dom.distances(out), r, rtol=1e-8)
         back = M.log_coords(np.broadcast_to(dom.center, out.shape), out)
         np.testing.assert_allclose(back, coords / 3, atol=1e-8)
 
@@ -114,3 +114,55 @@ def test_footpoint_error_bound_holds_for_approximate_means():
         x = _at(s, rng.uniform(0, 2 * np.pi))
         g = S2.norm(x, S2.log(x, data).mean(axis=0))
         assert S2.dist(x, exact) <= dom.footpoint_error(g) * (1 + 1e-12)
+
+
+# --- regressions found in review: the domain check must fail closed -------------------
+
+
+def test_clipping_near_the_cut_locus_stays_inside():
+    dom = DataDomain(S2, NORTH, np.pi / 4 - 1e-9)
+    th = np.pi - 1.1e-8
+    out = dom.check(np.array([[np.sin(th), 0.0, np.cos(th)]]), clip=True)
+    assert S2.dist(NORTH, out[0]) <= dom.radius
+    dom.check(out)
+
+
+def test_clipping_ill_conditioned_spd_never_returns_points_outside():
+    P = pmd.SPD(k=3)
+    dom = DataDomain(P, np.eye(3), radius=1.0)
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        y = (q * np.exp([-8.0, 0.3, 8.0])) @ q.T
+        try:
+            out = dom.check(0.5 * (y + y.T)[None], clip=True)
+        except DomainError:
+            continue  # failing closed is allowed; returning an outside point is not
+        assert P.dist(np.eye(3), out[0]) <= 1.0
+
+
+def test_non_finite_distances_are_refused():
+    # A pair that both validate but whose whitened product has a negative eigenvalue
+    # at working precision: the distance is undefined, so the point is not "inside".
+    P = pmd.SPD(k=3)
+    rng = np.random.default_rng(0)
+
+    def rspd(lo, hi):
+        q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        y = (q * np.exp(rng.uniform(lo, hi, 3))) @ q.T
+        return 0.5 * (y + y.T)
+
+    refused = 0
+    for _ in range(3000):
+        try:
+            c, y = P.validate(rspd(-12, 12)), P.validate(rspd(-15, 15))
+        except ValueError:
+            continue
+        dom = DataDomain(P, c, radius=1.0)
+        try:
+            out = dom.check(y[None])
+        except ValueError:  # DomainError (outside / undefined) or undefined distance
+            refused += 1
+            continue
+        assert P.dist(c, out[0]) <= 1.0  # anything accepted is provably inside
+    assert refused > 0

@@ -177,3 +177,16 @@ def test_fast_frechet_gradients_match_the_generic_definition(name):
     g_ref, e_ref = ManifoldBase.frechet_gradient(M, m0, data, w)
     np.testing.assert_allclose(g_fast, g_ref, atol=1e-12)
     assert e_fast == pytest.approx(e_ref, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["S2", "SPD2", "Kendall5"])
+def test_tightly_clustered_data_converge(name):
+    # Review regression: tol * spread fell below the gradient's rounding noise.
+    M, _ = CASES[name]
+    rng = np.random.default_rng(12)
+    m0, data = _ball_data(M, rng, 50, 1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = pmd.frechet_mean(M, data)
+    assert res.converged
+    assert M.dist(res.mean, m0) < 1e-8
