@@ -1,18 +1,26 @@
 """pymc-manidp: differentially private releases on Riemannian manifolds, the PyMC way."""
 
 from pymc_manidp.geometry import SPD, Euclidean, KendallShape, Manifold, Sphere
+from pymc_manidp.mechanisms import KNG, KNGMechanism, LaplaceMechanism, ManifoldLaplace
+from pymc_manidp.privacy import DiagnosticsError, Release
 from pymc_manidp.stats import DataDomain, DomainError, FrechetResult, frechet_mean
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "KNG",
     "SPD",
     "DataDomain",
+    "DiagnosticsError",
     "DomainError",
     "Euclidean",
     "FrechetResult",
+    "KNGMechanism",
     "KendallShape",
+    "LaplaceMechanism",
     "Manifold",
+    "ManifoldLaplace",
+    "Release",
     "Sphere",
     "__version__",
     "frechet_mean",

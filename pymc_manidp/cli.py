@@ -26,14 +26,16 @@ def _demo_manifolds():
 
 
 def demo(seed: int) -> int:
-    """Geometry demo: constants of each space and a check of its exact maps.
+    """The main job: geometry checks, then private releases on built-in data.
 
     For each manifold: draw 1,000 tangent vectors inside the radius ``r*`` that the
     privacy guarantees need, map them with ``exp`` and back with ``log``, and report
-    the worst round-trip error and the volume-density range of the chart.
+    the worst round-trip error and the volume-density range of the chart. Then release
+    a private mean direction with the Laplace and KNG mechanisms (NUTS) and print each
+    run's convergence diagnostics.
     """
     rng = np.random.default_rng(seed)
-    print("pymc-manidp geometry demo (the private-release demo arrives with the mechanisms)")
+    print("pymc-manidp demo: geometry, then a private mean direction (NUTS, diagnostics)")
     print(f"seed = {seed}\n")
     header = f"{'space':<30}{'dim':>4}{'inj':>8}{'kappa':>14}{'r*':>8}{'round trip':>12}{'vol':>16}"
     print(header)
@@ -58,32 +60,41 @@ def demo(seed: int) -> int:
 
 
 def _demo_statistics(rng, n: int = 200, epsilon: float = 1.0):
-    """Footpoint and scale a private mean direction would use (no release yet)."""
-    from pymc_manidp.stats import DataDomain, sensitivity
+    """Private mean direction of built-in sphere data, with the run's diagnostics."""
+    from pymc_manidp.privacy.diagnostics import check_run
 
     S = pmd.Sphere(dim=2)
     # the 2021 supplement's generator: polar angle uniform on [0, pi/8] around the pole
     th, ph = rng.uniform(0, np.pi / 8, n), rng.uniform(0, 2 * np.pi, n)
     data = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], -1)
-    dom = DataDomain(S, center=[0.0, 0.0, 1.0], radius=np.pi / 8)
-    data = dom.check(data)
+    center, radius = [0.0, 0.0, 1.0], np.pi / 8
     res = pmd.frechet_mean(S, data)
-    delta_l = dom.laplace_sensitivity(n, grad_tol=1e-10)
-    delta_k = dom.kng_sensitivity(n)
-    print(f"\nmean direction of {n} points in the public ball B_(pi/8)(north pole):")
+    print(f"\nprivate mean direction of {n} points in the public ball B_(pi/8)(north pole)")
     print(
-        f"  Fréchet mean {np.array2string(res.mean, precision=6)}, {res.iterations} steps, "
-        f"|grad F| = {res.grad_norm:.1e}, converged = {res.converged}"
+        f"  Fréchet mean (not private) {np.array2string(res.mean, precision=6)}, "
+        f"{res.iterations} steps, |grad F| = {res.grad_norm:.1e}"
     )
-    print(f"  curvature factor H = {dom.curvature_factor:.6f}")
-    print(
-        f"  Laplace: sensitivity {delta_l:.6f}, rate sigma = 2*Delta/eps = "
-        f"{sensitivity.rate(delta_l, epsilon):.6f} at eps = {epsilon}"
-    )
-    print(
-        f"  KNG:     sensitivity {delta_k:.6f}, rate sigma = 2*Delta/eps = "
-        f"{sensitivity.rate(delta_k, epsilon):.6f} at eps = {epsilon}"
-    )
+    for mech in (
+        pmd.LaplaceMechanism(S, epsilon=epsilon, center=center, radius=radius),
+        pmd.KNGMechanism(S, epsilon=epsilon, center=center, radius=radius),
+    ):
+        rel = mech.release(data, sampler="nuts", random_seed=int(rng.integers(2**31)))
+        rep = check_run(rel.diagnostics)
+        print(
+            f"\n  {rel.mechanism}: eps = {rel.epsilon}, sensitivity {rel.sensitivity:.6f}, "
+            f"sigma {rel.sigma:.6f}, sampler {rel.sampler} ({rel.seed_policy})"
+        )
+        print(
+            f"    released value  {np.array2string(rel.value, precision=6)}  "
+            f"(distance to the Fréchet mean {float(S.dist(res.mean, rel.value)):.4f})"
+        )
+        print(
+            f"    diagnostics     max R-hat {max(rep.rhat.values()):.4f}, "
+            f"min bulk ESS {min(rep.ess_bulk.values()):.0f}, "
+            f"min tail ESS {min(rep.ess_tail.values()):.0f}, "
+            f"divergences {rep.divergences}: {'passed' if rep.passed else rep.failures}"
+        )
+        print(f"    delta           {rel.notes[0]}")
 
 
 def _demo_point(M, rng):

@@ -139,3 +139,18 @@ def test_matrix_functions_near_repeated_eigenvalues(name):
         a = np.diag([1.0, 1.0 + gap, 2.0])
         q = np.linalg.qr(rng.normal(size=(3, 3)))[0]
         _vgrad(fn, [q @ a @ q.T], 0)
+
+
+@manifold_params(ALL)
+def test_dist_and_norm_gradients_are_finite_at_zero(M):
+    # A sampler may sit exactly at its footpoint (a chart centre): the cusp of
+    # rho(eta, x) must give a finite (zero) gradient there, not NaN.
+    rng = np.random.default_rng(2)
+    x = M.validate(random_point(M, rng))
+    t = pt.tensor(dtype="float64", shape=(None,) * x.ndim)
+    g_dist = pt.grad(M.pt_dist(t, x), t)
+    g_norm = pt.grad(M.pt_norm(x, t), t)
+    f_dist = pytensor.function([t], g_dist, mode="FAST_COMPILE")
+    f_norm = pytensor.function([t], g_norm, mode="FAST_COMPILE")
+    assert np.all(np.isfinite(f_dist(x)))  # rho(x, x)
+    assert np.all(np.isfinite(f_norm(np.zeros_like(x))))  # |0|

@@ -1,0 +1,106 @@
+"""What both mechanisms share: argument checks and the MCMC release procedure.
+
+The procedure checks every premise before any sampling, samples, gates on the
+diagnostics and only then draws the released value (a uniformly random post-tuning
+draw, restricted to draws inside the public ball when the law is restricted).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from pymc_manidp.geometry.validation import check_positive_int
+from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
+from pymc_manidp.privacy.release import FLOATING_POINT_NOTE, MCMC_DELTA_NOTE, Release
+from pymc_manidp.samplers import mcmc
+
+__all__ = ["check_sampler_args", "mcmc_release", "resolve_rng"]
+
+EXACT_SAMPLERS: tuple[str, ...] = ()  # exact samplers arrive with issue 5
+
+
+def check_sampler_args(sampler, draws, tune, chains):
+    available = (*EXACT_SAMPLERS, *mcmc.SAMPLERS)
+    if sampler not in available:
+        raise ValueError(
+            f"unknown sampler {sampler!r}; available: {', '.join(available)}"
+            + ("" if EXACT_SAMPLERS else " (exact samplers are not implemented yet)")
+        )
+    return (
+        check_positive_int(draws, "draws"),
+        check_positive_int(tune, "tune", minimum=0),
+        check_positive_int(chains, "chains", minimum=2),
+    )
+
+
+def resolve_rng(random_seed):
+    """A Generator and the seed policy: fixed seeds for tests, OS entropy otherwise."""
+    if random_seed is None:
+        return np.random.default_rng(), "OS entropy"
+    if isinstance(random_seed, np.random.Generator):
+        return random_seed, "fixed seed"
+    if isinstance(random_seed, bool) or not isinstance(random_seed, numbers.Integral):
+        raise TypeError("random_seed must be an int, a numpy Generator or None")
+    return np.random.default_rng(int(random_seed)), "fixed seed"
+
+
+def mcmc_release(
+    *,
+    model,
+    manifold,
+    domain,
+    restricted: bool,
+    mechanism: str,
+    epsilon: float,
+    sigma: float,
+    sensitivity: float,
+    n: int,
+    sampler: str,
+    draws: int,
+    tune: int,
+    chains: int,
+    random_seed,
+    skip_diagnostics: bool,
+    opt_outs: tuple = (),
+) -> Release:
+    rng, policy = resolve_rng(random_seed)
+    seed = int(rng.integers(2**31 - 1))
+    idata = mcmc.sample(model, sampler, draws=draws, tune=tune, chains=chains, random_seed=seed)
+    report = check_run(idata)
+    if not report.passed:
+        if not skip_diagnostics:
+            raise DiagnosticsError(
+                "the MCMC run failed its convergence checks, so nothing is released: "
+                + "; ".join(report.failures)
+                + ". Run longer (more draws/tune) or more chains; skip_diagnostics=True "
+                "releases anyway and records that choice."
+            )
+        opt_outs = (*opt_outs, "skip_diagnostics: " + "; ".join(report.failures))
+    x = np.asarray(idata.posterior["release"].values)
+    flat = x.reshape((-1, *manifold.point_shape))
+    candidates = np.arange(len(flat))
+    if restricted:
+        inside = np.asarray(idata.posterior["in_domain"].values).ravel().astype(bool)
+        candidates = candidates[inside]
+        if len(candidates) < 0.5 * len(flat):
+            raise DiagnosticsError(
+                f"only {len(candidates)} of {len(flat)} draws fell inside the public ball: "
+                "the restricted law is poorly represented; use more data or a larger epsilon"
+            )
+    value = flat[rng.choice(candidates)]
+    return Release(
+        value=manifold.validate(value),
+        epsilon=epsilon,
+        delta=None,
+        mechanism=mechanism,
+        sigma=sigma,
+        sensitivity=sensitivity,
+        n=n,
+        sampler=sampler,
+        seed_policy=policy,
+        diagnostics=idata,
+        opt_outs=tuple(opt_outs),
+        notes=(MCMC_DELTA_NOTE, FLOATING_POINT_NOTE),
+    )

@@ -1,0 +1,82 @@
+"""The Release record: a private value and how it was made.
+
+Privacy claims are data (as OpenDP's measurements carry their privacy map): a Release
+states the mechanism, ``epsilon``, ``delta`` and what ``delta`` means for its sampler.
+The MCMC run (``diagnostics``) depends on the data: it is for the curator, never for
+publication; :meth:`Release.public` returns only what may be published.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["FLOATING_POINT_NOTE", "MCMC_DELTA_NOTE", "Release"]
+
+MCMC_DELTA_NOTE = (
+    "approximate DP: if the sampled law is within total variation gamma of the "
+    "mechanism's law, the release is (epsilon, (1 + e^epsilon) * gamma)-DP; gamma is "
+    "not bounded by any computation here, only supported by the convergence diagnostics"
+)
+FLOATING_POINT_NOTE = (
+    "sampled in floating point: not hardened against least-significant-bit attacks"
+)
+
+
+@dataclass(frozen=True)
+class Release:
+    """A differentially private value with its provenance.
+
+    Attributes
+    ----------
+    value : ndarray
+        The released point (shape ``point_shape``).
+    epsilon : float
+    delta : float or None
+        0 for exact samplers; ``None`` for MCMC, where it is not known (see
+        ``delta_note``).
+    mechanism : str
+    sigma : float
+        Rate of the mechanism's density.
+    sensitivity : float
+    n : int
+        Number of records.
+    sampler : str
+    seed_policy : str
+        ``"fixed seed"`` (reproducible, for tests) or ``"OS entropy"``.
+    diagnostics : DataTree or None
+        The MCMC run, for the curator only.
+    opt_outs : tuple of str
+        Checks the caller chose to skip, recorded for the audit trail.
+    notes : tuple of str
+    """
+
+    value: np.ndarray
+    epsilon: float
+    delta: float | None
+    mechanism: str
+    sigma: float
+    sensitivity: float
+    n: int
+    sampler: str
+    seed_policy: str
+    diagnostics: object = None
+    opt_outs: tuple = ()
+    notes: tuple = field(default_factory=tuple)
+
+    def public(self) -> dict:
+        """What may be published: the value and its provenance, no data-dependent run."""
+        return {
+            "value": np.asarray(self.value).tolist(),
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "mechanism": self.mechanism,
+            "sigma": self.sigma,
+            "sensitivity": self.sensitivity,
+            "n": self.n,
+            "sampler": self.sampler,
+            "seed_policy": self.seed_policy,
+            "opt_outs": list(self.opt_outs),
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,1 @@
+"""Samplers layer: MCMC through PyMC (exact samplers follow)."""
