@@ -16,7 +16,7 @@ from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
 from pymc_manidp.privacy.release import FLOATING_POINT_NOTE, MCMC_DELTA_NOTE, Release
 from pymc_manidp.samplers import mcmc
 
-__all__ = ["check_sampler_args", "mcmc_release", "resolve_rng"]
+__all__ = ["check_sampler_args", "mcmc_release", "release", "resolve_rng"]
 
 EXACT_SAMPLERS: tuple[str, ...] = ()  # exact samplers arrive with issue 5
 
@@ -44,6 +44,38 @@ def resolve_rng(random_seed):
     if isinstance(random_seed, bool) or not isinstance(random_seed, numbers.Integral):
         raise TypeError("random_seed must be an int, a numpy Generator or None")
     return np.random.default_rng(int(random_seed)), "fixed seed"
+
+
+def release(
+    mech, data, *, sampler, random_seed, draws, tune, chains, clip, skip_diagnostics
+) -> Release:
+    """The release procedure of any mechanism object.
+
+    ``mech`` provides ``manifold``, ``domain``, ``epsilon``, ``name``, ``restricted``,
+    ``sensitivity(n)``, ``scale(n)`` and ``model(data)``.
+    """
+    draws, tune, chains = check_sampler_args(sampler, draws, tune, chains)
+    data = mech.domain.check(data, clip=clip)
+    n = len(data)
+    sigma = mech.scale(n)  # raises before sampling if the law does not exist
+    return mcmc_release(
+        model=mech.model(data),
+        manifold=mech.manifold,
+        domain=mech.domain,
+        restricted=mech.restricted,
+        mechanism=mech.name,
+        epsilon=mech.epsilon,
+        sigma=sigma,
+        sensitivity=mech.sensitivity(n),
+        n=n,
+        sampler=sampler,
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        random_seed=random_seed,
+        skip_diagnostics=skip_diagnostics,
+        opt_outs=("clip",) if clip else (),
+    )
 
 
 def mcmc_release(

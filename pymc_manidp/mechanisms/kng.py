@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_manidp.geometry.validation import check_positive_real
-from pymc_manidp.mechanisms.common import check_sampler_args, mcmc_release
+from pymc_manidp.mechanisms.common import release
 from pymc_manidp.mechanisms.distributions import kng_logp
 from pymc_manidp.samplers.mcmc import polar_model
 from pymc_manidp.stats.domain import DataDomain
@@ -43,6 +43,7 @@ class KNGMechanism:
     """
 
     name = "KNG"
+    restricted = True  # KNG's density always lives on the public ball
 
     def __init__(self, manifold, *, epsilon, center, radius):
         self.manifold = manifold
@@ -96,25 +97,15 @@ class KNGMechanism:
         clip=False,
         skip_diagnostics=False,
     ):
-        """Release a private mean; see :class:`~pymc_manidp.Release`."""
-        draws, tune, chains = check_sampler_args(sampler, draws, tune, chains)
-        data = self.domain.check(data, clip=clip)
-        n = len(data)
-        return mcmc_release(
-            model=self.model(data),
-            manifold=self.manifold,
-            domain=self.domain,
-            restricted=True,
-            mechanism=self.name,
-            epsilon=self.epsilon,
-            sigma=self.scale(n),
-            sensitivity=self.sensitivity(n),
-            n=n,
+        """Release a private mean (``mechanisms.common.release``); returns a Release."""
+        return release(
+            self,
+            data,
             sampler=sampler,
+            random_seed=random_seed,
             draws=draws,
             tune=tune,
             chains=chains,
-            random_seed=random_seed,
+            clip=clip,
             skip_diagnostics=skip_diagnostics,
-            opt_outs=("clip",) if clip else (),
         )

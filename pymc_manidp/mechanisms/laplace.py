@@ -17,7 +17,7 @@ import numpy as np
 
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.validation import check_positive_real
-from pymc_manidp.mechanisms.common import check_sampler_args, mcmc_release
+from pymc_manidp.mechanisms.common import release
 from pymc_manidp.mechanisms.distributions import laplace_logp
 from pymc_manidp.samplers.mcmc import polar_model
 from pymc_manidp.stats.domain import DataDomain
@@ -72,6 +72,10 @@ class LaplaceMechanism:
         self.domain = DataDomain(manifold, center, radius)
         self.restrict = bool(restrict)
         self.grad_tol = 1e-9 * self.domain.radius if grad_tol is None else float(grad_tol)
+
+    @property
+    def restricted(self) -> bool:
+        return self.restrict
 
     def sensitivity(self, n: int) -> float:
         return self.domain.laplace_sensitivity(n, self.grad_tol)
@@ -135,27 +139,15 @@ class LaplaceMechanism:
         clip=False,
         skip_diagnostics=False,
     ):
-        """Release a private Fréchet mean; see :class:`~pymc_manidp.Release`."""
-        draws, tune, chains = check_sampler_args(sampler, draws, tune, chains)
-        data = self.domain.check(data, clip=clip)
-        n = len(data)
-        sigma = self.scale(n)
-        model = self.model(data)
-        return mcmc_release(
-            model=model,
-            manifold=self.manifold,
-            domain=self.domain,
-            restricted=self.restrict,
-            mechanism=self.name,
-            epsilon=self.epsilon,
-            sigma=sigma,
-            sensitivity=self.sensitivity(n),
-            n=n,
+        """Release a private Fréchet mean (``mechanisms.common.release``): a Release."""
+        return release(
+            self,
+            data,
             sampler=sampler,
+            random_seed=random_seed,
             draws=draws,
             tune=tune,
             chains=chains,
-            random_seed=random_seed,
+            clip=clip,
             skip_diagnostics=skip_diagnostics,
-            opt_outs=("clip",) if clip else (),
         )
