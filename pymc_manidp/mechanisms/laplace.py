@@ -95,6 +95,9 @@ class LaplaceMechanism:
     def footpoint(self, data):
         """Checked data and their Fréchet mean; refuses an unconverged or outside mean."""
         data = self.domain.check(data)
+        return data, self._mean_of_checked(data)
+
+    def _mean_of_checked(self, data):
         res = frechet_mean(self.manifold, data, tol=1e-10, atol=self.grad_tol)
         if not (res.converged and res.grad_norm <= self.grad_tol):
             raise ValueError(
@@ -103,7 +106,7 @@ class LaplaceMechanism:
             )
         if not self.domain.distances(res.mean) <= self.domain.radius:
             raise ValueError("the computed Fréchet mean lies outside the public ball")
-        return data, res.mean
+        return res.mean
 
     def logp(self, x, data):
         """Unnormalized log-density (NumPy) w.r.t. volume at points ``x``."""
@@ -117,7 +120,7 @@ class LaplaceMechanism:
     def model(self, data, *, clip=False):
         """The ``pm.Model`` whose deterministic ``release`` follows the mechanism's law."""
         data = self.domain.check(data, clip=clip)
-        data, eta = self.footpoint(data)
+        eta = self._mean_of_checked(data)
         sigma = self.scale(len(data))
         return polar_model(
             self.manifold,
