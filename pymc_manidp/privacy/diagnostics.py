@@ -10,14 +10,24 @@ caller opts out explicitly (and the opt-out is recorded in the Release).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import arviz as az
 import numpy as np
 
-__all__ = ["DiagnosticsError", "DiagnosticsReport", "check_run", "summary"]
+__all__ = [
+    "CuratorReport",
+    "DiagnosticsError",
+    "DiagnosticsReport",
+    "chart_draws",
+    "check_run",
+    "report",
+    "summary",
+]
 
 MAX_RHAT = 1.01
 MIN_ESS = 400
+TAIL_PROB = (0.05, 0.95)  # quantiles of the tail ESS, in the gate and in the report
 
 
 class DiagnosticsError(RuntimeError):
@@ -63,8 +73,8 @@ def check_run(idata, name="release", *, max_rhat=MAX_RHAT, min_ess=MIN_ESS) -> D
     mon = _monitored(idata, name)
     rhat = {k: float(az.rhat(v)) for k, v in mon.items()}
     bulk = {k: float(az.ess(v)) for k, v in mon.items()}
-    tail = {k: float(az.ess(v, method="tail", prob=(0.05, 0.95))) for k, v in mon.items()}
-    stats = idata.sample_stats
+    tail = {k: float(az.ess(v, method="tail", prob=TAIL_PROB)) for k, v in mon.items()}
+    stats = idata["sample_stats"] if "sample_stats" in idata.children else {}
     div = int(stats["diverging"].values.sum()) if "diverging" in stats else 0
     draws = int(np.prod(mon["distance"].shape))
     failures = []
@@ -81,5 +91,190 @@ def check_run(idata, name="release", *, max_rhat=MAX_RHAT, min_ess=MIN_ESS) -> D
 
 
 def summary(idata, name="release"):
-    """ArviZ summary of the monitored quantities, for the curator (never for publication)."""
+    """ArviZ summary of the distance and the embedding coordinates (curator only)."""
     return az.summary(idata, var_names=["distance", name])
+
+
+def _idata_of(run):
+    idata = getattr(run, "diagnostics", run)
+    if idata is None:
+        raise ValueError(
+            "this release has no MCMC run to report (exact samplers leave none): "
+            "report() needs an MCMC release or its DataTree"
+        )
+    if not hasattr(idata, "posterior"):
+        raise TypeError("report() takes a Release or an ArviZ DataTree with a posterior group")
+    return idata
+
+
+def chart_draws(idata, *, footpoint=None, manifold=None, name="release"):
+    r"""Chart coordinates and geodesic distance of each draw, shapes ``(chain, draw, dim)``
+    and ``(chain, draw)``.
+
+    Without a footpoint they are read off the polar model's own variables: with
+    ``t`` the recorded ``distance`` and ``z`` the ``direction``, the normal coordinates
+    at the chart centre are :math:`c = t\,z/|z|` (for ``dim = 1``, the sign of ``u``
+    times ``t``). With ``footpoint`` and ``manifold`` they are recomputed from the
+    released points: :math:`c = \log_{\text{footpoint}}(x)` in the frame
+    ``manifold.tangent_basis(footpoint)``, :math:`t = \rho(\text{footpoint}, x)`.
+    For Laplace the chart centre is the footpoint, so both routes agree.
+    """
+    post = idata.posterior
+    if (footpoint is None) != (manifold is None):
+        raise ValueError("give both footpoint and manifold, or neither")
+    if footpoint is not None:
+        foot = manifold.validate(footpoint)
+        x = np.asarray(post[name].values, float)
+        return manifold.log_coords(foot, x), np.asarray(manifold.dist(foot, x), float)
+    dist = np.asarray(post["distance"].values, float)
+    if "direction" in post:
+        z = np.asarray(post["direction"].values, float)
+        coords = dist[..., None] * z / np.linalg.norm(z, axis=-1, keepdims=True)
+    elif "u" in post:
+        coords = np.sign(np.asarray(post["u"].values, float)) * dist[..., None]
+    else:
+        raise ValueError(
+            "the run has neither 'direction' nor 'u' (not a polar_model run): "
+            "pass footpoint= and manifold= to compute chart coordinates"
+        )
+    return coords, dist
+
+
+@dataclass(frozen=True)
+class CuratorReport:
+    """What :func:`report` returns: for the curator, never for publication.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per quantity (``distance``, ``coord[0]``, ...); columns ``mean``,
+        ``sd``, ``hdi{p}_lb``, ``hdi{p}_ub``, ``ess_bulk``, ``ess_tail``, ``r_hat``.
+    verdict : DiagnosticsReport
+        The release gate's checks on the same run (:func:`check_run`).
+    figures : dict
+        ``{"trace": Figure, "rank": Figure}`` (matplotlib).
+    files : tuple of Path
+        PNG files written (empty without ``out``).
+    """
+
+    table: object
+    verdict: DiagnosticsReport
+    figures: dict
+    files: tuple = ()
+
+    def __str__(self) -> str:
+        head = (
+            "gate: PASSED"
+            if self.verdict.passed
+            else "gate: FAILED - " + "; ".join(self.verdict.failures)
+        )
+        return f"{self.table.to_string(float_format=lambda v: f'{v:.4g}')}\n{head}"
+
+    def close(self) -> None:
+        """Release the figures' memory (pyplot keeps them alive otherwise)."""
+        import matplotlib.pyplot as plt
+
+        for fig in self.figures.values():
+            plt.close(fig)
+
+
+def _figure(plot_collection):
+    return plot_collection.viz["figure"].item()
+
+
+def report(run, *, footpoint=None, manifold=None, out=None, name="release", ci_prob=0.94):
+    r"""Report an MCMC release's run to the curator: summary table, gate verdict, plots.
+
+    The monitored quantities are the chart (normal) coordinates of the draws and their
+    geodesic distance to the footpoint (see :func:`chart_draws`). The table joins
+    ArviZ's summary statistics (mean, sd, HDI) with the diagnostics the release gate
+    uses: rank-normalized split R-hat, bulk ESS and tail ESS (the smaller of the
+    quantile ESS at 5% and 95%). The plots are ArviZ's (arviz-plots): trace with
+    per-chain densities, and rank plots (per-chain ECDF of fractional ranks minus
+    the uniform, with the multi-chain uniformity test's p-value).
+
+    Parameters
+    ----------
+    run : Release or DataTree
+        An MCMC release (its ``diagnostics``) or the run itself.
+    footpoint, manifold : optional
+        Recompute coordinates and distance at ``footpoint`` from the released
+        points; by default they come from the polar model at its chart centre.
+    out : str or Path, optional
+        Directory (created if missing) receiving ``trace.png`` and ``rank.png``.
+    name : str
+        Name of the manifold-valued variable in the run.
+    ci_prob : float
+        Mass of the HDI column.
+
+    Returns
+    -------
+    CuratorReport
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> rng = np.random.default_rng(0)
+    >>> z, s = rng.normal(size=(2, 500, 2)), rng.normal(size=(2, 500))
+    >>> run = xr.DataTree.from_dict({"posterior": xr.Dataset({
+    ...     "direction": (("chain", "draw", "d"), z), "distance": (("chain", "draw"), np.exp(s)),
+    ...     "release": (("chain", "draw", "e"), np.ones((2, 500, 3)))})})
+    >>> rep = report(run)
+    >>> list(rep.table.index), list(rep.table.columns)[-3:]
+    (['distance', 'coord[0]', 'coord[1]'], ['ess_bulk', 'ess_tail', 'r_hat'])
+    >>> rep.verdict.passed, sorted(rep.figures)
+    (True, ['rank', 'trace'])
+    >>> rep.close()
+    """
+    import pandas as pd
+    import xarray as xr
+
+    idata = _idata_of(run)
+    coords, dist = chart_draws(idata, footpoint=footpoint, manifold=manifold, name=name)
+    n_chain, n_draw, dim = coords.shape
+    ds = xr.Dataset(
+        {
+            "distance": (("chain", "draw"), dist),
+            "coord": (("chain", "draw", "axis"), coords),
+        },
+        # explicit index coordinates: arviz-plots selects panels by them
+        coords={"chain": np.arange(n_chain), "draw": np.arange(n_draw), "axis": np.arange(dim)},
+    )
+    dt = xr.DataTree.from_dict({"posterior": ds})
+    stats = az.summary(dt, kind="stats", ci_kind="hdi", ci_prob=ci_prob, round_to="none")
+    stats = pd.DataFrame(stats)
+    columns = {"distance": dist, **{f"coord[{a}]": coords[..., a] for a in range(dim)}}
+    diag = pd.DataFrame(
+        {
+            "ess_bulk": [float(az.ess(v)) for v in columns.values()],
+            "ess_tail": [float(az.ess(v, method="tail", prob=TAIL_PROB)) for v in columns.values()],
+            "r_hat": [float(az.rhat(v)) for v in columns.values()],
+        },
+        index=list(columns),
+    )
+    table = stats.loc[list(columns)].join(diag)
+
+    trace = _figure(az.plot_trace_dist(dt, backend="matplotlib"))
+    trace.suptitle("Trace and per-chain density: distance to the footpoint, chart coordinates")
+    cols = min(dim + 1, 3)
+    rows = -(-(dim + 1) // cols)
+    rank = _figure(
+        az.plot_rank(
+            dt,
+            backend="matplotlib",
+            col_wrap=cols,
+            figure_kwargs={"figsize": (4.5 * cols, 3.0 * rows + 0.5)},
+        )
+    )
+    rank.suptitle("Rank plots: per-chain ECDF of fractional ranks minus uniform")
+    figures = {"trace": trace, "rank": rank}
+    for fig in figures.values():
+        fig.set_layout_engine("constrained")
+    files = ()
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        files = tuple(out / f"{key}.png" for key in figures)
+        for path, fig in zip(files, figures.values(), strict=True):
+            fig.savefig(path, dpi=100)
+    return CuratorReport(table, check_run(idata, name), figures, files)
