@@ -108,23 +108,60 @@ def test_missing_log_jacobian_is_caught(name):
     assert pvalue < ALPHA, (name, stat, pvalue, ess)
 
 
-KNG_CASES = {
+KNG_CASES = {  # (manifold, public radius r < r*)
     "S2": (pmd.Sphere(dim=2), 0.6),
+    "S4": (pmd.Sphere(dim=4), 0.6),
     "SPD2": (pmd.SPD(k=2), 1.5),
+    "SPD3": (pmd.SPD(k=3), 1.5),
+    "Kendall4": (pmd.KendallShape(k_landmarks=4), 0.35),
+    "Kendall6": (pmd.KendallShape(k_landmarks=6), 0.35),
 }
 
 
-@pytest.mark.parametrize("name", list(KNG_CASES))
+LINEAR_CHART_KNG = ["S2", "S4", "SPD2", "Kendall4"]
+
+
+@pytest.mark.parametrize("name", LINEAR_CHART_KNG)
 def test_kng_with_identical_data_is_laplace(name):
     # All data equal to p: ||sum_i log_x(p)|| / (sigma n) = rho(x, p) / sigma.
     M, r = KNG_CASES[name]
     p = _footpoint(M)
     sigma = r / 15  # the ball's edge is 15 sigma away: truncation is invisible
     dom = DataDomain(M, p, r)
-    data = np.broadcast_to(p, (20, *p.shape)).copy()
+    data = np.broadcast_to(p, (3, *p.shape)).copy()  # n does not change this law
     with pm.Model() as model:
         KNG("release", M, data, sigma, dom)
     d = _distances(model, M, p, seed=2)
+    stat, pvalue, ess = mcmc_ks(d, radial_cdf(M, sigma, r))
+    assert ess >= 400, ess
+    assert pvalue > ALPHA, (name, stat, pvalue, ess)
+
+
+@pytest.mark.parametrize("name", sorted(set(KNG_CASES) - set(LINEAR_CHART_KNG)))
+def test_kng_with_identical_data_is_laplace_in_the_polar_chart(name):
+    # On SPD(3) and Kendall(6) the linear chart's cusp gives NUTS 35 and 133 divergent
+    # transitions in 4,000 (measured): too many to trust. The mechanisms sample the
+    # same KNG density through the polar model (direction + log-radius), which has none.
+    from pymc_manidp.mechanisms.distributions import kng_logp
+    from pymc_manidp.samplers.mcmc import polar_model
+
+    M, r = KNG_CASES[name]
+    p = _footpoint(M)
+    sigma = r / 15
+    data = np.broadcast_to(p, (3, *p.shape)).copy()  # n does not change this law
+    model = polar_model(M, p, sigma, lambda x: kng_logp(M, x, data, sigma, None))
+    with model:
+        idata = pm.sample(
+            DRAWS,
+            tune=TUNE,
+            chains=CHAINS,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+            target_accept=0.9,
+        )
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+    d = M.dist(p, idata.posterior["release"].values)
     stat, pvalue, ess = mcmc_ks(d, radial_cdf(M, sigma, r))
     assert ess >= 400, ess
     assert pvalue > ALPHA, (name, stat, pvalue, ess)
