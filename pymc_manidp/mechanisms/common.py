@@ -1,8 +1,11 @@
-"""What both mechanisms share: argument checks and the MCMC release procedure.
+"""What both mechanisms share: argument checks and the release procedures.
 
-The procedure checks every premise before any sampling, samples, gates on the
-diagnostics and only then draws the released value (a uniformly random post-tuning
-draw, restricted to draws inside the public ball when the law is restricted).
+The procedure checks every premise before any sampling. With ``sampler="exact"``
+(the default) it draws the released value from the mechanism's law exactly
+(:mod:`pymc_manidp.samplers.exact`): a pure ε-DP release with ``delta = 0``. With an
+MCMC sampler it samples, gates on the diagnostics and only then draws the released
+value (a uniformly random post-tuning draw, restricted to draws inside the public ball
+when the law is restricted): an approximately DP release.
 """
 
 from __future__ import annotations
@@ -13,21 +16,45 @@ import numpy as np
 
 from pymc_manidp.geometry.validation import check_positive_int
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
-from pymc_manidp.privacy.release import FLOATING_POINT_NOTE, MCMC_DELTA_NOTE, Release
-from pymc_manidp.samplers import mcmc
+from pymc_manidp.privacy.release import (
+    EXACT_NOTE,
+    FLOATING_POINT_NOTE,
+    MCMC_DELTA_NOTE,
+    Release,
+)
+from pymc_manidp.samplers import exact, mcmc
 
-__all__ = ["check_sampler_args", "mcmc_release", "release", "resolve_rng"]
+__all__ = [
+    "EXACT_SAMPLERS",
+    "available_samplers",
+    "check_sampler_args",
+    "exact_release",
+    "mcmc_release",
+    "release",
+    "resolve_rng",
+]
 
-EXACT_SAMPLERS: tuple[str, ...] = ()  # exact samplers arrive with issue 5
+EXACT_SAMPLERS: tuple[str, ...] = ("exact",)
 
 
-def check_sampler_args(sampler, draws, tune, chains):
-    available = (*EXACT_SAMPLERS, *mcmc.SAMPLERS)
+def available_samplers(manifold) -> tuple[str, ...]:
+    """Samplers that exist for this manifold: ``"exact"`` where an exact sampler does."""
+    return (*(EXACT_SAMPLERS if exact.has_exact_sampler(manifold) else ()), *mcmc.SAMPLERS)
+
+
+def check_sampler_args(sampler, draws, tune, chains, manifold=None):
+    """Check the sampler's name (for ``manifold``, if given) and the MCMC arguments."""
+    known = (*EXACT_SAMPLERS, *mcmc.SAMPLERS)
+    available = known if manifold is None else available_samplers(manifold)
     if sampler not in available:
-        raise ValueError(
-            f"unknown sampler {sampler!r}; available: {', '.join(available)}"
-            + ("" if EXACT_SAMPLERS else " (exact samplers are not implemented yet)")
-        )
+        if sampler in known:
+            raise ValueError(
+                f"no {sampler!r} sampler exists for {manifold}: available samplers for it "
+                f"are {', '.join(available)}"
+            )
+        raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(available)}")
+    if sampler in EXACT_SAMPLERS:
+        return draws, tune, chains  # MCMC settings play no part in an exact release
     return (
         check_positive_int(draws, "draws"),
         check_positive_int(tune, "tune", minimum=0),
@@ -52,12 +79,15 @@ def release(
     """The release procedure of any mechanism object.
 
     ``mech`` provides ``manifold``, ``domain``, ``epsilon``, ``name``, ``restricted``,
-    ``sensitivity(n)``, ``scale(n)`` and ``model(data)``.
+    ``sensitivity(n)``, ``scale(n)``, ``model(data)`` and, for the exact sampler,
+    ``_exact_draws(data, size, rng) -> ExactDraws`` (data already checked).
     """
-    draws, tune, chains = check_sampler_args(sampler, draws, tune, chains)
+    draws, tune, chains = check_sampler_args(sampler, draws, tune, chains, mech.manifold)
     data = mech.domain.check(data, clip=clip)
     n = len(data)
     sigma = mech.scale(n)  # raises before sampling if the law does not exist
+    if sampler in EXACT_SAMPLERS:
+        return exact_release(mech, data, sigma, random_seed, clip)
     return mcmc_release(
         model=mech.model(data),
         manifold=mech.manifold,
@@ -75,6 +105,32 @@ def release(
         random_seed=random_seed,
         skip_diagnostics=skip_diagnostics,
         opt_outs=("clip",) if clip else (),
+    )
+
+
+def exact_release(mech, data, sigma, random_seed, clip) -> Release:
+    """One exact draw of the mechanism's law: pure ε-DP, ``delta = 0``.
+
+    The rejection statistics (``sampler_info``) depend on the data: the Release keeps
+    them for the curator and leaves them out of :meth:`Release.public`.
+    """
+    rng, policy = resolve_rng(random_seed)
+    out = mech._exact_draws(data, 1, rng)
+    n = len(data)
+    return Release(
+        value=mech.manifold.validate(out.points[0]),
+        epsilon=mech.epsilon,
+        delta=0.0,
+        mechanism=mech.name,
+        sigma=sigma,
+        sensitivity=mech.sensitivity(n),
+        n=n,
+        sampler="exact",
+        seed_policy=policy,
+        diagnostics=None,
+        opt_outs=("clip",) if clip else (),
+        notes=(FLOATING_POINT_NOTE, EXACT_NOTE),
+        sampler_info={"proposals": out.proposals, **out.info},
     )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from pymc_manidp.geometry.validation import check_positive_real
 from pymc_manidp.mechanisms.common import release
 from pymc_manidp.mechanisms.distributions import kng_logp
+from pymc_manidp.samplers import exact
 from pymc_manidp.samplers.mcmc import polar_model
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import frechet_mean
@@ -44,6 +45,7 @@ class KNGMechanism:
 
     name = "KNG"
     restricted = True  # KNG's density always lives on the public ball
+    last_sampler_info: dict | None = None  # rejection statistics of the last sample()
 
     def __init__(self, manifold, *, epsilon, center, radius):
         self.manifold = manifold
@@ -85,11 +87,42 @@ class KNGMechanism:
             domain=self.domain,
         )
 
+    def _exact_draws(self, data, size, rng):
+        """Exact draws for checked data (``ExactDraws``, with acceptance rates)."""
+        return exact.sample_kng(
+            self.manifold, data, self.scale(len(data)), size, rng, domain=self.domain
+        )
+
+    def sample(self, data, size, *, random_seed=None, clip=False):
+        """``size`` i.i.d. draws ``(size, *point_shape)`` of KNG's exact law.
+
+        For audits and tests: each draw alone is an ε-DP release of ``data``; all
+        of them together are not. The rejection statistics of the last call (e.g.
+        ``acceptance_rate``) are kept in :attr:`last_sampler_info`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import pymc_manidp as pmd
+        >>> S = pmd.Sphere(dim=2)
+        >>> mech = pmd.KNGMechanism(S, epsilon=1.0, center=[0, 0, 1.0], radius=0.7)
+        >>> mech.sample(np.array([[0, 0, 1.0], [0, 0.6, 0.8]]), 5, random_seed=0).shape
+        (5, 3)
+        >>> 0 < mech.last_sampler_info["acceptance_rate"] <= 1
+        True
+        """
+        size = exact._check_size(size)
+        rng = exact.as_generator(random_seed)
+        data = self.domain.check(data, clip=clip)
+        out = self._exact_draws(data, size, rng)
+        self.last_sampler_info = {"proposals": out.proposals, **out.info}
+        return out.points
+
     def release(
         self,
         data,
         *,
-        sampler="nuts",
+        sampler="exact",
         random_seed=None,
         draws=2000,
         tune=1000,
@@ -97,7 +130,11 @@ class KNGMechanism:
         clip=False,
         skip_diagnostics=False,
     ):
-        """Release a private mean (``mechanisms.common.release``); returns a Release."""
+        """Release a private mean (``mechanisms.common.release``); returns a Release.
+
+        ``sampler="exact"`` (default): pure ε-DP, ``delta = 0``, the acceptance rate in
+        ``Release.sampler_info``; ``"nuts"``/``"metropolis"``: MCMC, approximately DP.
+        """
         return release(
             self,
             data,

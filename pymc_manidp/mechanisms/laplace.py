@@ -19,6 +19,7 @@ from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.validation import check_positive_real
 from pymc_manidp.mechanisms.common import release
 from pymc_manidp.mechanisms.distributions import laplace_logp
+from pymc_manidp.samplers import exact
 from pymc_manidp.samplers.mcmc import polar_model
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import frechet_mean
@@ -130,11 +131,43 @@ class LaplaceMechanism:
             domain=self.domain,
         )
 
+    def _exact_draws(self, data, size, rng):
+        """Exact draws for checked data (``ExactDraws``): used by ``release``."""
+        eta = self._mean_of_checked(data)
+        return exact.sample_laplace(
+            self.manifold,
+            eta,
+            self.scale(len(data)),
+            size,
+            rng,
+            domain=self.domain if self.restrict else None,
+        )
+
+    def sample(self, data, size, *, random_seed=None, clip=False):
+        """``size`` i.i.d. draws ``(size, *point_shape)`` of the mechanism's exact law.
+
+        For audits and tests: each draw alone is an ε-DP release of ``data``; all
+        of them together are not (their privacy losses add up).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import pymc_manidp as pmd
+        >>> S = pmd.Sphere(dim=2)
+        >>> mech = pmd.LaplaceMechanism(S, epsilon=1.0, center=[0, 0, 1.0], radius=0.7)
+        >>> mech.sample(np.array([[0, 0, 1.0], [0, 0.6, 0.8]]), 5, random_seed=0).shape
+        (5, 3)
+        """
+        size = exact._check_size(size)
+        rng = exact.as_generator(random_seed)
+        data = self.domain.check(data, clip=clip)
+        return self._exact_draws(data, size, rng).points
+
     def release(
         self,
         data,
         *,
-        sampler="nuts",
+        sampler="exact",
         random_seed=None,
         draws=2000,
         tune=1000,
@@ -142,7 +175,11 @@ class LaplaceMechanism:
         clip=False,
         skip_diagnostics=False,
     ):
-        """Release a private Fréchet mean (``mechanisms.common.release``): a Release."""
+        """Release a private Fréchet mean (``mechanisms.common.release``): a Release.
+
+        ``sampler="exact"`` (default): pure ε-DP, ``delta = 0``; ``"nuts"`` or
+        ``"metropolis"``: MCMC, approximately DP (``delta=None``, see its notes).
+        """
         return release(
             self,
             data,

@@ -12,12 +12,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["FLOATING_POINT_NOTE", "MCMC_DELTA_NOTE", "Release"]
+__all__ = ["EXACT_NOTE", "FLOATING_POINT_NOTE", "MCMC_DELTA_NOTE", "Release"]
 
 MCMC_DELTA_NOTE = (
     "approximate DP: if the sampled law is within total variation gamma of the "
     "mechanism's law, the release is (epsilon, (1 + e^epsilon) * gamma)-DP; gamma is "
     "not bounded by any computation here, only supported by the convergence diagnostics"
+)
+EXACT_NOTE = (
+    "pure epsilon-DP (delta = 0): drawn exactly from the mechanism's law by rejection "
+    "sampling, without MCMC"
 )
 FLOATING_POINT_NOTE = (
     "sampled in floating point: not hardened against least-significant-bit attacks"
@@ -50,6 +54,9 @@ class Release:
     opt_outs : tuple of str
         Checks the caller chose to skip, recorded for the audit trail.
     notes : tuple of str
+    sampler_info : dict or None
+        Exact samplers' rejection statistics (proposals, acceptance rates). They
+        depend on the data: for the curator only, like ``diagnostics``.
     """
 
     value: np.ndarray
@@ -64,6 +71,7 @@ class Release:
     diagnostics: object = None
     opt_outs: tuple = ()
     notes: tuple = field(default_factory=tuple)
+    sampler_info: dict | None = None
 
     def public(self) -> dict:
         """What may be published: the value and its provenance, no data-dependent run."""

@@ -73,12 +73,12 @@ def test_numpy_logp_agrees_with_the_pytensor_density(which):
 def test_bad_input_is_rejected_before_sampling():
     data = _cap(30)
     mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
-    with pytest.raises(ValueError, match="available: nuts, metropolis"):
+    with pytest.raises(ValueError, match="available: exact, nuts, metropolis"):
         mech.release(data, sampler="gibbs")
     with pytest.raises(TypeError, match="draws must be an integer"):
-        mech.release(data, draws=10.5)
+        mech.release(data, sampler="nuts", draws=10.5)
     with pytest.raises(ValueError, match="chains must be an integer >= 2"):
-        mech.release(data, chains=1)
+        mech.release(data, sampler="nuts", chains=1)
     with pytest.raises(ValueError, match="trailing shape"):
         mech.release(np.zeros((30, 2, 2)))  # SPD-shaped data given to a sphere mechanism
     with pytest.raises(pmd.DomainError, match="outside the public ball"):
@@ -95,8 +95,10 @@ def test_diagnostics_gate_refuses_a_short_run_and_records_the_opt_out():
     data = _cap(50)
     mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
     with pytest.raises(pmd.DiagnosticsError, match=r"nothing is released.*ESS"):
-        mech.release(data, draws=20, tune=20, random_seed=3)
-    rel = mech.release(data, draws=20, tune=20, random_seed=3, skip_diagnostics=True)
+        mech.release(data, sampler="nuts", draws=20, tune=20, random_seed=3)
+    rel = mech.release(
+        data, sampler="nuts", draws=20, tune=20, random_seed=3, skip_diagnostics=True
+    )
     assert any(o.startswith("skip_diagnostics") for o in rel.opt_outs)
     assert rel.delta is None and rel.sampler == "nuts" and rel.seed_policy == "fixed seed"
     assert "opt_outs" in rel.public() and "diagnostics" not in rel.public()
