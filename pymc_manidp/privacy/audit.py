@@ -450,7 +450,11 @@ class AuditResult:
 def _as_pairs(manifold, pairs):
     if isinstance(pairs, NeighbourPair):
         pairs = [pairs]
-    elif isinstance(pairs, tuple) and len(pairs) == 2 and not isinstance(pairs[0], tuple):
+    elif (
+        isinstance(pairs, tuple)
+        and len(pairs) == 2
+        and not isinstance(pairs[0], tuple | NeighbourPair)
+    ):
         pairs = [pairs]
     out = []
     for k, p in enumerate(pairs):
