@@ -1,4 +1,4 @@
-"""Command line: ``pymc-manidp demo`` (more subcommands arrive with the mechanisms).
+"""Command line: ``pymc-manidp demo`` and ``pymc-manidp reproduce``.
 
 Errors in user input end the program with one line on stderr and exit code 2,
 never a traceback.
@@ -116,7 +116,42 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p_demo = sub.add_parser("demo", help="run the demo on built-in data")
     p_demo.add_argument("--seed", type=int, default=20211206, help="random seed")
+    p_rep = sub.add_parser(
+        "reproduce",
+        help="reproduce the papers' figures (PNG) and tables (CSV/JSON)",
+        description="Reproduce a figure of the papers, or all of them: writes PNG figures, "
+        "CSV tables of every plotted number and a JSON summary into OUT/<experiment>/.",
+    )
+    p_rep.add_argument(
+        "experiment",
+        help="laplace2021_fig1, kng2022_fig1, kng2022_shapes, theorems, or all",
+    )
+    p_rep.add_argument("--quick", action="store_true", help="scaled-down settings (minutes)")
+    p_rep.add_argument(
+        "--replicates", type=int, default=None, help="replicates per sample size (>= 2)"
+    )
+    p_rep.add_argument(
+        "--out", default="reproduction", help="output folder (default: reproduction)"
+    )
+    p_rep.add_argument("--seed", type=int, default=20211206, help="random seed")
     return parser
+
+
+def reproduce(args) -> int:
+    """``pymc-manidp reproduce``: run the experiments, print where the files went."""
+    from pymc_manidp.experiments import run
+
+    tables = run(
+        args.experiment,
+        quick=args.quick,
+        replicates=args.replicates,
+        out=args.out,
+        seed=args.seed,
+        progress=True,
+    )
+    for name in tables:
+        print(f"{name}: figures and tables in {args.out}/{name}/")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return demo(args.seed)
+        if args.command == "reproduce":
+            return reproduce(args)
     except (ValueError, TypeError, OSError) as err:
         print(f"pymc-manidp: error: {err}", file=sys.stderr)
         return 2

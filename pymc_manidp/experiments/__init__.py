@@ -1,0 +1,108 @@
+"""Reproduction of every figure of both papers, one module per figure or check.
+
+Each experiment is a function ``f(*, quick, replicates, out, seed, progress, workers)``
+that is pure in its inputs (a seed gives the same numbers, whatever the number of
+workers), returns a table (a pandas DataFrame of every plotted number) and, when
+``out`` is given, writes PNG figures, CSV tables and a JSON summary (settings and the
+paper's statements next to ours) into ``out/<name>/``.
+
+=====================  ===========================================================
+name                   what it reproduces
+=====================  ===========================================================
+``laplace2021_fig1``   2021 Fig. 1: sensitivity vs n with Thm 2's bound, utility of
+                       the manifold vs Euclidean Laplace, non-PD share (SPD(2), S²)
+``kng2022_fig1``       2022 Fig. 1: utility of KNG, manifold Laplace, Euclidean and
+                       projected Euclidean on S²; KNG, Laplace, Euclidean on SPD(2)
+``kng2022_shapes``     2022 Figs. 2 and 3 on the cell shapes: samples, Fréchet mean,
+                       private means (KNG, landmark-wise Laplace with and without
+                       alignment) and their smoothed versions
+``theorems``           2021 Thm 3 / 2022 Thm 3 (slope of log E ρ² vs log n, expect
+                       −2) and 2021 Thm 4 (the D/d inflation of an ambient mechanism)
+=====================  ===========================================================
+
+Command line: ``pymc-manidp reproduce <name|all> [--quick] [--replicates N] [--out DIR]
+[--seed S]``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# The submodules keep their names as attributes of this package (each holds a function
+# of the same name: ``EXPERIMENTS[name]``), so ``experiments.theorems.SETTINGS`` works.
+from pymc_manidp.experiments import kng2022_fig1, kng2022_shapes, laplace2021_fig1, theorems
+from pymc_manidp.experiments._common import shutdown_pool
+from pymc_manidp.experiments.kng2022_shapes import local_linear_smooth, self_intersects
+
+__all__ = ["EXPERIMENTS", "local_linear_smooth", "run", "self_intersects"]
+
+#: Every experiment by name (``all`` runs them in this order).
+EXPERIMENTS = {
+    "laplace2021_fig1": laplace2021_fig1.laplace2021_fig1,
+    "kng2022_fig1": kng2022_fig1.kng2022_fig1,
+    "kng2022_shapes": kng2022_shapes.kng2022_shapes,
+    "theorems": theorems.theorems,
+}
+
+
+def run(
+    name,
+    *,
+    quick=False,
+    replicates=None,
+    out="reproduction",
+    seed=20211206,
+    progress=True,
+    workers=None,
+):
+    """Run one experiment by name, or ``"all"``; returns ``{name: table}``.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`EXPERIMENTS` or ``"all"``.
+    quick : bool
+        Scaled-down settings (every figure and table, in minutes).
+    replicates : int, optional
+        Override the replicate count of every experiment that has one.
+    out : path or None
+        Output folder (``out/<name>/``); None writes nothing.
+    seed : int
+    progress : bool
+        Rich progress bars on stderr.
+    workers : int, optional
+        Processes for replicates (default 2).
+
+    Raises
+    ------
+    ValueError
+        Unknown name or a replicate count below 2.
+    """
+    if name != "all" and name not in EXPERIMENTS:
+        raise ValueError(
+            f"unknown experiment {name!r}; choose one of: all, {', '.join(EXPERIMENTS)}"
+        )
+    if replicates is not None:
+        if isinstance(replicates, bool) or int(replicates) != replicates or replicates < 2:
+            raise ValueError(f"replicates must be an integer >= 2, got {replicates!r}")
+        replicates = int(replicates)
+    names = list(EXPERIMENTS) if name == "all" else [name]
+    if out is not None:  # fail before hours of work, not after
+        Path(out).mkdir(parents=True, exist_ok=True)
+        for n in names:
+            if (Path(out) / n).exists() and not (Path(out) / n).is_dir():
+                raise ValueError(f"{Path(out) / n} exists and is not a folder")
+    try:
+        return {
+            n: EXPERIMENTS[n](
+                quick=quick,
+                replicates=replicates,
+                out=out,
+                seed=seed,
+                progress=progress,
+                workers=workers,
+            )
+            for n in names
+        }
+    finally:
+        shutdown_pool()

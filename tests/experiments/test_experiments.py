@@ -1,0 +1,201 @@
+"""The reproduction experiments: CLI end to end, determinism, and oracles for their numbers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pymc_manidp.cli import main
+from pymc_manidp.experiments import (
+    EXPERIMENTS,
+    kng2022_fig1,
+    local_linear_smooth,
+    run,
+    self_intersects,
+    shutdown_pool,
+    theorems,
+)
+from pymc_manidp.experiments._common import child_seeds
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_pool():
+    yield
+    shutdown_pool()
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """``pymc-manidp reproduce laplace2021_fig1 --quick --replicates 4`` (2 workers)."""
+    out = tmp_path_factory.mktemp("repro")
+    code = main(
+        ["reproduce", "laplace2021_fig1", "--quick", "--replicates", "4", "--out", str(out)]
+    )
+    return code, out / "laplace2021_fig1"
+
+
+def test_cli_reproduce_writes_figure_and_tables(quick_run):
+    code, path = quick_run
+    assert code == 0
+    png = (path / "laplace2021_fig1.png").read_bytes()
+    assert png.startswith(PNG_MAGIC) and len(png) > 20_000
+    table = pd.read_csv(path / "table.csv")
+    assert list(table.columns) == ["panel", "space", "method", "n", "mean", "se", "count"]
+    assert set(table.panel) == {"sensitivity", "utility", "non_pd_share", "reduction"}
+    assert set(table.space) == {"SPD(2)", "S2"}
+    util = table[table.panel == "utility"]
+    assert (util["count"] == 4).all() and np.isfinite(util["mean"]).all()
+    pairs = pd.read_csv(path / "sensitivity_pairs.csv")
+    assert len(pairs) == 2 * 6 * 20  # spaces x quick grid x quick pairs
+    summary = json.loads((path / "summary.json").read_text())
+    assert summary["settings"]["replicates"] == 4 and summary["statements"]
+
+
+def test_theorem2_bound_dominates_empirical_sensitivity(quick_run):
+    """Oracle: every neighbouring pair's ρ(x̄, x̄') is below Theorem 2's bound."""
+    table = pd.read_csv(quick_run[1] / "table.csv")
+    s = table[table.panel == "sensitivity"]
+    for space in ("SPD(2)", "S2"):
+        worst = s[(s.space == space) & (s.method == "empirical max")].set_index("n")["mean"]
+        bound = s[(s.space == space) & (s.method == "Theorem 2 bound")].set_index("n")["mean"]
+        assert (worst <= bound.loc[worst.index]).all()
+        # and the bound is not vacuous: within a factor 20 of the worst observed pair
+        assert (worst > bound.loc[worst.index] / 20).all()
+
+
+def test_non_pd_share_is_a_proportion(quick_run):
+    table = pd.read_csv(quick_run[1] / "table.csv")
+    share = table[table.panel == "non_pd_share"]
+    assert len(share) == 2 * 6
+    assert share["mean"].between(0, 1).all()
+    for _, g in share.groupby("method"):
+        g = g.sort_values("n")
+        # sigma = 2 r_E / n: many non-PD releases at n = 10, none at n = 1000
+        assert g["mean"].iloc[0] > 0.2 and g["mean"].iloc[-1] == 0.0
+
+
+def test_seeded_runs_are_reproducible_and_worker_independent():
+    kw = dict(quick=True, replicates=3, seed=11)
+    one = kng2022_fig1.kng2022_fig1(workers=1, **kw)
+    two = kng2022_fig1.kng2022_fig1(workers=2, **kw)
+    again = kng2022_fig1.kng2022_fig1(workers=1, **kw)
+    pd.testing.assert_frame_equal(one, two)
+    pd.testing.assert_frame_equal(one, again)
+    other = kng2022_fig1.kng2022_fig1(workers=1, quick=True, replicates=3, seed=12)
+    assert not np.allclose(one["mean"], other["mean"])
+
+
+def test_child_seeds_do_not_depend_on_the_count():
+    a = [s.generate_state(2) for s in child_seeds(5, 1, 2, count=4)]
+    b = [s.generate_state(2) for s in child_seeds(5, 1, 2, count=9)[:4]]
+    np.testing.assert_array_equal(a, b)
+
+
+def _slope(sigma_of_n, n_grid=(50, 200, 800), reps=60):
+    """Slope of log E ρ² on log n for the manifold Laplace on S² at rate sigma_of_n(n)."""
+    from pymc_manidp import Sphere, frechet_mean
+    from pymc_manidp.datasets import sphere_cap
+    from pymc_manidp.samplers import exact
+
+    S = Sphere(dim=2)
+    means, ses = [], []
+    for i, n in enumerate(n_grid):
+        rho2 = []
+        for ss in child_seeds(7, i, count=reps):
+            rng = np.random.default_rng(ss)
+            fm = frechet_mean(S, sphere_cap(n, random_seed=rng)).mean
+            x = exact.sample_laplace(S, fm, sigma_of_n(n), 1, rng).points[0]
+            rho2.append(float(S.dist(fm, x)) ** 2)
+        means.append(np.mean(rho2))
+        ses.append(np.std(rho2, ddof=1) / np.sqrt(reps))
+    return theorems.fit_slope(n_grid, means, ses)
+
+
+def test_rate_slope_is_minus_two_and_a_wrong_rate_is_rejected():
+    """Thm 3: E ρ² ∝ n⁻². 3 sizes x 60 replicates; accept |slope + 2| < 0.35 (> 3 SE).
+
+    The wrong variant keeps sigma fixed at its n = 50 value (a calibration that forgot
+    n): its slope is about 0 and the same criterion rejects it.
+    """
+    mech = theorems._setup("S2", 1.0)[2][theorems.METHODS[0]]
+    slope, se = _slope(mech.scale)
+    assert abs(slope + 2.0) < 0.35 and se < 0.12
+    wrong, _ = _slope(lambda n: mech.scale(50))
+    assert abs(wrong + 2.0) > 0.35
+
+
+def test_theorem4_inflation_matches_its_closed_form():
+    """E‖P x̃_D − x̄‖² = σ² d (D + 1) (2021 Thm 4's proof): d = 2, D = 5, 1500 replicates.
+
+    Accept within 4 SE; the unprojected ambient error (σ² D(D+1), a wrong variant of
+    the projection) fails the same test.
+    """
+    d, D, n, r = 2, 5, 100, 1.0
+    rows = theorems._inflation_chunk(d, D, n, r, 1.0, list(enumerate(child_seeds(3, count=1500))))
+    sigma2 = (2 * r / n) ** 2
+    proj = np.array([x["projected"] for x in rows]) / sigma2
+    amb = np.array([x["ambient"] for x in rows]) / sigma2
+    intr = np.array([x["intrinsic"] for x in rows]) / sigma2
+    for values, theory, ok in ((proj, d * (D + 1), True), (amb, d * (D + 1), False)):
+        z = abs(values.mean() - theory) / (values.std(ddof=1) / np.sqrt(len(values)))
+        assert (z < 4) == ok
+    # the intrinsic Laplace on R^d: E|x|² = σ² d (d + 1)
+    assert abs(intr.mean() - d * (d + 1)) < 4 * intr.std(ddof=1) / np.sqrt(len(intr))
+
+
+def test_local_linear_smoother_is_equivariant_and_keeps_lines():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(3, 10, 2))
+    s = local_linear_smooth(z, 1.3)
+    rot = np.array([[0.6, -0.8], [0.8, 0.6]])
+    shift = np.array([2.0, -1.0])
+    # a linear smoother with weights summing to one commutes with similarity maps
+    np.testing.assert_allclose(local_linear_smooth(z @ rot.T + shift, 1.3), s @ rot.T + shift)
+    # local linear regression reproduces a locally linear sequence exactly (narrow kernel,
+    # away from the wrap-around)
+    t = np.arange(40.0)
+    line = np.stack([3 * t, -t + 2], -1)
+    np.testing.assert_allclose(local_linear_smooth(line, 1.0)[10:30], line[10:30], atol=1e-9)
+    with pytest.raises(ValueError):
+        local_linear_smooth(z, 0.0)
+
+
+def test_self_intersection_detects_a_figure_eight():
+    t = np.linspace(0, 2 * np.pi, 30, endpoint=False)
+    ellipse = np.stack([np.cos(t), 0.5 * np.sin(t)], -1)
+    eight = np.stack([np.sin(t), np.sin(2 * t)], -1)
+    assert self_intersects(np.stack([ellipse, eight])).tolist() == [False, True]
+
+
+def test_registry_and_unknown_names():
+    assert set(EXPERIMENTS) == {"laplace2021_fig1", "kng2022_fig1", "kng2022_shapes", "theorems"}
+    with pytest.raises(ValueError, match="unknown experiment"):
+        run("fig9", out=None)
+    with pytest.raises(ValueError, match="replicates"):
+        run("theorems", replicates=1, out=None)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["reproduce", "fig9"], "unknown experiment 'fig9'"),
+        (["reproduce", "theorems", "--replicates", "1"], "replicates must be an integer >= 2"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["reproduce", "theorems", "--quick", "--out", str(blocker)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pymc-manidp: error:") and len(err.strip().splitlines()) == 1
