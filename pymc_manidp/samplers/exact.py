@@ -146,7 +146,7 @@ def _directions(rng, m, d):
     return u / np.linalg.norm(u, axis=-1, keepdims=True)
 
 
-def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16):
+def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16, min_batch=16):
     """Run ``propose(m) -> (candidates, keep_mask)`` in batches until ``size`` are kept.
 
     The kept candidates are returned in proposal order; as proposals are i.i.d.,
@@ -156,7 +156,7 @@ def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16):
     kept, got, proposed, rate = [], 0, 0, 0.5
     while got < size:
         need = size - got
-        m = int(min(max(np.ceil(1.2 * need / rate) + 8, 16), batch_cap, cap - proposed))
+        m = int(min(max(np.ceil(1.2 * need / rate) + 1, min_batch), batch_cap, cap - proposed))
         if m <= 0:
             raise ExactSamplingError(
                 f"{what}: {got} of {size} draws accepted after {proposed} proposals "
@@ -586,7 +586,8 @@ def sample_kng(
             keep[idx] = rng.random(len(idx)) < np.exp(log_ratio)
         return x, keep
 
-    pts, proposed = _rejection(propose, size, max_attempts, "KNG", batch_cap=batch_cap)
+    # each proposal costs n log maps: small first batches suit single releases
+    pts, proposed = _rejection(propose, size, max_attempts, "KNG", batch_cap=batch_cap, min_batch=2)
     info = {
         "acceptance_rate": size / proposed,
         "inside_ball_rate": stats["inside"] / stats["proposals"],
