@@ -1,27 +1,226 @@
-"""The command line: the demo runs, bad input gives one line and a non-zero exit."""
+"""The command line: demo, release, audit; bad input gives one line and exit code 2."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
+import pymc_manidp as pmd
 from pymc_manidp.cli import main
+from pymc_manidp.datasets import latlon_to_unit, unit_to_latlon, wishart_in_ball
+
+S2 = pmd.Sphere(dim=2)
+NORTH = np.array([0.0, 0.0, 1.0])
 
 
-def test_demo_runs_and_reports_exact_round_trips(capsys):
-    assert main(["demo", "--seed", "1"]) == 0
-    out = capsys.readouterr().out
-    for name in ["sphere S^2", "SPD(3)", "Kendall", "Euclidean"]:
-        assert name in out
-    # every round-trip error printed is at rounding level
-    rows = [line for line in out.splitlines() if line.startswith(("sphere", "SPD", "Kend", "Euc"))]
-    errs = [float(line.split()[-2]) for line in rows]
-    assert len(errs) == 4 and max(errs) < 1e-12
-    # (2 - pi/4)/200 plus the footpoint tolerance; KNG (pi/4)(2 - pi/4)/200
-    assert "sensitivity 0.006073" in out and "sensitivity 0.004770" in out
-    assert out.count("passed") == 2  # both releases cleared the diagnostics gate
+def run(argv, capsys):
+    """Exit code, stdout and stderr of ``pymc-manidp argv`` (argparse exits too)."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_unknown_command_exits_non_zero():
-    with pytest.raises(SystemExit) as exc:
-        main(["frobnicate"])
-    assert exc.value.code != 0
+def sphere_cap(n, radius, seed):
+    rng = np.random.default_rng(seed)
+    th, ph = rng.uniform(0, radius, n), rng.uniform(0, 2 * np.pi, n)
+    return np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], -1)
+
+
+@pytest.fixture
+def sphere_csv(tmp_path):
+    path = tmp_path / "points.csv"
+    np.savetxt(path, sphere_cap(200, 0.3, 0), delimiter=",", header="x,y,z", comments="")
+    return path
+
+
+def release_args(path, *extra, out="-"):
+    return [
+        "release",
+        str(path),
+        "--manifold",
+        "sphere",
+        "--epsilon",
+        "1",
+        "--center",
+        "0,0,1",
+        "--radius",
+        "0.4",
+        "--out",
+        out,
+        *extra,
+    ]
+
+
+# --- demo ------------------------------------------------------------------------------------
+def test_demo_releases_a_private_mean_of_the_cities_with_diagnostics(capsys, tmp_path):
+    code, out, _ = run(["demo", "--seed", "3", "--out", str(tmp_path)], capsys)
+    assert code == 0
+    rows = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("Laplace", "KNG") and parts[1] in ("exact", "nuts"):
+            rows[parts[0], parts[1]] = parts
+    assert set(rows) == {(m, s) for m in ("Laplace", "KNG") for s in ("exact", "nuts")}
+    # exact releases are pure eps-DP (delta 0); MCMC ones do not claim a delta
+    assert all(rows[m, "exact"][3] == "0" for m in ("Laplace", "KNG"))
+    assert all(rows[m, "nuts"][3] == "n/a" for m in ("Laplace", "KNG"))
+    # released locations lie in the public ball (centre 50N 10E, radius 0.35 rad)
+    centre = latlon_to_unit(50.0, 10.0)
+    for parts in rows.values():
+        lat, lon = float(parts[5].rstrip("N")), float(parts[6].rstrip("E"))
+        assert S2.dist(centre, latlon_to_unit(lat, lon)) <= 0.35 + 1e-3
+    assert out.count(": passed") == 2  # both NUTS runs cleared the diagnostics gate
+    for name in ("demo_map.png", "kng_nuts/trace.png", "laplace_nuts/rank.png"):
+        assert (tmp_path / name).stat().st_size > 10_000
+
+
+def test_demo_map_marks_the_released_points(tmp_path):
+    from pymc_manidp.demo import run_demo
+
+    res = run_demo(seed=5, out=tmp_path, status=lambda s: None, nuts=False)
+    assert set(res.releases) == {("Laplace", "exact"), ("KNG", "exact")}
+    lat, _ = unit_to_latlon(res.frechet)
+    assert 40 < lat < 55  # the mean of European cities lies in Europe
+    assert [p.name for p in res.files] == ["demo_map.png"]
+
+
+# --- release ---------------------------------------------------------------------------------
+def test_release_writes_public_json_with_provenance_and_never_the_seed(capsys, sphere_csv):
+    code, out, err = run(release_args(sphere_csv, "--seed", "11"), capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    rel = doc["release"]
+    x = np.array(rel["value"])
+    assert np.isclose(np.linalg.norm(x), 1.0) and S2.dist(NORTH, x) <= 0.4
+    assert rel["epsilon"] == 1.0 and rel["delta"] == 0.0 and rel["sampler"] == "exact"
+    assert rel["mechanism"] == "KNG" and rel["n"] == 200
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.4)
+    assert np.isclose(rel["sigma"], mech.scale(200))  # the JSON states the true rate
+    assert doc["public_ball"] == {"center": [0.0, 0.0, 1.0], "radius": 0.4}
+    assert doc["provenance"]["source"] == "points.csv"
+    assert doc["provenance"]["software"]["pymc-manidp"] == pmd.__version__
+    text = json.dumps(doc)
+    assert "11" not in text.replace(".", " ").split()  # the seed is not written
+    assert "seed" not in doc["options"] and "proposals" not in text
+    assert rel["seed_policy"] == "fixed seed"
+    # the same seed gives the same release, another seed another one
+    again = json.loads(run(release_args(sphere_csv, "--seed", "11"), capsys)[1])
+    other = json.loads(run(release_args(sphere_csv, "--seed", "12"), capsys)[1])
+    assert again["release"]["value"] == rel["value"] != other["release"]["value"]
+
+
+def test_release_laplace_to_file_on_spd_npy(capsys, tmp_path):
+    data = wishart_in_ball(40, k=2, random_seed=1)
+    path = tmp_path / "cov.npy"
+    np.save(path, data)
+    target = tmp_path / "out.json"
+    argv = ["release", str(path), "--manifold", "spd", "--epsilon", "2", "--center", "identity"]
+    argv += ["--radius", "1.5", "--mechanism", "laplace", "--restrict", "--out", str(target)]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert f"wrote {target}" in out
+    doc = json.loads(target.read_text())
+    value = np.array(doc["release"]["value"])
+    assert value.shape == (2, 2) and np.all(np.linalg.eigvalsh(value) > 0)
+    assert "Laplace" in doc["release"]["mechanism"] and doc["options"]["restrict"]
+    assert pmd.SPD(k=2).dist(np.eye(2), value) <= 1.5 + 1e-9
+
+
+def test_release_kendall_csv_rows_are_interleaved_landmarks(capsys, tmp_path):
+    t = np.linspace(0, 2 * np.pi, 5, endpoint=False)
+    base = np.stack([np.cos(t), 0.7 * np.sin(t)], -1)
+    rng = np.random.default_rng(2)
+    shapes = base + 0.03 * rng.normal(size=(60, 5, 2))
+    path = tmp_path / "shapes.csv"
+    np.savetxt(path, shapes.reshape(60, 10), delimiter=",")
+    centre = tmp_path / "centre.npy"
+    np.save(centre, base)
+    argv = ["release", str(path), "--manifold", "kendall", "--epsilon", "1"]
+    argv += ["--center", str(centre), "--radius", "0.3", "--out", "-", "--seed", "0"]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    value = np.array(json.loads(out)["release"]["value"])
+    K = pmd.KendallShape(k_landmarks=5)
+    assert value.shape == (5, 2) and K.dist(base, value) <= 0.3 + 1e-9
+
+
+BAD_RELEASES = {
+    "missing file": (["release", "nope.csv"], "data file not found"),
+    "unknown manifold": (["--manifold", "torus"], "invalid choice"),
+    "eps zero": (["--epsilon", "0"], "epsilon"),
+    "eps negative": (["--epsilon", "-1"], "epsilon"),
+    "eps nan": (["--epsilon", "nan"], "epsilon"),
+    "outside the ball": (["--radius", "0.1"], "outside"),
+    "radius above r*": (["--radius", "1.2"], "radius"),
+    "centre of the wrong size": (["--center", "0,1"], "center must have 3 numbers"),
+    "centre not numbers": (["--center", "north"], "comma-separated numbers"),
+    "unknown sampler": (["--sampler", "gibbs"], "unknown sampler"),
+    "no draws": (["--sampler", "nuts", "--draws", "0"], "draws"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_RELEASES))
+def test_bad_release_input_exits_2_with_one_line(case, capsys, sphere_csv):
+    change, expected = BAD_RELEASES[case]
+    argv = release_args(sphere_csv)
+    if change[0] == "release":
+        argv[1] = change[1]
+    elif change[0] in argv:
+        argv[argv.index(change[0]) + 1] = change[1]
+        argv += change[2:]
+    else:
+        argv += change
+    code, out, err = run(argv, capsys)
+    assert code == 2
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err and expected in err
+
+
+def test_bad_data_files_exit_2(capsys, tmp_path):
+    cases = {
+        "words.csv": ("a,b,c\nd,e,f\n1,2,3\n", "cannot read"),
+        "flat.csv": ("1\n2\n", "sphere data must have shape"),  # one number per row
+        "data.json": ("[]", "use .npy or .csv"),
+    }
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text)
+        code, _, err = run(release_args(tmp_path / name), capsys)
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, (name, err)
+    np.save(tmp_path / "spd.npy", np.ones((4, 5)))
+    argv = ["release", str(tmp_path / "spd.npy"), "--manifold", "spd", "--epsilon", "1"]
+    code, _, err = run([*argv, "--center", "identity", "--radius", "1"], capsys)
+    assert code == 2 and "spd data must have shape" in err
+    bad = np.tile(NORTH, (5, 1)) * 2.0  # not unit vectors
+    np.save(tmp_path / "long.npy", bad)
+    code, _, err = run(release_args(tmp_path / "long.npy"), capsys)
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+# --- audit -----------------------------------------------------------------------------------
+def test_audit_passes_kng_and_fails_its_broken_variant(capsys):
+    # docs/audit.md: KNG on S^2 (r = pi/8, n = 10, eps = 1) breaks once sigma is
+    # divided by about 1.4-2.1; dividing by 4 must fail, the mechanism must pass.
+    argv = ["audit", "--manifold", "sphere", "--mechanism", "kng", "--resolution", "160"]
+    code, out, _ = run(argv, capsys)
+    assert code == 0 and "PASSED" in out
+    ratio = float(out.split("ratio to eps ")[1].split(";")[0])
+    assert 0.2 < ratio < 1.0
+    code, out, _ = run([*argv, "--sigma-divisor", "4"], capsys)
+    assert code == 1 and "FAILED" in out and "sigma / 4" in out
+
+
+def test_audit_bad_input_exits_2(capsys):
+    code, _, err = run(["audit", "--epsilon", "-1"], capsys)
+    assert code == 2 and "epsilon" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(["audit", "--manifold", "spd7"], capsys)
+    assert code == 2 and "invalid choice" in err
+
+
+def test_unknown_command_exits_non_zero(capsys):
+    code, _, err = run(["frobnicate"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1

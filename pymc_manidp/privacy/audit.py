@@ -64,12 +64,42 @@ __all__ = [
     "quadrature_audit",
     "sample_test",
     "tangent_statistic",
+    "with_sigma_divided",
 ]
 
 # Records closer than this (geodesic distance) count as unchanged.
 _SAME_TOL = 1e-9
 # Boundary records sit this fraction inside the ball, so rounding keeps them in it.
 _INSIDE = 1.0 - 1e-9
+
+
+def with_sigma_divided(mech, factor: float):
+    """A copy of ``mech`` whose rate ``scale(n)`` is divided by ``factor``.
+
+    With ``factor > 1`` this is the deliberately broken variant an audit must catch:
+    its privacy loss grows by about ``factor`` while it still claims ``mech.epsilon``.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc_manidp as pmd
+    >>> m = pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=1.0, center=[0, 0, 1.0], radius=0.3)
+    >>> b = with_sigma_divided(m, 2.0)
+    >>> bool(np.isclose(b.scale(10), m.scale(10) / 2)), b.name
+    (True, 'KNG (sigma / 2)')
+    """
+    factor = check_positive_real(factor, "factor")
+    base = type(mech)
+
+    class Divided(base):
+        name = f"{mech.name} (sigma / {factor:g})"
+
+        def scale(self, n):
+            return base.scale(self, n) / factor
+
+    Divided.__name__ = Divided.__qualname__ = f"{base.__name__}SigmaDivided"
+    out = object.__new__(Divided)
+    out.__dict__.update(mech.__dict__)
+    return out
 
 
 # --- neighbouring pairs ------------------------------------------------------------------

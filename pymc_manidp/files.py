@@ -1,0 +1,179 @@
+"""Users' files: data points from ``.npy``/``.csv``, releases to JSON with provenance.
+
+The command line reads data with :func:`read_points`, names the manifold with
+:func:`manifold_for` (its size follows from the data's shape), parses the public
+centre with :func:`parse_center` and writes what may be published with
+:func:`release_json`. Every failure is a ``ValueError`` with one line saying what to
+fix.
+
+Layouts (one record per row):
+
+=========  =====================  ========================================
+manifold   ``.npy`` shape          ``.csv`` row
+=========  =====================  ========================================
+sphere     ``(n, D)``              ``D`` coordinates of a unit vector
+spd        ``(n, k, k)``           the ``k*k`` entries, row by row
+kendall    ``(n, k, 2)``           ``x1, y1, x2, y2, ...`` (``k`` landmarks)
+euclidean  ``(n, d)``              ``d`` coordinates
+=========  =====================  ========================================
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from pymc_manidp.geometry import SPD, Euclidean, KendallShape, Sphere
+
+__all__ = ["MANIFOLDS", "manifold_for", "parse_center", "read_points", "release_json"]
+
+MANIFOLDS = ("sphere", "spd", "kendall", "euclidean")
+
+
+def read_points(path) -> np.ndarray:
+    """Read a numeric array from ``.npy`` or ``.csv`` (``#`` comments, one header row allowed).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> f = os.path.join(tempfile.mkdtemp(), "d.csv")
+    >>> _ = open(f, "w").write("x,y,z\\n0,0,1\\n0,1,0\\n")
+    >>> read_points(f).shape
+    (2, 3)
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"data file not found: {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as err:
+            raise ValueError(f"cannot read {path} as a NumPy array: {err}") from None
+    elif suffix in (".csv", ".txt"):
+        arr = _read_csv(path)
+    else:
+        raise ValueError(f"unsupported data file {path}: use .npy or .csv")
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        raise ValueError(f"{path} must hold numbers, got dtype {arr.dtype}")
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{path} must hold real numbers, got complex values")
+    return np.asarray(arr, dtype=float)
+
+
+def _read_csv(path: Path) -> np.ndarray:
+    for skip in (0, 1):  # a header row is allowed, nothing else non-numeric
+        try:
+            return np.loadtxt(path, delimiter=",", comments="#", ndmin=2, skiprows=skip)
+        except ValueError as err:
+            last = err
+    raise ValueError(f"cannot read {path} as comma-separated numbers: {last}")
+
+
+def manifold_for(name: str, data: np.ndarray):
+    """The manifold called ``name`` whose points have the shape of ``data``'s rows.
+
+    Returns ``(manifold, points)`` with ``points`` reshaped to ``(n, *point_shape)``.
+
+    Examples
+    --------
+    >>> M, x = manifold_for("kendall", np.zeros((5, 8)))
+    >>> M.k_landmarks, x.shape
+    (4, (5, 4, 2))
+    """
+    if name not in MANIFOLDS:
+        raise ValueError(f"unknown manifold {name!r}: choose one of {', '.join(MANIFOLDS)}")
+    data = np.asarray(data, dtype=float)
+    if data.ndim < 2 or len(data) == 0:
+        raise ValueError(f"data must hold one record per row, got shape {data.shape}")
+    n, rest = data.shape[0], data.shape[1:]
+    width = math.prod(rest)
+    if name == "sphere":
+        if len(rest) != 1 or width < 2:
+            raise ValueError(f"sphere data must have shape (n, D) with D >= 2, got {data.shape}")
+        return Sphere(dim=width - 1), data
+    if name == "euclidean":
+        if len(rest) != 1:
+            raise ValueError(f"euclidean data must have shape (n, d), got {data.shape}")
+        return Euclidean(dim=width), data
+    if name == "spd":
+        k = math.isqrt(width)
+        if k * k != width or len(rest) not in (1, 2) or (len(rest) == 2 and rest[0] != rest[1]):
+            raise ValueError(
+                f"spd data must have shape (n, k, k) or (n, k*k) (entries row by row), "
+                f"got {data.shape}"
+            )
+        return SPD(k=k), data.reshape(n, k, k)
+    if width % 2 or (len(rest) == 2 and rest[1] != 2) or len(rest) > 2 or width < 6:
+        raise ValueError(
+            f"kendall data must have shape (n, k, 2) or (n, 2k) (x1, y1, x2, y2, ...) with "
+            f"k >= 3 landmarks, got {data.shape}"
+        )
+    return KendallShape(k_landmarks=width // 2), data.reshape(n, width // 2, 2)
+
+
+def parse_center(text: str, manifold) -> np.ndarray:
+    """The public centre from ``"x1,x2,..."``, ``"identity"`` (SPD) or a ``.npy``/``.csv`` file.
+
+    Examples
+    --------
+    >>> parse_center("0, 0, 1", Sphere(dim=2)).tolist()
+    [0.0, 0.0, 1.0]
+    >>> parse_center("identity", SPD(k=2)).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    shape = manifold.point_shape
+    text = str(text).strip()
+    if text.lower() in ("identity", "i", "eye"):
+        if not isinstance(manifold, SPD):
+            raise ValueError("center 'identity' is only defined for spd")
+        return np.eye(manifold.k)
+    if text.lower().endswith((".npy", ".csv", ".txt")):
+        values = read_points(text)
+    else:
+        try:
+            values = np.array([float(v) for v in text.replace(";", ",").split(",")])
+        except ValueError:
+            raise ValueError(
+                f"center must be comma-separated numbers, 'identity' (spd) or a .npy/.csv "
+                f"file, got {text!r}"
+            ) from None
+    if values.size != math.prod(shape):
+        raise ValueError(
+            f"center must have {math.prod(shape)} numbers for {manifold} (a point of shape "
+            f"{shape}), got {values.size}"
+        )
+    return values.reshape(shape)
+
+
+def release_json(release, *, manifold_name, manifold, center, radius, options, source) -> dict:
+    """What may be published about a release: :meth:`Release.public` plus provenance.
+
+    The random seed is never written (with the seed and the public parameters, anyone
+    could test guesses about the data); nor are the MCMC run or the rejection
+    statistics, which depend on the data.
+    """
+    from importlib import metadata
+
+    versions = {}
+    for pkg in ("pymc-manidp", "numpy", "scipy", "pymc", "pytensor"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:  # pragma: no cover - editable oddities
+            versions[pkg] = None
+    return {
+        "release": release.public(),
+        "manifold": {"name": manifold_name, "spec": repr(manifold), "dim": manifold.dim},
+        "public_ball": {"center": np.asarray(center, float).tolist(), "radius": float(radius)},
+        "options": options,
+        "provenance": {
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "source": source,
+            "software": versions,
+            "python": platform.python_version(),
+        },
+    }
