@@ -40,6 +40,8 @@ from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
 from pymc_manidp.privacy.release import FLOATING_POINT_NOTE, Release
+from pymc_manidp.rng import resolve_rng
+from pymc_manidp.samplers.exact import knorm_noise
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.sensitivity import ambient_radius_spd, ambient_radius_sphere
 
@@ -53,17 +55,6 @@ __all__ = [
 ]
 
 
-def _rng(random_seed):
-    """A Generator and the seed policy recorded in the Release."""
-    if random_seed is None:
-        return np.random.default_rng(), "OS entropy"
-    if isinstance(random_seed, np.random.Generator):
-        return random_seed, "fixed seed"
-    if isinstance(random_seed, bool) or not isinstance(random_seed, numbers.Integral):
-        raise TypeError("random_seed must be an int, a numpy Generator or None")
-    return np.random.default_rng(int(random_seed)), "fixed seed"
-
-
 def _size(size) -> tuple[int, ...]:
     if isinstance(size, numbers.Integral) and not isinstance(size, bool):
         return (check_positive_int(size, "size"),)
@@ -71,41 +62,6 @@ def _size(size) -> tuple[int, ...]:
         return tuple(check_positive_int(s, "size") for s in size)
     except TypeError:
         raise TypeError(f"size must be an int or a tuple of ints, got {size!r}") from None
-
-
-def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
-    r"""Draws of the ℓ2 K-norm (Euclidean Laplace) noise on :math:`\mathbb R^D`.
-
-    .. math:: f(y) \propto \exp(-\|y\|_2/\sigma), \qquad
-              \|Y\| \sim \mathrm{Gamma}(D, \sigma),\ Y/\|Y\| \text{ uniform on } S^{D-1}
-
-    (2021 supplement §1.4: direction a normalized standard Gaussian).
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-    dim : int
-        ``D``.
-    sigma : float
-    size : tuple of int
-        Leading shape; the result has shape ``(*size, D)``.
-
-    Examples
-    --------
-    >>> y = knorm_noise(np.random.default_rng(0), 3, 0.5, (1000,))
-    >>> y.shape, bool(abs(np.linalg.norm(y, axis=1).mean() - 1.5) < 0.1)  # E|Y| = D sigma
-    ((1000, 3), True)
-    """
-    # samplers.exact (a parallel work item) will offer the same draw; this local
-    # version keeps the baselines independent of it.
-    size = tuple(size)
-    u = rng.standard_normal((*size, dim))
-    norm = np.linalg.norm(u, axis=-1, keepdims=True)
-    while np.any(norm == 0.0):  # a null event: redrawing it leaves the law unchanged
-        u = np.where(norm == 0.0, rng.standard_normal(u.shape), u)
-        norm = np.linalg.norm(u, axis=-1, keepdims=True)
-    t = rng.gamma(shape=dim, scale=sigma, size=(*size, 1))
-    return t * u / norm
 
 
 def vech(x) -> np.ndarray:
@@ -163,7 +119,7 @@ class _KNormBase:
         ndarray, shape ``(*size, *value_shape)``
         """
         size = _size(size)
-        rng, _ = _rng(random_seed)
+        rng, _ = resolve_rng(random_seed)
         data = self.domain.check(data, clip=clip)
         summary = self._summary(data)
         sigma = self.scale(len(data))
@@ -175,7 +131,7 @@ class _KNormBase:
         ``clip=True`` moves points outside the public ball onto its boundary (a
         per-record map that keeps the guarantee) and is recorded in ``opt_outs``.
         """
-        rng, policy = _rng(random_seed)
+        rng, policy = resolve_rng(random_seed)
         data = self.domain.check(data, clip=clip)
         n = len(data)
         sigma = self.scale(n)

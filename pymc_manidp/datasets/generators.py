@@ -16,25 +16,15 @@ All return NumPy arrays of shape ``(n, *manifold.point_shape)`` and accept
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from scipy import stats
 
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp.rng import as_generator
 
 __all__ = ["as_generator", "sphere_cap", "uniform_radius_ball", "wishart_in_ball"]
-
-
-def as_generator(random_seed) -> np.random.Generator:
-    """A NumPy Generator from an int seed, a Generator (used as is) or ``None``."""
-    if random_seed is None or isinstance(random_seed, np.random.Generator):
-        return np.random.default_rng(random_seed)
-    if isinstance(random_seed, bool) or not isinstance(random_seed, numbers.Integral):
-        raise TypeError("random_seed must be an int, a numpy Generator or None")
-    return np.random.default_rng(int(random_seed))
 
 
 def wishart_in_ball(

@@ -43,7 +43,6 @@ Every rejection loop draws its proposals in batches and stops with
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from dataclasses import dataclass, field
 
@@ -56,6 +55,7 @@ from pymc_manidp.geometry.numerics import log_sinc
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import as_points, check_positive_int, check_positive_real
+from pymc_manidp.rng import as_generator
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import ConvergenceWarning, frechet_mean
 
@@ -67,6 +67,7 @@ __all__ = [
     "euclidean_laplace",
     "has_exact_sampler",
     "kng_envelope_slope",
+    "knorm_noise",
     "laplace_coords",
     "sample_kng",
     "sample_laplace",
@@ -112,15 +113,6 @@ class ExactDraws:
 def has_exact_sampler(manifold) -> bool:
     """Whether an exact sampler exists for this manifold (exact type match)."""
     return type(manifold) in EXACT_MANIFOLDS
-
-
-def as_generator(rng) -> np.random.Generator:
-    """A NumPy Generator from a Generator, an int seed, or None (OS entropy)."""
-    if rng is None or isinstance(rng, np.random.Generator):
-        return np.random.default_rng(rng)
-    if isinstance(rng, bool) or not isinstance(rng, numbers.Integral):
-        raise TypeError(f"rng must be a numpy Generator, an int seed or None, got {rng!r}")
-    return np.random.default_rng(int(rng))
 
 
 def spd_edge_constant(k: int) -> float:
@@ -224,9 +216,40 @@ def euclidean_laplace(center, sigma, size, rng=None):
     sigma = check_positive_real(sigma, "sigma")
     size = _check_size(size)
     rng = as_generator(rng)
-    d = center.shape[0]
-    t = rng.gamma(d, sigma, size)
-    return center + t[:, None] * _directions(rng, size, d)
+    return center + knorm_noise(rng, center.shape[0], sigma, (size,))
+
+
+def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
+    r"""Draws of the ℓ2 K-norm (Euclidean Laplace) noise on :math:`\mathbb R^D`.
+
+    .. math:: f(y) \propto \exp(-\|y\|_2/\sigma), \qquad
+              \|Y\| \sim \mathrm{Gamma}(D, \sigma),\ Y/\|Y\| \text{ uniform on } S^{D-1}
+
+    (2021 supplement §1.4: direction a normalized standard Gaussian).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    dim : int
+        ``D``.
+    sigma : float
+    size : tuple of int
+        Leading shape; the result has shape ``(*size, D)``.
+
+    Examples
+    --------
+    >>> y = knorm_noise(np.random.default_rng(0), 3, 0.5, (1000,))
+    >>> y.shape, bool(abs(np.linalg.norm(y, axis=1).mean() - 1.5) < 0.1)  # E|Y| = D sigma
+    ((1000, 3), True)
+    """
+    size = tuple(size)
+    u = rng.standard_normal((*size, dim))
+    norm = np.linalg.norm(u, axis=-1, keepdims=True)
+    while np.any(norm == 0.0):  # a null event: redrawing it leaves the law unchanged
+        u = np.where(norm == 0.0, rng.standard_normal(u.shape), u)
+        norm = np.linalg.norm(u, axis=-1, keepdims=True)
+    t = rng.gamma(shape=dim, scale=sigma, size=(*size, 1))
+    return t * u / norm
 
 
 # --- radial laws and normal coordinates ------------------------------------------------------

@@ -311,7 +311,7 @@ def test_bad_input_rejected_before_sampling():
         exact.sample_laplace(S2, foot, 0.1, 0)
     with pytest.raises(TypeError, match="size must be an integer"):
         exact.sample_kng(S2, _cap(5), 0.1, 2.5, domain=dom)
-    with pytest.raises(TypeError, match="rng must be"):
+    with pytest.raises(TypeError, match="must be an int"):
         exact.sample_laplace(S2, foot, 0.1, 3, rng="seed")
     with pytest.raises(TypeError, match="domain must be a DataDomain"):
         exact.sample_laplace(S2, foot, 0.1, 3, domain=(NORTH, 0.5))
