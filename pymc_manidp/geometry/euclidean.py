@@ -68,8 +68,16 @@ class Euclidean(ManifoldBase):
         return np.zeros(np.shape(coords)[:-1])
 
     # --- PyTensor twins -------------------------------------------------------------
+    def chart_frame(self, center):
+        """The arrays fixing the exp chart at ``center``: the centre itself."""
+        return {"center": np.asarray(center, float)}
+
+    def pt_exp_frame(self, frame, coords):
+        """``center + coords``, the centre given by :meth:`chart_frame` (array or tensor)."""
+        return pt.as_tensor_variable(frame["center"]) + coords
+
     def pt_exp_coords(self, center, coords):
-        return pt.as_tensor_variable(np.asarray(center, float)) + coords
+        return self.pt_exp_frame(self.chart_frame(center), coords)
 
     def pt_log(self, x, y):
         return pt.as_tensor_variable(y) - x

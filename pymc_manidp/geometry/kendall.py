@@ -217,17 +217,26 @@ class KendallShape(ManifoldBase):
         return (2 * self.k_landmarks - 6) * log_sinc(t) + log_sinc(2.0 * t)
 
     # --- PyTensor twins (arguments are pre-shapes) -------------------------------------
-    def pt_exp_coords(self, center, coords):
-        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+    def chart_frame(self, center):
+        """The arrays fixing the exp chart at ``center``: its pre-shape and frame."""
         center = np.asarray(center, float)
         if center.shape != self.point_shape:
             raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
         z = preshape(center)
-        basis = self.tangent_basis(z)
+        return {"center": z, "basis": self.tangent_basis(z)}
+
+    def pt_exp_frame(self, frame, coords):
+        """``exp_center`` of chart coordinates ``(..., dim)``, the chart given by
+        :meth:`chart_frame` (arrays or tensors, e.g. ``pm.Data``)."""
+        z, basis = pt.as_tensor_variable(frame["center"]), frame["basis"]
         coords = pt.as_tensor_variable(coords)
-        v = pt.tensordot(coords, basis, axes=[[-1], [0]])
+        v = pt.tensordot(coords, pt.as_tensor_variable(basis), axes=[[-1], [0]])
         s = pt.sum(coords**2, axis=-1)[..., None, None]
         return ptn.cos_sqrt(s) * z + ptn.sinc_sqrt(s) * v
+
+    def pt_exp_coords(self, center, coords):
+        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        return self.pt_exp_frame(self.chart_frame(center), coords)
 
     @staticmethod
     def _pt_align(x, y):

@@ -197,14 +197,23 @@ class SPD(ManifoldBase):
         return _pair_log_sinhc(np.linalg.eigvalsh(w_mat))
 
     # --- PyTensor twins -------------------------------------------------------------
-    def pt_exp_coords(self, center, coords):
-        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+    def chart_frame(self, center):
+        """The arrays fixing the exp chart at ``center``: its square root ``p^{1/2}``."""
         center = np.asarray(center, float)
         if center.shape != self.point_shape:
             raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
-        s, _ = _sqrt_invsqrt(center)
+        return {"sqrt": _sqrt_invsqrt(center)[0]}
+
+    def pt_exp_frame(self, frame, coords):
+        """``exp_center`` of chart coordinates ``(..., dim)``, the chart given by
+        :meth:`chart_frame` (arrays or tensors, e.g. ``pm.Data``)."""
+        s = pt.as_tensor_variable(frame["sqrt"])
         w_mat = pt.tensordot(pt.as_tensor_variable(coords), self._frame, axes=[[-1], [0]])
         return ptn.sym(s @ ptn.expm(w_mat) @ s)
+
+    def pt_exp_coords(self, center, coords):
+        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        return self.pt_exp_frame(self.chart_frame(center), coords)
 
     def pt_log(self, x, y):
         x = pt.as_tensor_variable(x)

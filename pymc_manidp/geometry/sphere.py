@@ -186,16 +186,25 @@ class Sphere(ManifoldBase):
         return (self.dim - 1) * log_sinc(t)
 
     # --- PyTensor twins -------------------------------------------------------------
-    def pt_exp_coords(self, center, coords):
-        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+    def chart_frame(self, center):
+        """The arrays fixing the exp chart at ``center``: the centre and its frame."""
         center = np.asarray(center, float)
         if center.shape != self.point_shape:
             raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
-        basis = pt.as_tensor_variable(self.tangent_basis(center))
+        return {"center": center, "basis": self.tangent_basis(center)}
+
+    def pt_exp_frame(self, frame, coords):
+        """``exp_center`` of chart coordinates ``(..., dim)``, the chart given by
+        :meth:`chart_frame` (arrays or tensors, e.g. ``pm.Data``)."""
+        center, basis = pt.as_tensor_variable(frame["center"]), frame["basis"]
         coords = pt.as_tensor_variable(coords)
-        v = pt.tensordot(coords, basis, axes=[[-1], [0]])
+        v = pt.tensordot(coords, pt.as_tensor_variable(basis), axes=[[-1], [0]])
         s = pt.sum(coords**2, axis=-1, keepdims=True) / self.radius**2
         return ptn.cos_sqrt(s) * center + ptn.sinc_sqrt(s) * v
+
+    def pt_exp_coords(self, center, coords):
+        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        return self.pt_exp_frame(self.chart_frame(center), coords)
 
     def pt_log(self, x, y):
         x, y = pt.as_tensor_variable(x), pt.as_tensor_variable(y)

@@ -154,3 +154,21 @@ def test_dist_and_norm_gradients_are_finite_at_zero(M):
     f_norm = pytensor.function([t], g_norm, mode="FAST_COMPILE")
     assert np.all(np.isfinite(f_dist(x)))  # rho(x, x)
     assert np.all(np.isfinite(f_norm(np.zeros_like(x))))  # |0|
+
+
+@manifold_params(ALL)
+def test_exp_chart_from_a_shared_frame_follows_a_new_centre(M):
+    """``pt_exp_frame`` with the frame in shared variables: one compiled function,
+    and setting the frame of another centre moves the chart there (as ``pm.Data``
+    does in a compiled MCMC model)."""
+    rng = np.random.default_rng(11)
+    x1, x2 = (M.validate(random_point(M, rng)) for _ in range(2))
+    c = 0.3 * rng.normal(size=(4, M.dim))
+    frame = {k: pytensor.shared(v, name=k) for k, v in M.chart_frame(x1).items()}
+    cc = pt.matrix("cc")
+    fn = pytensor.function([cc], M.pt_exp_frame(frame, cc), mode="FAST_COMPILE")
+    np.testing.assert_allclose(fn(c), M.exp_coords(x1, c), rtol=0, atol=1e-10)
+    for k, v in M.chart_frame(x2).items():
+        frame[k].set_value(v)
+    np.testing.assert_allclose(fn(c), M.exp_coords(x2, c), rtol=0, atol=1e-10)
+    assert not np.allclose(M.exp_coords(x1, c), M.exp_coords(x2, c))
