@@ -80,7 +80,14 @@ def release(
 
     ``mech`` provides ``manifold``, ``domain``, ``epsilon``, ``name``, ``restricted``,
     ``sensitivity(n)``, ``scale(n)``, ``model(data)`` and, for the exact sampler,
-    ``_exact_draws(data, size, rng) -> ExactDraws`` (data already checked).
+    ``_exact_draws(data, size, rng) -> ExactDraws`` (data already checked); for
+    MCMC, ``mcmc_cache`` (a :class:`~pymc_manidp.samplers.mcmc.SamplerCache`) and
+    ``_polar_args(data) -> (centre, rate, inputs)``, the values of the model's
+    ``pm.Data`` (:func:`~pymc_manidp.samplers.mcmc.polar_data`).
+
+    An MCMC release compiles ``model(data)`` on the mechanism's first release of
+    ``n`` points with that sampler and reuses it for later data sets of the same
+    size, every ``pm.Data`` replaced by the new data's values before sampling.
     """
     draws, tune, chains = check_sampler_args(sampler, draws, tune, chains, mech.manifold)
     data = mech.domain.check(data, clip=clip)
@@ -88,8 +95,11 @@ def release(
     sigma = mech.scale(n)  # raises before sampling if the law does not exist
     if sampler in EXACT_SAMPLERS:
         return exact_release(mech, data, sigma, random_seed, clip)
+    center, rate, inputs = mech._polar_args(data)
+    compiled = mech.mcmc_cache.get(n, sampler, lambda: mech.model(data))
     return mcmc_release(
-        model=mech.model(data),
+        compiled=compiled,
+        values=mcmc.polar_data(mech.manifold, center, rate, inputs),
         manifold=mech.manifold,
         domain=mech.domain,
         restricted=mech.restricted,
@@ -136,7 +146,8 @@ def exact_release(mech, data, sigma, random_seed, clip) -> Release:
 
 def mcmc_release(
     *,
-    model,
+    compiled,
+    values,
     manifold,
     domain,
     restricted: bool,
@@ -155,7 +166,7 @@ def mcmc_release(
 ) -> Release:
     rng, policy = resolve_rng(random_seed)
     seed = int(rng.integers(2**31 - 1))
-    idata = mcmc.sample(model, sampler, draws=draws, tune=tune, chains=chains, random_seed=seed)
+    idata = compiled.sample(values, draws=draws, tune=tune, chains=chains, random_seed=seed)
     report = check_run(idata)
     if not report.passed:
         if not skip_diagnostics:

@@ -15,7 +15,7 @@ from pymc_manidp.geometry.validation import check_positive_real
 from pymc_manidp.mechanisms.common import release
 from pymc_manidp.mechanisms.distributions import kng_logp
 from pymc_manidp.samplers import exact
-from pymc_manidp.samplers.mcmc import polar_model
+from pymc_manidp.samplers.mcmc import SamplerCache, polar_model
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import frechet_mean
 from pymc_manidp.stats.sensitivity import rate
@@ -51,6 +51,7 @@ class KNGMechanism:
         self.manifold = manifold
         self.epsilon = check_positive_real(epsilon, "epsilon")
         self.domain = DataDomain(manifold, center, radius)
+        self.mcmc_cache = SamplerCache()  # compiled MCMC models, per (n, sampler)
 
     def sensitivity(self, n: int) -> float:
         return self.domain.kng_sensitivity(n)
@@ -73,19 +74,23 @@ class KNGMechanism:
         """The ``pm.Model`` whose deterministic ``release`` follows KNG's law.
 
         The density is sampled on the manifold and conditioned on the ball through
-        the ``in_domain`` flag (a release keeps only draws inside).
+        the ``in_domain`` flag (a release keeps only draws inside). The data, the rate
+        and the chart are ``pm.Data`` (``mcmc.polar_model``).
         """
         data = self.domain.check(data, clip=clip)
-        sigma = self.scale(len(data))
+        center, sigma, inputs = self._polar_args(data)
+        return polar_model(
+            self.manifold, center, sigma, self._polar_logp, domain=self.domain, inputs=inputs
+        )
+
+    def _polar_args(self, data):
+        """Chart centre, rate and the density's inputs (the data) for checked data."""
         # the chart centre is only a sampling device: its accuracy affects efficiency
         mode = frechet_mean(self.manifold, data).mean
-        return polar_model(
-            self.manifold,
-            mode,
-            sigma,
-            lambda x: kng_logp(self.manifold, x, data, sigma, None),
-            domain=self.domain,
-        )
+        return mode, self.scale(len(data)), {"data": data}
+
+    def _polar_logp(self, x, v):
+        return kng_logp(self.manifold, x, v["data"], v["scale"], None)
 
     def _exact_draws(self, data, size, rng):
         """Exact draws for checked data (``ExactDraws``, with acceptance rates)."""

@@ -20,7 +20,7 @@ from pymc_manidp.geometry.validation import check_positive_real
 from pymc_manidp.mechanisms.common import release
 from pymc_manidp.mechanisms.distributions import laplace_logp
 from pymc_manidp.samplers import exact
-from pymc_manidp.samplers.mcmc import polar_model
+from pymc_manidp.samplers.mcmc import SamplerCache, polar_model
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import frechet_mean
 from pymc_manidp.stats.sensitivity import rate
@@ -73,6 +73,7 @@ class LaplaceMechanism:
         self.domain = DataDomain(manifold, center, radius)
         self.restrict = bool(restrict)
         self.grad_tol = 1e-9 * self.domain.radius if grad_tol is None else float(grad_tol)
+        self.mcmc_cache = SamplerCache()  # compiled MCMC models, per (n, sampler)
 
     @property
     def restricted(self) -> bool:
@@ -119,17 +120,23 @@ class LaplaceMechanism:
         return lp
 
     def model(self, data, *, clip=False):
-        """The ``pm.Model`` whose deterministic ``release`` follows the mechanism's law."""
+        """The ``pm.Model`` whose deterministic ``release`` follows the mechanism's law.
+
+        The footpoint, the rate and the chart are ``pm.Data`` (``mcmc.polar_model``).
+        """
         data = self.domain.check(data, clip=clip)
-        eta = self._mean_of_checked(data)
-        sigma = self.scale(len(data))
+        center, sigma, inputs = self._polar_args(data)
         return polar_model(
-            self.manifold,
-            eta,
-            sigma,
-            lambda x: laplace_logp(self.manifold, x, eta, sigma),
-            domain=self.domain,
+            self.manifold, center, sigma, self._polar_logp, domain=self.domain, inputs=inputs
         )
+
+    def _polar_args(self, data):
+        """Chart centre, rate and the density's inputs for checked data."""
+        eta = self._mean_of_checked(data)
+        return eta, self.scale(len(data)), {"footpoint": eta}
+
+    def _polar_logp(self, x, v):
+        return laplace_logp(self.manifold, x, v["footpoint"], v["scale"])
 
     def _exact_draws(self, data, size, rng):
         """Exact draws for checked data (``ExactDraws``): used by ``release``."""

@@ -1,0 +1,136 @@
+"""MCMC releases reuse a compiled model per mechanism and data size, never old data.
+
+A mechanism compiles its polar model on its first MCMC release of ``n`` points with a
+sampler (``mech.mcmc_cache``) and reuses it for later data sets of that size, after
+replacing every ``pm.Data`` (rate, chart, footpoint or data). The tests check that
+
+- the model reads the data only through its ``pm.Data`` (no constant of the first
+  data set stays in the graph: the log-density after ``pm.set_data`` equals a fresh
+  model's);
+- a second release through the cache samples the second data set's law: the distance
+  of its draws to the *second* footpoint, computed here from the points, passes the KS
+  test against the Laplace's exact radial law, and fails it against the first
+  footpoint (so the test fails if the old data were sampled). With nutpie (skipped
+  when it is absent) and with PyMC's NUTS (nutpie hidden);
+- the cache is per mechanism object and keyed on ``(n, sampler)``; it refuses a
+  run that does not replace all the data; copies of it are empty.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import pymc_manidp as pmd
+from pymc_manidp.samplers import mcmc
+from tests.radial import mcmc_ks, radial_cdf
+
+ALPHA = 0.01
+S2 = pmd.Sphere(dim=2)
+NORTH = np.array([0.0, 0.0, 1.0])
+R8 = np.pi / 8
+TILTED = np.array([np.sin(0.2), 0.0, np.cos(0.2)])  # 0.2 from the north pole
+
+
+def _cap(n, pole, spread, seed):
+    """Points at geodesic distance uniform on ``[0, spread]`` from ``pole``."""
+    rng = np.random.default_rng(seed)
+    coords = rng.uniform(0, spread, n)[:, None] * np.stack(
+        [np.cos(a := rng.uniform(0, 2 * np.pi, n)), np.sin(a)], -1
+    )
+    return S2.exp_coords(pole, coords)
+
+
+D1 = _cap(50, NORTH, 0.15, seed=0)
+D2 = _cap(50, TILTED, 0.15, seed=1)  # inside B_{pi/8}(north): 0.2 + 0.15 < 0.39
+
+
+def _no_rebuild():
+    raise AssertionError("the cached model was rebuilt")
+
+
+@pytest.mark.parametrize("cls", [pmd.LaplaceMechanism, pmd.KNGMechanism])
+def test_model_reads_the_data_only_through_pm_data(cls):
+    import pymc as pm
+
+    mech = cls(S2, epsilon=1.0, center=NORTH, radius=R8)
+    old = mech.model(D1)
+    fresh = mech.model(D2)
+    pm.set_data(mcmc.polar_data(S2, *mech._polar_args(D2)), model=old)
+    names = sorted(v.name for v in old.data_vars)
+    assert names == sorted(v.name for v in fresh.data_vars)
+    first = mech.model(D1)
+    logps = [m.compile_logp() for m in (old, fresh, first)]
+    points = [
+        m.compile_fn(m.replace_rvs_by_values([m["release"]]), inputs=m.value_vars)
+        for m in (old, fresh, first)
+    ]
+    rng = np.random.default_rng(2)
+    moved = 0
+    for _ in range(5):
+        point = {"direction": rng.normal(size=2), "log_radius": rng.normal()}
+        (lp_old, lp_new, _), (x_old, x_new, x_first) = (
+            [f(point) for f in fs] for fs in (logps, points)
+        )
+        np.testing.assert_allclose(lp_old, lp_new, rtol=1e-10)
+        np.testing.assert_allclose(x_old, x_new, atol=1e-12)
+        # the first data set's model maps the point elsewhere: the check can fail
+        moved += not np.allclose(x_first, x_new, atol=1e-6)
+    assert moved == 5  # the two data sets' densities differ: the check can fail
+
+
+@pytest.fixture(params=["nutpie", "pymc"])
+def backend(request, monkeypatch):
+    if request.param == "nutpie":
+        pytest.importorskip("nutpie")
+    else:
+        monkeypatch.setattr(mcmc, "has_nutpie", lambda: False)
+    return request.param
+
+
+def test_second_release_samples_the_second_data_sets_law(backend):
+    mech = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
+    # the first release only fills the cache: a short run, gate skipped
+    mech.release(D1, sampler="nuts", draws=50, tune=50, random_seed=1, skip_diagnostics=True)
+    compiled = mech.mcmc_cache.get(50, "nuts", _no_rebuild)
+    assert compiled.backend == backend
+    rel = mech.release(D2, sampler="nuts", draws=2000, tune=1000, chains=2, random_seed=2)
+    assert mech.mcmc_cache.keys() == [(50, "nuts")]
+    assert mech.mcmc_cache.get(50, "nuts", _no_rebuild) is compiled
+    assert "constant_data" not in rel.diagnostics.children  # the data are not copied
+    x = rel.diagnostics.posterior["release"].values
+    cdf = radial_cdf(S2, mech.scale(50), np.pi)
+    (_, foot1), (_, foot2) = mech.footpoint(D1), mech.footpoint(D2)
+    stat, pvalue, ess = mcmc_ks(S2.dist(foot2, x), cdf)
+    assert ess >= 400 and pvalue > ALPHA, (stat, pvalue, ess)
+    _, p_old, _ = mcmc_ks(S2.dist(foot1, x), cdf)
+    assert p_old < ALPHA  # the first data set's law is rejected
+    assert S2.dist(foot2, rel.value) < S2.dist(foot1, rel.value)
+
+
+def test_cache_is_per_mechanism_and_keyed_on_n_and_sampler():
+    mech = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
+    other = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
+    kw = dict(sampler="metropolis", draws=30, tune=30, chains=2, skip_diagnostics=True)
+    mech.release(D1, random_seed=1, **kw)
+    first = mech.mcmc_cache.get(50, "metropolis", _no_rebuild)
+    mech.release(D1[:40], random_seed=2, **kw)
+    assert sorted(mech.mcmc_cache.keys()) == [(40, "metropolis"), (50, "metropolis")]
+    assert mech.mcmc_cache.get(50, "metropolis", _no_rebuild) is first
+    assert len(other.mcmc_cache) == 0
+    # the model of n = 40 has its own rate
+    m40 = mech.mcmc_cache.get(40, "metropolis", _no_rebuild)
+    assert float(m40.current_data()["scale"]) == pytest.approx(mech.scale(40))
+    assert float(first.current_data()["scale"]) == pytest.approx(mech.scale(50))
+    # a run must replace every pm.Data
+    values = mcmc.polar_data(S2, *mech._polar_args(D2))
+    with pytest.raises(ValueError, match="missing"):
+        first.sample({k: v for k, v in values.items() if k != "footpoint"})
+    with pytest.raises(ValueError, match="unknown"):
+        first.sample({**values, "data": D2})
+    # copies (and pickles) of a cache are empty
+    assert len(copy.deepcopy(mech.mcmc_cache)) == 0
+    assert len(pickle.loads(pickle.dumps(mech.mcmc_cache))) == 0
