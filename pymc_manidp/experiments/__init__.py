@@ -88,6 +88,8 @@ def run(
         replicates = int(replicates)
     names = list(EXPERIMENTS) if name == "all" else [name]
     if out is not None:  # fail before hours of work, not after
+        if Path(out).exists() and not Path(out).is_dir():
+            raise ValueError(f"--out {out} is a file; give a folder for the figures and tables")
         Path(out).mkdir(parents=True, exist_ok=True)
         for n in names:
             if (Path(out) / n).exists() and not (Path(out) / n).is_dir():

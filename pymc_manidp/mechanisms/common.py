@@ -10,8 +10,6 @@ when the law is restricted): an approximately DP release.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from pymc_manidp.geometry.validation import check_positive_int
@@ -22,6 +20,7 @@ from pymc_manidp.privacy.release import (
     MCMC_DELTA_NOTE,
     Release,
 )
+from pymc_manidp.rng import resolve_rng
 from pymc_manidp.samplers import exact, mcmc
 
 __all__ = [
@@ -60,17 +59,6 @@ def check_sampler_args(sampler, draws, tune, chains, manifold=None):
         check_positive_int(tune, "tune", minimum=0),
         check_positive_int(chains, "chains", minimum=2),
     )
-
-
-def resolve_rng(random_seed):
-    """A Generator and the seed policy: fixed seeds for tests, OS entropy otherwise."""
-    if random_seed is None:
-        return np.random.default_rng(), "OS entropy"
-    if isinstance(random_seed, np.random.Generator):
-        return random_seed, "fixed seed"
-    if isinstance(random_seed, bool) or not isinstance(random_seed, numbers.Integral):
-        raise TypeError("random_seed must be an int, a numpy Generator or None")
-    return np.random.default_rng(int(random_seed)), "fixed seed"
 
 
 def release(

@@ -198,4 +198,5 @@ def test_cli_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
     blocker.write_text("x")
     assert main(["reproduce", "theorems", "--quick", "--out", str(blocker)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("pymc-manidp: error:") and len(err.strip().splitlines()) == 1
+    assert err.startswith("pymc-manidp reproduce: error:") and "is a file" in err
+    assert len(err.strip().splitlines()) == 1
