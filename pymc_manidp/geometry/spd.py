@@ -18,7 +18,7 @@ import pytensor.tensor as pt
 
 from pymc_manidp.geometry import pt_numerics as ptn
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.numerics import log_sinhc, sym, sym_funm
+from pymc_manidp.geometry.numerics import log_sinhc, sym, sym_eigh, sym_eigvalsh, sym_funm
 from pymc_manidp.geometry.validation import as_points, check_positive_int, first_bad_row
 
 __all__ = ["SPD", "identity_frame"]
@@ -39,7 +39,7 @@ def identity_frame(k: int) -> np.ndarray:
 
 
 def _sqrt_invsqrt(p):
-    w, u = np.linalg.eigh(sym(p))
+    w, u = sym_eigh(p)
     ut = np.swapaxes(u, -1, -2)
     s = sym((u * np.sqrt(w)[..., None, :]) @ ut)
     si = sym((u / np.sqrt(w)[..., None, :]) @ ut)
@@ -58,7 +58,7 @@ def spd_log(p, q):
 
 def spd_dist(p, q):
     _, si = _sqrt_invsqrt(p)
-    w = np.linalg.eigvalsh(sym(si @ q @ si))
+    w = sym_eigvalsh(si @ q @ si)
     if np.any(w <= 0):
         raise ValueError(
             "distance undefined at working precision: the matrices are too ill-conditioned "
@@ -145,7 +145,7 @@ class SPD(ManifoldBase):
                 f"(largest relative asymmetry {float(np.max(asym)):.3g}, tolerance {tol:.3g})"
             )
         x = sym(x)
-        w = np.linalg.eigvalsh(x)
+        w = sym_eigvalsh(x)
         bad = w[..., 0] <= 1e-14 * np.abs(w[..., -1])
         if np.any(bad):
             raise ValueError(
@@ -178,7 +178,7 @@ class SPD(ManifoldBase):
         ``T_x``; squared distances are the squared log-eigenvalues.
         """
         s, si = _sqrt_invsqrt(np.asarray(x, float))
-        w, u = np.linalg.eigh(sym(si @ np.asarray(data, float) @ si))
+        w, u = sym_eigh(si @ np.asarray(data, float) @ si)
         lw = np.log(w)
         white = (u * (weights[:, None] * lw)[..., None, :]) @ np.swapaxes(u, -1, -2)
         g = sym(s @ sym(white.sum(axis=0)) @ s)
@@ -194,7 +194,7 @@ class SPD(ManifoldBase):
     def log_volume_density(self, coords):
         coords = np.asarray(coords, float)
         w_mat = np.tensordot(coords, self._frame, axes=[[-1], [0]])
-        return _pair_log_sinhc(np.linalg.eigvalsh(w_mat))
+        return _pair_log_sinhc(sym_eigvalsh(w_mat))
 
     # --- PyTensor twins -------------------------------------------------------------
     def chart_frame(self, center):

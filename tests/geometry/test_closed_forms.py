@@ -158,3 +158,48 @@ def test_log_sinhc_is_accurate_across_its_branches():
     ref = -(t2 / 6 + t2**2 / 180 + t2**3 / 2835 + t2**4 / 37800 + t2**5 / 467775)
     np.testing.assert_allclose(log_sinc(t[:3]), ref[:3], rtol=1e-12)
     np.testing.assert_allclose(log_sinc(t[3]), np.log(np.sin(0.3) / 0.3), rtol=1e-14)
+
+
+def _symmetric_2x2_cases(rng):
+    """Random, degenerate, diagonal, negative, zero and ill-conditioned 2 x 2 matrices."""
+    a = rng.normal(size=(500, 2, 2))
+    special = [
+        np.zeros((2, 2)),
+        np.eye(2),
+        -np.eye(2),
+        np.diag([3.0, -1.0]),
+        np.diag([-1.0, 3.0]),
+        [[1.0, 1e-9], [1e-9, 1.0]],
+        [[1.0, 1.0], [1.0, 1.0]],  # singular
+        [[1e8, 1.0], [1.0, 1e-8]],  # condition number about 1e16
+        [[0.0, 2.0], [2.0, 0.0]],
+    ]
+    return np.concatenate([a, np.asarray(special, float)[None].reshape(-1, 2, 2)])
+
+
+def test_closed_form_2x2_eigh_matches_lapack():
+    from pymc_manidp.geometry.numerics import sym, sym_eigh, sym_eigvalsh
+
+    a = sym(_symmetric_2x2_cases(np.random.default_rng(0)))
+    w, u = sym_eigh(a)
+    scale = np.linalg.norm(a, axis=(-2, -1), keepdims=True)[..., 0] + 1e-300
+    w_ref = np.linalg.eigvalsh(a)
+    np.testing.assert_allclose(w / scale, w_ref / scale, rtol=0, atol=4e-16)
+    np.testing.assert_array_equal(sym_eigvalsh(a), w)
+    assert np.all(np.diff(w, axis=-1) >= 0)
+    eye = np.broadcast_to(np.eye(2), a.shape)
+    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, eye, atol=1e-15)
+    back = (u * w[..., None, :]) @ np.swapaxes(u, -1, -2)
+    np.testing.assert_allclose(back / scale[..., None], a / scale[..., None], atol=1e-15)
+
+
+def test_closed_form_2x2_small_eigenvalue_keeps_relative_accuracy():
+    # Condition number 1e16: "m - r" would return 0 for the small eigenvalue (it is lost
+    # to cancellation); "det / big" keeps it to LAPACK's relative accuracy.
+    from pymc_manidp.geometry.numerics import sym_eigvalsh
+
+    for off in (0.0, 1e-3, -0.25):
+        a = np.array([[1e-8 + off**2 * 1e-8, off], [off, 1e8]])
+        w, w_ref = sym_eigvalsh(a), np.linalg.eigvalsh(a)
+        np.testing.assert_allclose(w, w_ref, rtol=1e-12)
+        assert w[0] > 0
