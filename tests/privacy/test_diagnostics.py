@@ -93,6 +93,10 @@ def synthetic_run(shift=0.0, n_chain=4, n_draw=500, seed=0, dim=2):
 
 def test_table_matches_an_independent_computation(rep, laplace_run):
     idata, foot = laplace_run
+    # The report projects the footpoint onto the sphere (1 ulp here); without the same
+    # projection, NUTS's repeated draws (exact ties) can swap ranks and move the
+    # rank-normalized R-hat in the sixth digit.
+    foot = foot / np.linalg.norm(foot)
     x = idata.posterior["release"].values
     raw = {"distance": S2.dist(foot, x)}
     coords = S2.log_coords(foot, x)
