@@ -7,8 +7,13 @@ the mechanism's log-density:
 
 - NUTS (nutpie, numba-compiled) and PyMC's own NUTS on the polar model
   (``mechanism.model(data)``), the release's settings: 4 chains, 1,000 tuning steps,
-  2,000 draws. Timed: one full ``pm.sample`` call (compilation and tuning included).
+  2,000 draws. Timed: one ``mcmc.sample`` call (compilation and tuning included).
 - PyMC's Metropolis on the same model, same settings (the ``sampler="metropolis"`` path).
+- Releases (``mech.release(data, sampler="nuts")``, default settings) on a new
+  mechanism object: the first ("cold": compiles the model) and a second one with a
+  new data set of the same n (``sphere_data(N, seed=1)``), which reuses the compiled
+  model from the mechanism's cache ("warm"). Timed: the whole call (Fréchet mean,
+  sampling, diagnostics gate). With nutpie, and with PyMC's NUTS (nutpie hidden).
 - The supplement's random-walk MH (§1.5, ``samplers.random_walk``): step = sigma,
   start at the footpoint, burn-in 10,000, thinning 100, 1,000 thinned draws per chain,
   4 chains vectorized in NumPy (one core). Timed: the whole run, burn-in included. Its
@@ -24,9 +29,10 @@ it; it leaves out compilation), for the MH the wall time again.
 
 Then the time to the first release in a fresh process (import, data, Fréchet mean,
 model, compilation, sampling, gate), with a cold PyTensor compile cache (a new
-``compiledir``) and warm (the same directory, second process).
+``compiledir``) and warm (the same directory, second process), and in the same
+process the time of a second release with new data.
 
-Run:  .venv/bin/python docs/benchmarks/bench_mcmc.py        (about 8 minutes on 2 cores)
+Run:  .venv/bin/python docs/benchmarks/bench_mcmc.py        (about 15 minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -118,15 +124,44 @@ def pymc_sampler(model, label):
     return lambda: mcmc.sample(model, "metropolis", **kwargs)
 
 
-def bench_samplers(data):
+def row(name, label, secs, idata, centre):
+    x = np.asarray(idata.posterior["release"].values)
+    run = float(idata.posterior.attrs.get("sampling_time", np.nan))
+    return (name, label, secs, run, x.shape[0] * x.shape[1], min_ess(x, centre))
+
+
+def bench_releases(name, mech_cls, data, data2):
+    """Cold (first) and warm (second data set, cached model) releases, nutpie and PyMC."""
+    rows = []
+    hidden = mcmc.has_nutpie
+    for backend in ("nutpie", "pymc-nuts"):
+        if backend == "pymc-nuts":
+            mcmc.has_nutpie = lambda: False  # PyMC's NUTS, as without the [fast] extra
+        try:
+            mech = mech_cls(S2, epsilon=EPSILON, center=NORTH, radius=RADIUS)
+            for label, d, seed in (("cold, 1st data set", data, 1), ("warm, 2nd", data2, 2)):
+                secs, rel = timed(
+                    lambda d=d, seed=seed, mech=mech: mech.release(
+                        d, sampler="nuts", random_seed=seed
+                    )
+                )
+                centre = mech.footpoint(d)[1] if name == "Laplace" else frechet_mean(S2, d).mean
+                rows.append(row(name, f"{backend} release, {label}", secs, rel.diagnostics, centre))
+            assert mech.mcmc_cache.keys() == [(N, "nuts")]
+        finally:
+            mcmc.has_nutpie = hidden
+        print(f"  {name}: {backend} releases done, load {os.getloadavg()[0]:.2f}", flush=True)
+    return rows
+
+
+def bench_samplers(data, data2):
     rows = []
     for name, mech, centre, sigma, logp in targets(data):
         model = mech.model(data)
         for label in ("nutpie", "pymc-nuts", "metropolis"):
             secs, idata = timed(pymc_sampler(model, label))
-            x = np.asarray(idata.posterior["release"].values)
-            run = float(idata.posterior.attrs.get("sampling_time", np.nan))
-            rows.append((name, label, secs, run, x.shape[0] * x.shape[1], min_ess(x, centre)))
+            rows.append(row(name, label, secs, idata, centre))
+        rows.extend(bench_releases(name, type(mech), data, data2))
         secs, res = timed(
             lambda logp=logp, centre=centre, sigma=sigma: random_walk_mh(
                 logp, centre, manifold=S2, step=sigma, rng=1, **MH
@@ -134,7 +169,11 @@ def bench_samplers(data):
         )
         n_draws = res.draws.shape[0] * res.draws.shape[1]
         rows.append((name, "supplement MH", secs, secs, n_draws, min_ess(res.draws, centre)))
-        print(f"  {name}: done (MH acceptance {res.acceptance_rate:.2f})", flush=True)
+        print(
+            f"  {name}: done (MH acceptance {res.acceptance_rate:.2f}), "
+            f"load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
     return rows
 
 
@@ -146,7 +185,12 @@ th, ph = rng.uniform(0, np.pi / 8, {n}), rng.uniform(0, 2 * np.pi, {n})
 data = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], -1)
 mech = pmd.{cls}(pmd.Sphere(dim=2), epsilon=1.0, center=[0, 0, 1.0], radius=np.pi / 8)
 rel = mech.release(data, sampler="nuts", random_seed=0)
-print(time.perf_counter() - t)
+first = time.perf_counter() - t
+th, ph = rng.uniform(0, np.pi / 8, {n}), rng.uniform(0, 2 * np.pi, {n})
+data = np.stack([np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)], -1)
+t = time.perf_counter()
+rel = mech.release(data, sampler="nuts", random_seed=1)
+print(first, time.perf_counter() - t)
 """
 
 
@@ -157,8 +201,8 @@ def first_release(cls, compiledir):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
     if out.returncode:
-        return f"failed: {out.stderr.strip().splitlines()[-1]}"
-    return float(out.stdout.strip().splitlines()[-1])
+        return f"failed: {out.stderr.strip().splitlines()[-1]}", ""
+    return tuple(float(v) for v in out.stdout.strip().splitlines()[-1].split())
 
 
 def main():
@@ -169,7 +213,7 @@ def main():
         flush=True,
     )
     data = sphere_data(N)
-    rows = bench_samplers(data)
+    rows = bench_samplers(data, sphere_data(N, seed=1))
     print(
         "\n| target | sampler | wall s | sampling s | draws | min bulk ESS | ESS/s (wall) "
         "| ÷ MH | ESS/s (sampling only) | ÷ MH |"
@@ -185,14 +229,17 @@ def main():
                 f"{rate:.1f} | {rate / base:.2f} | {rate_run:.0f} | {rate_run / base:.1f} |"
             )
     print("\nTime to the first release in a fresh process (sampler='nuts', default settings):")
-    print("| mechanism | cold compile cache (s) | warm cache (s) |")
-    print("|---|---|---|")
+    print(
+        "| mechanism | cold compile cache: 1st release (s) | then 2nd, new data (s) "
+        "| warm cache: 1st release (s) | then 2nd (s) | load |"
+    )
+    print("|---|---|---|---|---|---|")
     for cls in ("LaplaceMechanism", "KNGMechanism"):
         with tempfile.TemporaryDirectory() as tmp:
             cold = first_release(cls, tmp)
             warm = first_release(cls, tmp)
-        fmt = [f"{v:.1f}" if isinstance(v, float) else v for v in (cold, warm)]
-        print(f"| {cls} | {fmt[0]} | {fmt[1]} |", flush=True)
+        fmt = [f"{v:.1f}" if isinstance(v, float) else v for v in (*cold, *warm)]
+        print(f"| {cls} | {' | '.join(fmt)} | {os.getloadavg()[0]:.2f} |", flush=True)
     print(f"\nload average at end {os.getloadavg()[0]:.2f}")
 
 
