@@ -112,8 +112,8 @@ def _eigh_2x2(a, vectors):
     r = np.hypot(h, s)
     pos = m >= 0
     big = m + np.where(pos, r, -r)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        small = np.where(big != 0, (p * q - s * s) / np.where(big != 0, big, 1.0), 0.0)
+    nonzero = big != 0  # big = 0 only for the zero matrix, whose eigenvalues are 0
+    small = np.where(nonzero, (p * q - s * s) / np.where(nonzero, big, 1.0), 0.0)
     w = np.stack([np.where(pos, small, big), np.where(pos, big, small)], axis=-1)
     if not vectors:
         return w
