@@ -29,6 +29,8 @@ def resolve_rng(random_seed) -> tuple[np.random.Generator, str]:
         raise TypeError(
             f"random_seed must be an int, a numpy Generator or None, got {random_seed!r}"
         )
+    if random_seed < 0:
+        raise ValueError(f"random_seed must be a non-negative integer, got {random_seed}")
     return np.random.default_rng(int(random_seed)), "fixed seed"
 
 

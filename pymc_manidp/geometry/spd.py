@@ -128,6 +128,40 @@ class SPD(ManifoldBase):
     def curvature_bounds(self) -> tuple[float, float]:
         return (-0.5, 0.0) if self.k >= 2 else (0.0, 0.0)
 
+    @property
+    def volume_growth_constant(self) -> float:
+        r"""``C = max_{|λ|=1} Σ_{i<j} |λ_i - λ_j| = sqrt(k(k²-1)/3)``.
+
+        The log volume density is at most ``C|c|/2`` (``log sinhc(y) <= y``), and
+        along the maximizing direction it grows at that rate. For sorted ``λ`` the sum
+        is ``Σ_j (2j - k - 1) λ_j``, a linear form whose norm is ``C``.
+        """
+        k = self.k
+        return float(np.sqrt(k * (k * k - 1) / 3.0))
+
+    @property
+    def laplace_max_sigma(self) -> float:
+        r"""The normalizability edge: ``e^{-|c|/σ}`` times the volume density is
+        integrable over the whole space iff ``σ < 2/C`` (``inf`` for ``k = 1``).
+
+        Examples
+        --------
+        >>> round(SPD(k=2).laplace_max_sigma, 6)  # sqrt(2)
+        1.414214
+        """
+        c = self.volume_growth_constant
+        return np.inf if c == 0 else 2.0 / c
+
+    def check_laplace_normalizable(self, sigma: float) -> None:
+        """Raise ``ValueError`` unless ``sigma < 2/C`` (:attr:`laplace_max_sigma`)."""
+        top = self.laplace_max_sigma
+        if not sigma < top:
+            raise ValueError(
+                f"the unrestricted Laplace on SPD({self.k}) is not normalizable for "
+                f"sigma = {sigma:.6g} >= 2/C = {top:.6g} (C = sqrt(k(k^2-1)/3)): restrict "
+                "it to the public ball (restrict=True), or use more data or a larger epsilon"
+            )
+
     def validate(self, points, tol: float = 1e-8):
         """Check symmetric positive definite matrices; return their symmetric part.
 

@@ -10,7 +10,16 @@ import numbers
 
 import numpy as np
 
-__all__ = ["as_points", "check_positive_int", "first_bad_row"]
+__all__ = [
+    "as_points",
+    "check_bool",
+    "check_manifold",
+    "check_nonnegative_real",
+    "check_positive_int",
+    "check_positive_real",
+    "check_rate",
+    "first_bad_row",
+]
 
 
 def first_bad_row(bad) -> str:
@@ -68,11 +77,76 @@ def check_positive_int(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
-def check_positive_real(value, name: str) -> float:
-    """Return ``value`` as float if it is a finite real number ``> 0``."""
+def _real(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
+    return float(value)
+
+
+def check_positive_real(value, name: str) -> float:
+    """Return ``value`` as float if it is a finite real number ``> 0``."""
+    value = _real(value, name)
     if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return value
+
+
+def check_nonnegative_real(value, name: str) -> float:
+    """Return ``value`` as float if it is a finite real number ``>= 0`` (no bools)."""
+    value = _real(value, name)
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def check_bool(value, name: str) -> bool:
+    """Return ``value`` if it is a real bool (``True``/``False``/``numpy.bool_``).
+
+    Strings such as ``"no"`` are truthy: coercing them would silently switch an
+    option on, so they are refused.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_rate(sigma, what: str = "sigma") -> float:
+    """Return ``sigma`` if it is a positive, finite, *normal* float.
+
+    A rate that overflowed to ``inf`` (epsilon too small) or underflowed to a
+    subnormal or zero (epsilon too large) cannot be sampled: ``1/sigma`` overflows.
+
+    Examples
+    --------
+    >>> check_rate(1e-310)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: sigma = 1e-310 is below the smallest normal float ...: epsilon ... too large ...
+    """
+    s = _real(sigma, what)
+    if np.isnan(s) or s <= 0:
+        raise ValueError(f"{what} must be a finite number > 0, got {s!r}")
+    if not np.isfinite(s):
+        raise ValueError(
+            f"{what} = {s!r} overflowed: epsilon is too small for floating point; use a "
+            "larger epsilon"
+        )
+    if s < np.finfo(float).tiny:
+        raise ValueError(
+            f"{what} = {s!r} is below the smallest normal float (2.2e-308): epsilon (or n) "
+            "is too large for floating point; use a smaller epsilon"
+        )
+    return s
+
+
+def check_manifold(manifold, name: str = "manifold"):
+    """Return ``manifold`` if it is a manifold *instance* (not a class, string or None)."""
+    from pymc_manidp.geometry.base import Manifold
+
+    if isinstance(manifold, type) or not isinstance(manifold, Manifold):
+        what = manifold.__name__ + " (the class)" if isinstance(manifold, type) else repr(manifold)
+        raise TypeError(
+            f"{name} must be a manifold instance such as pmd.Sphere(dim=2) or pmd.SPD(k=2), "
+            f"got {what}"
+        )
+    return manifold

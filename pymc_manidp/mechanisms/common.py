@@ -14,12 +14,7 @@ import numpy as np
 
 from pymc_manidp.geometry.validation import check_positive_int
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
-from pymc_manidp.privacy.release import (
-    EXACT_NOTE,
-    FLOATING_POINT_NOTE,
-    MCMC_DELTA_NOTE,
-    Release,
-)
+from pymc_manidp.privacy.release import Release, build_release
 from pymc_manidp.rng import resolve_rng
 from pymc_manidp.samplers import exact, mcmc
 
@@ -66,11 +61,12 @@ def release(
 ) -> Release:
     """The release procedure of any mechanism object.
 
-    ``mech`` provides ``manifold``, ``domain``, ``epsilon``, ``name``, ``restricted``,
-    ``sensitivity(n)``, ``scale(n)``, ``model(data)`` and, for the exact sampler,
-    ``_exact_draws(data, size, rng) -> ExactDraws`` (data already checked); for
+    ``mech`` is a :class:`~pymc_manidp.mechanisms.base.Mechanism`: ``manifold``,
+    ``domain``, ``epsilon``, ``name``, ``restricted``, ``sensitivity(n)``,
+    ``scale(n)``, ``model(data)`` and its public hooks: for the exact sampler
+    ``exact_draws(data, size, rng) -> ExactDraws`` (data already checked); for
     MCMC, ``mcmc_cache`` (a :class:`~pymc_manidp.samplers.mcmc.SamplerCache`) and
-    ``_polar_args(data) -> (centre, rate, inputs)``, the values of the model's
+    ``mcmc_inputs(data) -> (center, sigma, inputs)``, the values of the model's
     ``pm.Data`` (:func:`~pymc_manidp.samplers.mcmc.polar_data`).
 
     An MCMC release compiles ``model(data)`` on the mechanism's first release of
@@ -78,12 +74,13 @@ def release(
     size, every ``pm.Data`` replaced by the new data's values before sampling.
     """
     draws, tune, chains = check_sampler_args(sampler, draws, tune, chains, mech.manifold)
+    resolve_rng(random_seed)  # a bad seed is refused before any work on the data
     data = mech.domain.check(data, clip=clip)
     n = len(data)
     sigma = mech.scale(n)  # raises before sampling if the law does not exist
     if sampler in EXACT_SAMPLERS:
         return exact_release(mech, data, sigma, random_seed, clip)
-    center, rate, inputs = mech._polar_args(data)
+    center, rate, inputs = mech.mcmc_inputs(data)
     compiled = mech.mcmc_cache.get(n, sampler, lambda: mech.model(data))
     return mcmc_release(
         compiled=compiled,
@@ -113,21 +110,19 @@ def exact_release(mech, data, sigma, random_seed, clip) -> Release:
     them for the curator and leaves them out of :meth:`Release.public`.
     """
     rng, policy = resolve_rng(random_seed)
-    out = mech._exact_draws(data, 1, rng)
+    out = mech.exact_draws(data, 1, rng)
     n = len(data)
-    return Release(
+    return build_release(
         value=mech.manifold.validate(out.points[0]),
-        epsilon=mech.epsilon,
-        delta=0.0,
         mechanism=mech.name,
+        epsilon=mech.epsilon,
         sigma=sigma,
         sensitivity=mech.sensitivity(n),
         n=n,
         sampler="exact",
         seed_policy=policy,
-        diagnostics=None,
+        exact=True,
         opt_outs=("clip",) if clip else (),
-        notes=(FLOATING_POINT_NOTE, EXACT_NOTE),
         sampler_info={"proposals": out.proposals, **out.info},
     )
 
@@ -156,6 +151,7 @@ def mcmc_release(
     seed = int(rng.integers(2**31 - 1))
     idata = compiled.sample(values, draws=draws, tune=tune, chains=chains, random_seed=seed)
     report = check_run(idata)
+    sampler_info = None
     if not report.passed:
         if not skip_diagnostics:
             raise DiagnosticsError(
@@ -164,7 +160,10 @@ def mcmc_release(
                 + ". Run longer (more draws/tune) or more chains; skip_diagnostics=True "
                 "releases anyway and records that choice."
             )
-        opt_outs = (*opt_outs, "skip_diagnostics: " + "; ".join(report.failures))
+        # the failures quote data-dependent numbers (R-hat, ESS): the curator keeps
+        # them; the published record says only that the check was skipped
+        opt_outs = (*opt_outs, "skip_diagnostics")
+        sampler_info = {"failed_checks": list(report.failures)}
     x = np.asarray(idata.posterior["release"].values)
     flat = x.reshape((-1, *manifold.point_shape))
     candidates = np.arange(len(flat))
@@ -177,17 +176,17 @@ def mcmc_release(
                 "the restricted law is poorly represented; use more data or a larger epsilon"
             )
     value = flat[rng.choice(candidates)]
-    return Release(
+    return build_release(
         value=manifold.validate(value),
-        epsilon=epsilon,
-        delta=None,
         mechanism=mechanism,
+        epsilon=epsilon,
         sigma=sigma,
         sensitivity=sensitivity,
         n=n,
         sampler=sampler,
         seed_policy=policy,
+        exact=False,
         diagnostics=idata,
-        opt_outs=tuple(opt_outs),
-        notes=(MCMC_DELTA_NOTE, FLOATING_POINT_NOTE),
+        opt_outs=opt_outs,
+        sampler_info=sampler_info,
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["EXACT_NOTE", "FLOATING_POINT_NOTE", "MCMC_DELTA_NOTE", "Release"]
+__all__ = ["EXACT_NOTE", "FLOATING_POINT_NOTE", "MCMC_DELTA_NOTE", "Release", "build_release"]
 
 MCMC_DELTA_NOTE = (
     "approximate DP: if the sampled law is within total variation gamma of the "
@@ -26,6 +26,8 @@ EXACT_NOTE = (
 FLOATING_POINT_NOTE = (
     "sampled in floating point: not hardened against least-significant-bit attacks"
 )
+_EXACT_NOTES = (FLOATING_POINT_NOTE, EXACT_NOTE)
+_MCMC_NOTES = (MCMC_DELTA_NOTE, FLOATING_POINT_NOTE)
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,14 @@ class Release:
     diagnostics : DataTree or None
         The MCMC run, for the curator only.
     opt_outs : tuple of str
-        Checks the caller chose to skip, recorded for the audit trail.
+        Names of the checks the caller chose to skip (``"clip"``,
+        ``"skip_diagnostics"``), recorded for the audit trail. Only the names: what
+        the skipped check found depends on the data (it is in ``sampler_info``).
     notes : tuple of str
     sampler_info : dict or None
-        Exact samplers' rejection statistics (proposals, acceptance rates). They
-        depend on the data: for the curator only, like ``diagnostics``.
+        Exact samplers' rejection statistics (proposals, acceptance rates), or the
+        MCMC checks that failed under ``skip_diagnostics``. They depend on the data:
+        for the curator only, like ``diagnostics``.
     """
 
     value: np.ndarray
@@ -88,3 +93,51 @@ class Release:
             "opt_outs": list(self.opt_outs),
             "notes": list(self.notes),
         }
+
+
+def build_release(
+    *,
+    value,
+    mechanism: str,
+    epsilon: float,
+    sigma: float,
+    sensitivity: float,
+    n: int,
+    sampler: str,
+    seed_policy: str,
+    exact: bool,
+    diagnostics=None,
+    opt_outs: tuple = (),
+    sampler_info: dict | None = None,
+    extra_notes: tuple = (),
+) -> Release:
+    """The one place a :class:`Release` is made: ``delta`` and the notes follow
+    from whether the sampler is exact (``delta = 0``) or MCMC (``delta = None``);
+    ``extra_notes`` come first (e.g. a baseline's own caveats).
+
+    Examples
+    --------
+    >>> r = build_release(value=[0.0, 1.0], mechanism="KNG", epsilon=1.0, sigma=0.1,
+    ...                   sensitivity=0.05, n=10, sampler="exact", seed_policy="OS entropy",
+    ...                   exact=True)
+    >>> r.delta, r.public()["opt_outs"]
+    (0.0, [])
+    """
+    for name in opt_outs:
+        if name not in ("clip", "skip_diagnostics"):  # names only: never data-dependent text
+            raise ValueError(f"unknown opt-out {name!r}")
+    return Release(
+        value=np.asarray(value),
+        epsilon=float(epsilon),
+        delta=0.0 if exact else None,
+        mechanism=mechanism,
+        sigma=float(sigma),
+        sensitivity=float(sensitivity),
+        n=int(n),
+        sampler=sampler,
+        seed_policy=seed_policy,
+        diagnostics=diagnostics,
+        opt_outs=tuple(opt_outs),
+        notes=(*extra_notes, *(_EXACT_NOTES if exact else _MCMC_NOTES)),
+        sampler_info=sampler_info,
+    )

@@ -51,10 +51,14 @@ from scipy import special
 
 from pymc_manidp.geometry.euclidean import Euclidean
 from pymc_manidp.geometry.kendall import KendallShape
-from pymc_manidp.geometry.numerics import log_sinc
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
-from pymc_manidp.geometry.validation import as_points, check_positive_int, check_positive_real
+from pymc_manidp.geometry.validation import (
+    as_points,
+    check_positive_int,
+    check_positive_real,
+    check_rate,
+)
 from pymc_manidp.rng import as_generator
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import ConvergenceWarning, frechet_mean
@@ -116,12 +120,8 @@ def has_exact_sampler(manifold) -> bool:
 
 
 def spd_edge_constant(k: int) -> float:
-    r"""``C = max_{|λ|=1} Σ_{i<j} |λ_i - λ_j| = sqrt(k(k²-1)/3)``.
-
-    For sorted ``λ`` the sum is ``Σ_j (2j - k - 1) λ_j``, a linear form whose norm is
-    ``C``. The unrestricted SPD(k) Laplace exists iff ``σ < 2/C``.
-    """
-    return float(np.sqrt(k * (k * k - 1) / 3.0))
+    r"""``C = sqrt(k(k²-1)/3)``: :attr:`SPD.volume_growth_constant` (the manifold owns it)."""
+    return SPD(k=k).volume_growth_constant
 
 
 # --- building blocks ---------------------------------------------------------------------
@@ -138,11 +138,15 @@ def _directions(rng, m, d):
     return u / np.linalg.norm(u, axis=-1, keepdims=True)
 
 
-def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16, min_batch=16):
+_REMEDY = "Raise max_attempts, or use an MCMC sampler."
+
+
+def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16, min_batch=16, explain=None):
     """Run ``propose(m) -> (candidates, keep_mask)`` in batches until ``size`` are kept.
 
     The kept candidates are returned in proposal order; as proposals are i.i.d.,
-    the first ``size`` kept ones are i.i.d. from the accepted law.
+    the first ``size`` kept ones are i.i.d. from the accepted law. ``explain()``, if
+    given, returns the cause and remedy for the error when the cap is hit.
     """
     cap = max_attempts * size
     kept, got, proposed, rate = [], 0, 0, 0.5
@@ -153,8 +157,8 @@ def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16, min_batc
             raise ExactSamplingError(
                 f"{what}: {got} of {size} draws accepted after {proposed} proposals "
                 f"(acceptance rate {got / max(proposed, 1):.2g}); stopped at the cap of "
-                f"max_attempts = {max_attempts} proposals per draw. Raise max_attempts, or "
-                "use more data / a larger epsilon (a narrower law), or an MCMC sampler."
+                f"max_attempts = {max_attempts} proposals per draw. "
+                + (explain() if explain is not None else _REMEDY)
             )
         cand, keep = propose(m)
         idx = np.flatnonzero(keep)[:need]
@@ -213,7 +217,7 @@ def euclidean_laplace(center, sigma, size, rng=None):
     center = as_points(center, np.shape(center)[-1:], name="center")
     if center.ndim != 1:
         raise ValueError(f"center must be one point of shape (d,), got {center.shape}")
-    sigma = check_positive_real(sigma, "sigma")
+    sigma = check_rate(sigma)
     size = _check_size(size)
     rng = as_generator(rng)
     return center + knorm_noise(rng, center.shape[0], sigma, (size,))
@@ -253,23 +257,16 @@ def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
 
 
 # --- radial laws and normal coordinates ------------------------------------------------------
-def _radial_support(M) -> float:
-    if type(M) is Sphere:
-        return np.pi * M.radius
-    if type(M) is KendallShape:
-        return np.pi / 2.0
-    return np.inf
-
-
 def _radial_log_ratio(M, t):
-    """log(target radial density / Gamma(d, σ) density), ``<= 0`` on the support."""
-    d = M.dim
-    if type(M) is Sphere:
-        return (d - 1) * log_sinc(t / M.radius)
-    if type(M) is KendallShape:
-        with np.errstate(divide="ignore"):
-            return (d - 1) * log_sinc(t) + np.log(np.cos(t))
-    return np.zeros_like(t)
+    """log(target radial density / Gamma(d, σ) density) ``= log J(t e_1)``, ``<= 0``.
+
+    For the isotropic charts (sphere, Kendall, Euclidean) the volume density depends
+    on ``|c|`` only, so the manifold's own ``log_volume_density`` along one axis is
+    the radial ratio: one source for the formula.
+    """
+    c = np.zeros((*np.shape(t), M.dim))
+    c[..., 0] = t
+    return M.log_volume_density(c)
 
 
 def _spd_beta(k, sigma):
@@ -280,20 +277,17 @@ def _spd_beta(k, sigma):
     k = 2, 3, 5, σ in [0.02, 3] and T in {1, 3, 6} the largest allowed ``β`` always
     accepted most (docs/exact.md). The choice only affects speed, never the law.
     """
-    return min(spd_edge_constant(k) / 2.0, 0.9 / sigma)
+    return min(SPD(k=k).volume_growth_constant / 2.0, 0.9 / sigma)
 
 
-def _spd_coords(M, sigma, size, rng, t_max, max_attempts, stats):
+def _spd_coords(M, sigma, size, rng, t_max, max_attempts, stats, what):
     d, k = M.dim, M.k
-    half_c = spd_edge_constant(k) / 2.0
-    if not np.isfinite(t_max) and not sigma * half_c < 1.0:
-        raise ValueError(
-            f"the unrestricted Laplace on SPD({k}) exists only for sigma < 2/C = "
-            f"{1.0 / half_c:.6g} (C = sqrt(k(k^2-1)/3)), got sigma = {sigma:.6g}: restrict "
-            "it to a ball (finite t_max), or use more data / a larger epsilon"
-        )
+    half_c = M.volume_growth_constant / 2.0
+    if not np.isfinite(t_max):
+        M.check_laplace_normalizable(sigma)
     beta = _spd_beta(k, sigma)
-    scale = 1.0 / (1.0 / sigma - beta)
+    # 1/sigma - beta must itself be a normal float (sigma itself was checked)
+    scale = check_rate(1.0 / (1.0 / sigma - beta), "the SPD envelope's rate 1/(1/sigma - beta)")
     slack = (half_c - beta) * t_max if beta < half_c else 0.0
 
     def propose(m):
@@ -303,7 +297,7 @@ def _spd_coords(M, sigma, size, rng, t_max, max_attempts, stats):
         log_ratio = M.log_volume_density(c) - beta * t - slack
         return c, rng.random(m) < np.exp(log_ratio)
 
-    c, proposed = _rejection(propose, size, max_attempts, f"SPD({k}) Laplace radial law")
+    c, proposed = _rejection(propose, size, max_attempts, what)
     stats["radial_proposals"] = stats.get("radial_proposals", 0) + proposed
     stats["radial_accepted"] = stats.get("radial_accepted", 0) + size
     return c
@@ -340,22 +334,29 @@ def laplace_coords(M, sigma, size, rng=None, *, t_max=None, max_attempts=DEFAULT
     return c
 
 
-def _laplace_coords(M, sigma, size, rng, t_max, max_attempts):
+def _check_exact_manifold(M):
     if not has_exact_sampler(M):
         raise ValueError(
-            f"no exact sampler for {type(M).__name__}: exact samplers exist for "
+            f"no exact sampler for {M!r}: exact samplers exist for "
             + ", ".join(t.__name__ for t in EXACT_MANIFOLDS)
+            + "; use an MCMC sampler"
         )
-    sigma = check_positive_real(sigma, "sigma")
+
+
+def _laplace_coords(M, sigma, size, rng, t_max, max_attempts, what=None):
+    """Normal coordinates of the Laplace law; ``what`` names the caller in errors."""
+    _check_exact_manifold(M)
+    what = what or f"the {M} Laplace radial law"
+    sigma = check_rate(sigma)
     size = _check_size(size)
     max_attempts = _check_max_attempts(max_attempts)
     rng = as_generator(rng)
     t_max = np.inf if t_max is None else check_positive_real(t_max, "t_max")
     stats: dict = {}
     if type(M) is SPD:
-        return _spd_coords(M, sigma, size, rng, t_max, max_attempts, stats), stats
+        return _spd_coords(M, sigma, size, rng, t_max, max_attempts, stats, what), stats
     d = M.dim
-    top = min(t_max, _radial_support(M))
+    top = min(t_max, M.injectivity_radius)  # the exp chart's radius (inf if not compact)
 
     def propose(m):
         t = _gamma_truncated(d, sigma, top, m, rng)
@@ -364,10 +365,25 @@ def _laplace_coords(M, sigma, size, rng, t_max, max_attempts):
     if type(M) is Euclidean:
         t, proposed = _gamma_truncated(d, sigma, top, size, rng), size
     else:
-        t, proposed = _rejection(propose, size, max_attempts, f"{M} radial law")
+        t, proposed = _rejection(propose, size, max_attempts, what)
     stats["radial_proposals"] = proposed
     stats["radial_accepted"] = size
     return t[:, None] * _directions(rng, size, d), stats
+
+
+def _proposal_points(M, foot, c, what):
+    """Points ``exp_foot(c)`` of the sampler's own proposals, validated.
+
+    A failure here is the sampler's, not the user's data: the error says so.
+    """
+    try:
+        return M.validate(M.exp_coords(foot, c))
+    except ValueError as err:
+        raise ExactSamplingError(
+            f"{what}: a proposal of the sampler itself (not one of your records) could not "
+            f"be represented at working precision ({err}); the chart at the footpoint is "
+            "too ill-conditioned: use an MCMC sampler"
+        ) from None
 
 
 def _check_domain(M, domain):
@@ -435,31 +451,31 @@ def sample_laplace(
     >>> draws.points.shape
     (3, 3)
     """
-    if not has_exact_sampler(M):
-        _laplace_coords(M, 1.0, 1, None, None, 1)  # raises the listing error
+    _check_exact_manifold(M)
     foot = M.validate(footpoint)
     if foot.shape != tuple(M.point_shape):
         raise ValueError(f"footpoint must be one point of shape {tuple(M.point_shape)}")
-    sigma = check_positive_real(sigma, "sigma")
+    sigma = check_rate(sigma)
     size = _check_size(size)
     max_attempts = _check_max_attempts(max_attempts)
     domain = _check_domain(M, domain)
     rng = as_generator(rng)
     if domain is None:
         c, stats = _laplace_coords(M, sigma, size, rng, None, max_attempts)
-        pts = M.validate(M.exp_coords(foot, c))
+        pts = _proposal_points(M, foot, c, "the Laplace sampler")
         return ExactDraws(pts, size, {"acceptance_rate": 1.0, **stats})
     t_max = _ball_cover(M, foot, domain)
     stats: dict = {}
+    what = f"the restricted Laplace on {M} (ball of radius {domain.radius:.6g})"
 
     def propose(m):
-        c, st = _laplace_coords(M, sigma, m, rng, t_max, max_attempts)
+        c, st = _laplace_coords(M, sigma, m, rng, t_max, max_attempts, what)
         for key, v in st.items():
             stats[key] = stats.get(key, 0) + v
-        x = M.validate(M.exp_coords(foot, c))
+        x = _proposal_points(M, foot, c, what)
         return x, domain.distances(x) <= domain.radius
 
-    pts, proposed = _rejection(propose, size, max_attempts, "restricted Laplace (ball)")
+    pts, proposed = _rejection(propose, size, max_attempts, what)
     info = {"acceptance_rate": size / proposed, "ball_proposals": proposed, **stats}
     return ExactDraws(pts, proposed, info)
 
@@ -560,12 +576,11 @@ def sample_kng(
     >>> out.points.shape, 0.4 < out.acceptance_rate < 0.9
     ((200, 3), True)
     """
-    if not has_exact_sampler(M):
-        _laplace_coords(M, 1.0, 1, None, None, 1)  # raises the listing error
+    _check_exact_manifold(M)
     if domain is None:
         raise ValueError("KNG's law lives on the public ball: pass domain=DataDomain(...)")
     domain = _check_domain(M, domain)
-    sigma = check_positive_real(sigma, "sigma")
+    sigma = check_rate(sigma)
     size = _check_size(size)
     max_attempts = _check_max_attempts(max_attempts)
     data = domain.check(data)

@@ -59,7 +59,7 @@ def test_model_reads_the_data_only_through_pm_data(cls):
     mech = cls(S2, epsilon=1.0, center=NORTH, radius=R8)
     old = mech.model(D1)
     fresh = mech.model(D2)
-    pm.set_data(mcmc.polar_data(S2, *mech._polar_args(D2)), model=old)
+    pm.set_data(mcmc.polar_data(S2, *mech.mcmc_inputs(D2)), model=old)
     names = sorted(v.name for v in old.data_vars)
     assert names == sorted(v.name for v in fresh.data_vars)
     first = mech.model(D1)
@@ -126,7 +126,7 @@ def test_cache_is_per_mechanism_and_keyed_on_n_and_sampler():
     assert float(m40.current_data()["scale"]) == pytest.approx(mech.scale(40))
     assert float(first.current_data()["scale"]) == pytest.approx(mech.scale(50))
     # a run must replace every pm.Data
-    values = mcmc.polar_data(S2, *mech._polar_args(D2))
+    values = mcmc.polar_data(S2, *mech.mcmc_inputs(D2))
     with pytest.raises(ValueError, match="missing"):
         first.sample({k: v for k, v in values.items() if k != "footpoint"})
     with pytest.raises(ValueError, match="unknown"):
