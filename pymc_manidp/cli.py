@@ -1,7 +1,13 @@
 """Command line ``pymc-manidp``: ``demo``, ``release``, ``audit`` and ``reproduce``.
 
-Errors in user input end the program with one line on stderr and exit code 2,
-never a traceback. A failed privacy audit exits with code 1.
+Every failure ends the program with one line on stderr, never a traceback. Exit codes
+(docs/cli.md):
+
+- 0: success;
+- 1: the privacy audit ran and failed (``audit`` only);
+- 2: bad input or a refused release (a failed premise, diagnostics, a sampler cap);
+- 3: an unexpected internal error (a bug: please report the line printed);
+- 130: interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -15,7 +21,12 @@ import numpy as np
 
 from pymc_manidp.files import MANIFOLDS
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_AUDIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERNAL", "build_parser", "main"]
+
+EXIT_AUDIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,9 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="exact",
         help="exact (default, pure eps-DP), nuts or metropolis (approximately DP)",
     )
-    p.add_argument("--draws", type=int, default=2000, help="MCMC draws per chain")
-    p.add_argument("--tune", type=int, default=1000, help="MCMC tuning steps per chain")
-    p.add_argument("--chains", type=int, default=4, help="MCMC chains")
+    p.add_argument("--draws", type=int, default=None, help="MCMC draws per chain (2000)")
+    p.add_argument("--tune", type=int, default=None, help="MCMC tuning steps per chain (1000)")
+    p.add_argument("--chains", type=int, default=None, help="MCMC chains (4)")
     p.add_argument("--clip", action="store_true", help="project records outside the ball onto it")
     p.add_argument(
         "--skip-diagnostics",
@@ -88,7 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="release.json", help="output JSON file ('-': stdout)")
     p.add_argument("--report", default=None, help="MCMC: folder for the curator's plots")
     p.add_argument(
-        "--seed", type=int, default=None, help="fixed seed, for testing only (never written)"
+        "--header",
+        action="store_true",
+        help="the CSV's first line is a header (default: only if none of its fields is a number)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="fixed seed, for testing only (never written; needs --allow-fixed-seed)",
+    )
+    p.add_argument(
+        "--allow-fixed-seed",
+        action="store_true",
+        help="accept --seed: the release is then reproducible by anyone who guesses the seed",
     )
 
     p = sub.add_parser(
@@ -105,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=10, help="records per dataset (default 10)")
     p.add_argument("--sigma-divisor", type=float, default=1.0, help="break the mechanism")
     p.add_argument("--resolution", type=int, default=None, help="quadrature nodes per axis")
+    p.add_argument(
+        "--t-max",
+        type=float,
+        default=None,
+        help="truncation radius of the quadrature for an unrestricted law on a non-compact "
+        "space (spd2 laplace); the tail beyond it is not audited",
+    )
     p.add_argument("--sample-test", action="store_true", help="also run the sample test")
     p.add_argument("--size", type=int, default=200_000, help="sample test draws per dataset")
     p.add_argument("--seed", type=int, default=0)
@@ -154,12 +185,68 @@ def demo(args) -> int:
     return 0
 
 
+MCMC_SETTINGS = {"draws": 2000, "tune": 1000, "chains": 4}
+
+
+def _refuse_ignored_options(args) -> None:
+    """Options that would be silently ignored for this release are errors instead."""
+    ignored = []
+    if args.sampler == "exact":
+        ignored += [f"--{k}" for k in MCMC_SETTINGS if getattr(args, k) is not None]
+        ignored += ["--report"] * (args.report is not None)
+        ignored += ["--skip-diagnostics"] * args.skip_diagnostics
+    if args.mechanism == "kng" and args.restrict:
+        ignored.append("--restrict")
+    if ignored:
+        raise ValueError(
+            f"{', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect on a "
+            f"{args.mechanism} release with the {args.sampler} sampler (--restrict is for "
+            "--mechanism laplace; --draws/--tune/--chains/--report/--skip-diagnostics are "
+            "for --sampler nuts or metropolis): drop them"
+        )
+    if args.seed is not None and not args.allow_fixed_seed:
+        raise ValueError(
+            "--seed makes the noise reproducible by anyone who guesses the seed, which can "
+            "undo the privacy of a real release: omit it (OS entropy), or pass "
+            "--allow-fixed-seed for tests"
+        )
+
+
+def _check_out(args) -> Path | None:
+    """The output file, checked before any sampling: not the input, writable folder."""
+    if args.out == "-":
+        return None
+    out = Path(args.out)
+    for name, given in (("data", args.data), ("center", args.center)):
+        src = Path(given)
+        if src.exists() and out.exists() and out.resolve() == src.resolve():
+            raise ValueError(f"--out {out} is the {name} file: it would be overwritten")
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder: name a file")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"--out {out}: folder {parent} does not exist")
+    import os
+
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ValueError(f"--out {out}: not writable")
+    return out
+
+
 def release(args) -> int:
     """``pymc-manidp release``: a user's data in, the public release as JSON out."""
     import pymc_manidp as pmd
     from pymc_manidp.files import manifold_for, parse_center, read_points, release_json
 
-    M, data = manifold_for(args.manifold, read_points(args.data))
+    _refuse_ignored_options(args)
+    out = _check_out(args)
+    if args.seed is not None:
+        print(
+            "pymc-manidp release: WARNING: fixed seed: this release is reproducible by "
+            "anyone who guesses the seed; never publish it",
+            file=sys.stderr,
+        )
+    M, data = manifold_for(args.manifold, read_points(args.data, header=args.header or None))
     center = parse_center(args.center, M)
     if args.mechanism == "kng":
         mech = pmd.KNGMechanism(M, epsilon=args.epsilon, center=center, radius=args.radius)
@@ -167,16 +254,17 @@ def release(args) -> int:
         mech = pmd.LaplaceMechanism(
             M, epsilon=args.epsilon, center=center, radius=args.radius, restrict=args.restrict
         )
+    mcmc = {
+        k: v if getattr(args, k) is None else getattr(args, k) for k, v in MCMC_SETTINGS.items()
+    }
     with _status()(f"releasing with the {args.sampler} sampler"):
         rel = mech.release(
             data,
             sampler=args.sampler,
             random_seed=args.seed,
-            draws=args.draws,
-            tune=args.tune,
-            chains=args.chains,
             clip=args.clip,
             skip_diagnostics=args.skip_diagnostics,
+            **mcmc,
         )
     doc = release_json(
         rel,
@@ -188,10 +276,10 @@ def release(args) -> int:
         source=Path(args.data).name,
     )
     text = json.dumps(doc, indent=2)
-    if args.out == "-":
+    if out is None:
         print(text)
     else:
-        Path(args.out).write_text(text + "\n")
+        out.write_text(text + "\n")
         print(f"wrote {args.out}: {rel.mechanism}, eps = {rel.epsilon:g}, delta = {rel.delta}")
         print(f"released value: {np.array2string(np.asarray(rel.value), precision=6)}")
     if rel.diagnostics is not None:  # for the curator: printed, never written to the JSON
@@ -230,9 +318,24 @@ def audit(args) -> int:
         )
     if args.sigma_divisor != 1.0:
         mech = with_sigma_divided(mech, args.sigma_divisor)
-    res = args.resolution or res0
+    if args.resolution is not None and args.resolution < 2:
+        raise ValueError(f"--resolution must be an integer >= 2, got {args.resolution}")
+    res = res0 if args.resolution is None else args.resolution
+    t_max = args.t_max
+    if t_max is None and args.mechanism == "laplace" and not np.isfinite(M.injectivity_radius):
+        raise ValueError(
+            f"the unrestricted Laplace lives on all of the non-compact {M}: pass --t-max T "
+            "to truncate the quadrature at radius T (the tail beyond T is not audited), or "
+            "audit --mechanism laplace-ball"
+        )
+    if t_max is not None and args.mechanism != "laplace":
+        raise ValueError(
+            "--t-max is only for --mechanism laplace (the other laws live on the public ball)"
+        )
     with _status()(f"quadrature audit on a {res}-node grid per axis"):
-        result = quadrature_audit(mech, n=args.n, resolution=res, random_seed=args.seed)
+        result = quadrature_audit(
+            mech, n=args.n, resolution=res, random_seed=args.seed, t_max=t_max
+        )
     print(result.summary())
     passed = result.passed
     if args.sample_test:
@@ -241,7 +344,7 @@ def audit(args) -> int:
             st = sample_test(mech, pair.data, pair.neighbour, size=args.size, random_seed=args.seed)
         print(st.summary())
         passed = passed and st.passed
-    return 0 if passed else 1
+    return 0 if passed else EXIT_AUDIT_FAILED
 
 
 def reproduce(args) -> int:
@@ -264,8 +367,12 @@ def reproduce(args) -> int:
 COMMANDS = {"demo": demo, "release": release, "audit": audit, "reproduce": reproduce}
 
 
+def _one_line(err) -> str:
+    return " ".join(str(err).split()) or type(err).__name__  # one line, whatever the message
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (2 for bad input, one line on stderr)."""
+    """Run the command line; returns the exit code (module docstring), one line on stderr."""
     from pymc_manidp.privacy.diagnostics import DiagnosticsError
     from pymc_manidp.samplers.exact import ExactSamplingError
 
@@ -273,12 +380,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (ValueError, TypeError, OSError, DiagnosticsError, ExactSamplingError) as err:
-        msg = " ".join(str(err).split())  # one line, whatever the message
-        print(f"pymc-manidp {args.command}: error: {msg}", file=sys.stderr)
-        return 2
+        print(f"pymc-manidp {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("pymc-manidp: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as err:  # a bug: still one line, and a code apart from "audit failed"
+        print(
+            f"pymc-manidp {args.command}: internal error ({type(err).__name__}): "
+            f"{_one_line(err)}; nothing was released. Please report this line.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -34,8 +34,13 @@ __all__ = ["MANIFOLDS", "manifold_for", "parse_center", "read_points", "release_
 MANIFOLDS = ("sphere", "spd", "kendall", "euclidean")
 
 
-def read_points(path) -> np.ndarray:
+def read_points(path, *, header=None) -> np.ndarray:
     """Read a numeric array from ``.npy`` or ``.csv`` (``#`` comments, one header row allowed).
+
+    A ``.csv`` file's first record is taken as a header only when none of its fields
+    is a number (or with ``header=True``; ``header=False`` never skips one). Any other
+    record that does not parse, or has a different number of fields than the rest,
+    is an error naming its line: a record is never dropped silently.
 
     Examples
     --------
@@ -52,10 +57,12 @@ def read_points(path) -> np.ndarray:
     if suffix == ".npy":
         try:
             arr = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as err:
-            raise ValueError(f"cannot read {path} as a NumPy array: {err}") from None
+        except (ValueError, OSError, EOFError) as err:  # EOFError: an empty file
+            raise ValueError(
+                f"cannot read {path} as a NumPy array: {err or 'empty file'}"
+            ) from None
     elif suffix in (".csv", ".txt"):
-        arr = _read_csv(path)
+        arr = _read_csv(path, header)
     else:
         raise ValueError(f"unsupported data file {path}: use .npy or .csv")
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
@@ -65,13 +72,46 @@ def read_points(path) -> np.ndarray:
     return np.asarray(arr, dtype=float)
 
 
-def _read_csv(path: Path) -> np.ndarray:
-    for skip in (0, 1):  # a header row is allowed, nothing else non-numeric
-        try:
-            return np.loadtxt(path, delimiter=",", comments="#", ndmin=2, skiprows=skip)
-        except ValueError as err:
-            last = err
-    raise ValueError(f"cannot read {path} as comma-separated numbers: {last}")
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_csv(path: Path, header=None) -> np.ndarray:
+    try:
+        lines = path.read_text().splitlines()
+    except UnicodeDecodeError as err:
+        raise ValueError(f"cannot read {path} as text: {err}") from None
+    records = []  # (line number, fields) of the non-blank, non-comment lines
+    for number, line in enumerate(lines, start=1):
+        text = line.split("#", 1)[0].strip()
+        if text:
+            records.append((number, [f.strip() for f in text.split(",")]))
+    if header is None:  # a header is a first record in which nothing is a number
+        header = bool(records) and not any(_is_number(f) for f in records[0][1])
+    if header:
+        records = records[1:]
+    if not records:
+        raise ValueError(f"{path} holds no records")
+    widths = [len(fields) for _, fields in records]
+    usual = max(set(widths), key=widths.count)
+    rows = []
+    for (number, fields), width in zip(records, widths, strict=True):
+        if width != usual:
+            raise ValueError(
+                f"{path}, line {number}: {width} fields, but the other records have {usual}"
+            )
+        for j, field in enumerate(fields, start=1):
+            if not _is_number(field):
+                raise ValueError(
+                    f"{path}, line {number}, field {j}: {field!r} is not a number (every "
+                    "record must be numeric; only a first line without any number is a header)"
+                )
+        rows.append([float(f) for f in fields])
+    return np.array(rows, dtype=float)
 
 
 def manifold_for(name: str, data: np.ndarray):

@@ -1,4 +1,4 @@
-"""The command line: demo, release, audit; bad input gives one line and exit code 2."""
+"""The command line: demo, release, audit; every failure gives one line and a documented code."""
 
 from __future__ import annotations
 
@@ -91,8 +91,9 @@ def test_demo_map_marks_the_released_points(tmp_path):
 
 # --- release ---------------------------------------------------------------------------------
 def test_release_writes_public_json_with_provenance_and_never_the_seed(capsys, sphere_csv):
-    code, out, err = run(release_args(sphere_csv, "--seed", "11"), capsys)
+    code, out, err = run(release_args(sphere_csv, "--seed", "11", "--allow-fixed-seed"), capsys)
     assert code == 0, err
+    assert "WARNING: fixed seed" in err  # loud, on stderr
     doc = json.loads(out)
     rel = doc["release"]
     x = np.array(rel["value"])
@@ -109,8 +110,12 @@ def test_release_writes_public_json_with_provenance_and_never_the_seed(capsys, s
     assert "seed" not in doc["options"] and "proposals" not in text
     assert rel["seed_policy"] == "fixed seed"
     # the same seed gives the same release, another seed another one
-    again = json.loads(run(release_args(sphere_csv, "--seed", "11"), capsys)[1])
-    other = json.loads(run(release_args(sphere_csv, "--seed", "12"), capsys)[1])
+    again = json.loads(
+        run(release_args(sphere_csv, "--seed", "11", "--allow-fixed-seed"), capsys)[1]
+    )
+    other = json.loads(
+        run(release_args(sphere_csv, "--seed", "12", "--allow-fixed-seed"), capsys)[1]
+    )
     assert again["release"]["value"] == rel["value"] != other["release"]["value"]
 
 
@@ -141,7 +146,7 @@ def test_release_kendall_csv_rows_are_interleaved_landmarks(capsys, tmp_path):
     centre = tmp_path / "centre.npy"
     np.save(centre, base)
     argv = ["release", str(path), "--manifold", "kendall", "--epsilon", "1"]
-    argv += ["--center", str(centre), "--radius", "0.3", "--out", "-", "--seed", "0"]
+    argv += ["--center", str(centre), "--radius", "0.3", "--out", "-"]
     code, out, err = run(argv, capsys)
     assert code == 0, err
     value = np.array(json.loads(out)["release"]["value"])
@@ -183,7 +188,7 @@ def test_bad_release_input_exits_2_with_one_line(case, capsys, sphere_csv):
 
 def test_bad_data_files_exit_2(capsys, tmp_path):
     cases = {
-        "words.csv": ("a,b,c\nd,e,f\n1,2,3\n", "cannot read"),
+        "words.csv": ("a,b,c\nd,e,f\n1,2,3\n", "line 2, field 1: 'd' is not a number"),
         "flat.csv": ("1\n2\n", "sphere data must have shape"),  # one number per row
         "data.json": ("[]", "use .npy or .csv"),
     }
@@ -224,3 +229,129 @@ def test_audit_bad_input_exits_2(capsys):
 def test_unknown_command_exits_non_zero(capsys):
     code, _, err = run(["frobnicate"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+# --- hardening (issue 15): nothing dropped, nothing ignored, one line, a documented code -----
+def _one_line_error(code, out, err, expected_code=2):
+    assert code == expected_code, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("first", ["0.1,0.0,NA", "1,0,0 x", "0,,1", "0,0,1,5", "0,1"])
+def test_a_malformed_first_record_is_an_error_naming_its_line_not_a_dropped_header(
+    first, capsys, tmp_path
+):
+    path = tmp_path / "d.csv"
+    rows = "\n".join(",".join(map(str, p.tolist())) for p in sphere_cap(10, 0.3, 1))
+    path.write_text(f"{first}\n{rows}\n")
+    code, out, err = run(release_args(path, "--out", "-"), capsys)
+    _one_line_error(code, out, err)
+    assert "line 1" in err
+
+
+def test_a_header_is_skipped_only_without_numbers_or_with_header_flag(capsys, tmp_path):
+    pts = sphere_cap(11, 0.3, 1)
+    rows = "\n".join(",".join(map(str, p.tolist())) for p in pts)
+    path = tmp_path / "d.csv"
+    path.write_text("x,y,z\n" + rows + "\n")
+    code, out, err = run(release_args(path), capsys)
+    assert code == 0, err
+    assert json.loads(out)["release"]["n"] == 11  # nothing dropped but the header
+    path.write_text(rows + "\n")
+    assert json.loads(run(release_args(path), capsys)[1])["release"]["n"] == 11
+    path.write_text("1,2,3\n" + rows + "\n")  # a numeric header, declared
+    assert json.loads(run(release_args(path, "--header"), capsys)[1])["release"]["n"] == 11
+    path.write_text(rows + "\n0.1,NA,0.9\n")  # a bad record further down: named
+    code, out, err = run(release_args(path), capsys)
+    _one_line_error(code, out, err)
+    assert "line 12, field 2: 'NA'" in err
+
+
+def test_an_empty_npy_is_a_one_line_error(capsys, tmp_path):
+    (tmp_path / "e.npy").write_bytes(b"")
+    code, out, err = run(release_args(tmp_path / "e.npy"), capsys)
+    _one_line_error(code, out, err)
+    assert "cannot read" in err
+
+
+@pytest.mark.parametrize(
+    "epsilon, expected", [("1e308", "too large for floating point"), ("5e-324", "too small")]
+)
+def test_extreme_epsilon_is_refused_with_the_cause(epsilon, expected, capsys, sphere_csv):
+    for mech in ("kng", "laplace"):
+        argv = release_args(sphere_csv, "--mechanism", mech)
+        argv[argv.index("--epsilon") + 1] = epsilon
+        code, out, err = run(argv, capsys)
+        _one_line_error(code, out, err)
+        assert expected in err
+
+
+IGNORED = {
+    "--restrict for kng": ["--restrict"],
+    "--report for exact": ["--report", "plots"],
+    "--skip-diagnostics for exact": ["--skip-diagnostics"],
+    "--draws for exact": ["--draws", "10"],
+    "--chains for exact": ["--chains", "3"],
+}
+
+
+@pytest.mark.parametrize("case", list(IGNORED))
+def test_options_that_would_be_ignored_are_refused(case, capsys, sphere_csv):
+    code, out, err = run(release_args(sphere_csv, *IGNORED[case]), capsys)
+    _one_line_error(code, out, err)
+    assert IGNORED[case][0] in err and "no effect" in err
+
+
+def test_a_fixed_seed_needs_allow_fixed_seed(capsys, sphere_csv):
+    code, out, err = run(release_args(sphere_csv, "--seed", "3"), capsys)
+    _one_line_error(code, out, err)
+    assert "--allow-fixed-seed" in err and "guesses the seed" in err
+
+
+def test_out_is_checked_before_sampling_and_never_the_input(capsys, sphere_csv, tmp_path):
+    before = sphere_csv.read_text()
+    code, out, err = run(release_args(sphere_csv, out=str(sphere_csv)), capsys)
+    _one_line_error(code, out, err)
+    assert "would be overwritten" in err and sphere_csv.read_text() == before
+    for bad, expected in ((tmp_path / "no" / "r.json", "does not exist"), (tmp_path, "folder")):
+        # a sampling failure would say "outside": the out check must come first
+        argv = release_args(sphere_csv, "--radius", "0.1", out=str(bad))
+        code, out, err = run(argv, capsys)
+        _one_line_error(code, out, err)
+        assert expected in err and "outside" not in err
+
+
+def test_audit_refuses_resolution_zero_and_asks_for_t_max_it_can_pass(capsys):
+    code, out, err = run(["audit", "--resolution", "0"], capsys)
+    _one_line_error(code, out, err)
+    assert "--resolution" in err
+    code, out, err = run(["audit", "--manifold", "spd2", "--mechanism", "laplace"], capsys)
+    _one_line_error(code, out, err)
+    assert "--t-max" in err
+    argv = ["audit", "--manifold", "spd2", "--mechanism", "laplace", "--t-max", "4"]
+    code, out, err = run([*argv, "--resolution", "24", "--n", "4"], capsys)
+    assert code in (0, 1) and "Traceback" not in err and "audit" in out.lower(), err
+
+
+def test_an_unexpected_exception_is_one_line_with_its_own_exit_code(capsys, monkeypatch):
+    import pymc_manidp.cli as cli
+
+    def boom(args):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setitem(cli.COMMANDS, "audit", boom)
+    code, out, err = run(["audit"], capsys)
+    _one_line_error(code, out, err, expected_code=cli.EXIT_INTERNAL)
+    assert cli.EXIT_INTERNAL not in (0, cli.EXIT_AUDIT_FAILED, cli.EXIT_BAD_INPUT)
+    assert "internal error (ZeroDivisionError)" in err
+
+
+def test_every_exit_code_is_documented():
+    from pathlib import Path
+
+    import pymc_manidp.cli as cli
+
+    doc = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    codes = [0, cli.EXIT_AUDIT_FAILED, cli.EXIT_BAD_INPUT, cli.EXIT_INTERNAL, cli.EXIT_INTERRUPTED]
+    for code in codes:
+        assert f"| {code} |" in doc, code

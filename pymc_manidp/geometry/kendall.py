@@ -61,9 +61,12 @@ def preshape(x):
     Raises ``ValueError`` for degenerate configurations (all landmarks equal).
     """
     x = np.asarray(x, float)
-    xc, size = _center_scale(x)
     ref = np.max(np.abs(x), axis=(-2, -1))
-    bad = size <= _DEGENERATE_TOL * np.maximum(ref, 1.0)
+    # a shape is scale-free: divide by the largest coordinate first, so that huge
+    # configurations (1e200) do not overflow when squared
+    unit = np.where(ref > 0, ref, 1.0)
+    xc, size = _center_scale(x / unit[..., None, None])
+    bad = size <= _DEGENERATE_TOL * np.maximum(ref, 1.0) / unit
     if np.any(bad):
         raise ValueError(
             "degenerate configurations (all landmarks at one place) have no shape: "

@@ -119,12 +119,20 @@ class DataDomain:
         if not np.any(outside):
             return x
         if not clip:
+            excess = float(d.max()) - self.radius
+            rounding = excess <= 64 * np.finfo(float).eps * max(self.radius, 1.0)
             raise DomainError(
                 f"{int(outside.sum())} of {len(d)} points lie outside the public ball of "
-                f"radius {self.radius:.6g} (farthest at distance {float(d.max()):.6g}, "
-                f"first at row {int(np.argmax(outside))}). Pass clip=True to move them onto "
-                "the boundary (a per-record map that keeps the guarantee), or choose a larger "
-                "public radius (below r*) without looking at the data."
+                f"radius {self.radius!r}: the farthest exceeds it by {excess!r} (distance "
+                f"{float(d.max())!r}), first at row {int(np.argmax(outside))}."
+                + (
+                    " That is rounding (points placed on the boundary by another tool): "
+                    "clip=True moves them inside by as much and keeps the guarantee."
+                    if rounding
+                    else " Pass clip=True to move them onto the boundary (a per-record map "
+                    "that keeps the guarantee), or choose a larger public radius (below r*) "
+                    "without looking at the data."
+                )
             )
         return self._clip(x, d, outside)
 
@@ -134,19 +142,25 @@ class DataDomain:
             v = M.to_tangent(self.center, M.log(self.center, x[outside]))
         except ValueError as err:
             raise DomainError(f"cannot clip: {err}") from None
-        # scale by the norm of the vector actually used, a hair inside the boundary
-        norms = M.norm(self.center, v)
-        scale = (self.radius * (1.0 - 1e-10) / norms).reshape((-1,) + (1,) * len(M.point_shape))
+        norms = M.norm(self.center, v).reshape((-1,) + (1,) * len(M.point_shape))
         out = x.copy()
-        out[outside] = M.validate(M.exp(self.center, v * scale))
-        # fail closed: rounding must not leave a clipped point outside the public ball
-        d_new = self.distances(out[outside])
-        if not np.all(d_new <= self.radius):
-            raise DomainError(
-                "clipping could not place every point inside the ball at working precision "
-                f"(largest distance {float(np.nanmax(d_new)):.17g} > {self.radius:.17g}); "
-                "the points are too ill-conditioned to use"
+        rows = np.flatnonzero(outside)  # rows of x still to place
+        pos = np.arange(len(rows))  # their positions in v
+        # Scale by the norm of the vector actually used, a hair inside the boundary. When
+        # rounding of exp/dist still leaves a point outside (e.g. a tiny ball far from the
+        # origin, where one ulp of the coordinates is a sizeable part of r), step further
+        # in; the last step is the centre itself, which is always inside. Each record's
+        # image depends on that record only: a per-record map, so the guarantee holds.
+        for shrink in (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 0.5):
+            moved = M.validate(
+                M.exp(self.center, v[pos] * (self.radius * (1.0 - shrink) / norms[pos]))
             )
+            out[rows] = moved
+            still = ~(self.distances(moved) <= self.radius)
+            rows, pos = rows[still], pos[still]
+            if not len(rows):
+                return out
+        out[rows] = self.center
         return out
 
     def footpoint_error(self, grad_norm: float) -> float:

@@ -142,6 +142,14 @@ def frechet_mean(
     closed = _closed_form(manifold, data, w)
     if closed is not None:
         _, gnorm, _ = _grad(manifold, closed, data, w)
+        if not np.isfinite(gnorm):  # e.g. |x| ~ 1e200: squares overflow
+            warnings.warn(
+                f"the Fréchet mean's gradient norm is {gnorm} at working precision: the "
+                "data are too large for floating point; rescale them",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+            return FrechetResult(closed, 0, gnorm, False, "closed-form")
         return FrechetResult(closed, 0, gnorm, True, "closed-form")
 
     if method == "supplement":

@@ -40,8 +40,9 @@ def test_center_must_be_one_valid_point():
 def test_data_outside_the_ball_raise_with_count_and_worst_distance():
     dom = DataDomain(S2, NORTH, 0.3)
     data = np.stack([_at(0.1), _at(0.5), _at(0.29), _at(0.7, 1.0)])
-    with pytest.raises(DomainError, match=r"2 of 4 points.*farthest at distance 0.7\b.*row 1"):
+    with pytest.raises(DomainError, match=r"2 of 4 points.*exceeds it by 0.39999.*row 1") as err:
         dom.check(data)
+    assert "clip=True" in str(err.value)
     assert isinstance(DomainError("x"), ValueError)
 
 
@@ -166,3 +167,37 @@ def test_non_finite_distances_are_refused():
             continue
         assert P.dist(c, out[0]) <= 1.0  # anything accepted is provably inside
     assert refused > 0
+
+
+@pytest.mark.parametrize(
+    "M, center, radius",
+    [
+        (S2, NORTH, 0.7),
+        (pmd.Euclidean(dim=2), np.array([1e8, -1e8]), 1e-3),
+        (pmd.SPD(k=2), np.diag([2.0, 0.5]), 1.0),
+        (pmd.KendallShape(k_landmarks=4), np.array([[0, 0], [1, 0], [1, 1], [0, 1.0]]), 0.3),
+    ],
+)
+def test_points_on_the_boundary_give_the_excess_at_full_precision_and_clip_always_succeeds(
+    M, center, radius
+):
+    """Decision (docs/mechanisms.md): points a rounding error outside are refused, with
+    the excess printed exactly and the advice that clip=True fixes it; clip=True must
+    then succeed, even where one ulp of the coordinates is a sizeable part of r."""
+    dom = DataDomain(M, center, radius)
+    rng = np.random.default_rng(5)
+    c = rng.normal(size=(40, M.dim))
+    c *= radius / np.linalg.norm(c, axis=1, keepdims=True)
+    on_boundary = M.exp_coords(dom.center, c)  # "exactly" on the boundary, up to rounding
+    outside = M.exp_coords(dom.center, 3.0 * c)
+    data = np.concatenate([on_boundary, outside])
+    d = dom.distances(data)
+    if np.any(d[:40] > radius):  # rounding put some outside: the message says by how much
+        with pytest.raises(DomainError, match=r"exceeds it by \d\.\d{6,}") as err:
+            dom.check(on_boundary)
+        assert "clip=True" in str(err.value)
+    clipped = dom.check(data, clip=True)
+    assert np.all(dom.distances(clipped) <= radius)
+    # a per-record map: each record's image depends on that record only
+    again = dom.check(data[::-1], clip=True)[::-1]
+    np.testing.assert_array_equal(again, clipped)
