@@ -511,6 +511,68 @@ def _grad_norms(M, x, data):
     return M.norm(x, g)
 
 
+def _gamma_interval(shape, scale, lo, hi, m, rng):
+    """``m`` draws of ``Gamma(shape, scale)`` conditioned on ``lo < t <= hi``."""
+    if lo <= 0.0:
+        return _gamma_truncated(shape, scale, hi, m, rng)
+    # upper-tail inverse CDF: accurate where the interval lies far in the tail
+    q_lo = special.gammaincc(shape, lo / scale)
+    q_hi = special.gammaincc(shape, hi / scale) if np.isfinite(hi) else 0.0
+    u = rng.uniform(q_hi, q_lo, m)
+    return np.clip(scale * special.gammainccinv(shape, u), lo, hi)
+
+
+def _kng_shells(M, sigma, H, r, rho_data, e, t_max):
+    r"""The piecewise-linear lower bound ``g`` of ``|grad F|`` used as KNG's envelope.
+
+    Returns ``(edges, slopes, offsets, log_weights)``: on shell ``k``
+    (``edges[k] < t <= edges[k+1]``, ``t = ρ(x_hat, x)``)
+    ``|grad F(x)| >= g(t) = offsets[k] + slopes[k] t``, and ``log_weights[k]`` is the
+    log mass of ``e^{-g(t)/σ} t^{d-1}`` on the shell.
+
+    Why it is a valid bound (a local form of 2022 Lemma 1). Let ``x`` be in the ball,
+    ``x_bar`` the exact mean (``ρ(x_hat, x_bar) <= e``), ``γ`` the unit-speed
+    geodesic from ``x_bar`` to ``x`` (inside the convex ball), ``u = ρ(x_bar, x)``.
+    At ``γ(τ)``, ``ρ(γ(τ), x_i) <= min(2r, ρ(x_hat, x_i) + e + τ) =: s_i(τ)`` and the
+    Hessian of ``ρ²(·, x_i)/2`` is at least ``h(s_i(τ))`` (Hessian comparison with
+    ``κ_max``; ``h`` decreases), so ``d/dτ <grad F(γ), γ'> >= λ(τ) := mean_i
+    h(s_i(τ))``. As ``grad F(x_bar) = 0``, ``|grad F(x)| >= G(u) := ∫_0^u λ``.
+    ``λ`` decreases, so on a grid ``τ_j`` the lower sums ``G_{j+1} = G_j + λ(τ_{j+1})
+    (τ_{j+1} - τ_j)`` and the lines between them stay below ``G``; ``G`` increases
+    and ``u >= t - e``, so ``g(t) = G_j + λ(τ_{j+1})(t - e - τ_j)`` on
+    ``τ_j + e < t <= τ_{j+1} + e`` is a lower bound (negative values are trivially
+    so). ``λ >= H``: with ``λ = H`` throughout this is Lemma 1's ``H (t - e)``.
+    Near the mean ``λ ≈ mean_i h(ρ(x_hat, x_i))``, the true curvature of ``F``,
+    while ``H`` can be near 0 (radius near ``r*``): the envelope stays tight when
+    ``σ`` is small (large ``n·ε``) or ``r`` is near ``r*``.
+    """
+    kappa = M.curvature_bounds[1]
+    d = M.dim
+
+    def lam(tau):
+        return max(float(np.mean(_h(np.minimum(2.0 * r, rho_data + e + tau), kappa))), H)
+
+    # grid in u = t - e: doubling from a fraction of the law's scale
+    tau = [0.0]
+    step = min(sigma / lam(0.0) / 4.0, t_max / 256.0)
+    while tau[-1] + e < t_max:
+        tau.append(min(tau[-1] + step, t_max - e) if tau[-1] + step + e < t_max else t_max - e)
+        step *= 1.5
+    tau = np.array(tau)
+    slopes = np.array([lam(t) for t in tau[1:]])
+    G = np.concatenate([[0.0], np.cumsum(slopes * np.diff(tau))])[:-1]
+    offsets = G - slopes * (e + tau[:-1])
+    edges = tau + e
+    edges[0] = 0.0
+    scale = sigma / slopes
+    q_lo = special.gammaincc(d, edges[:-1] / scale)
+    q_hi = special.gammaincc(d, edges[1:] / scale)
+    with np.errstate(divide="ignore"):
+        log_mass = np.log(np.maximum(q_lo - q_hi, 0.0))
+    log_weights = -offsets / sigma + d * np.log(scale) + log_mass
+    return edges, slopes, offsets, log_weights
+
+
 def sample_kng(
     M,
     data,
@@ -527,18 +589,22 @@ def sample_kng(
               = \exp\Big\{-\Big\|\sum_i \log_x(x_i)\Big\|_x \big/(\sigma n)\Big\},
               \quad x \in B_r(m_0).
 
-    Envelope: the manifold Laplace at the computed Fréchet mean ``x_hat`` with rate
-    ``σ/H`` (``H`` from :func:`kng_envelope_slope`), truncated to
-    ``B_T(x_hat) ⊇ B_r(m0)``; a proposal ``x`` inside ``B_r(m0)`` is accepted with
-    probability
+    Envelope: ``e^{-g(t)/σ}`` w.r.t. volume, ``t = ρ(x_hat, x)`` the distance to the
+    computed Fréchet mean ``x_hat``, truncated to ``B_T(x_hat) ⊇ B_r(m0)``, where
+    ``g(t) <= |grad F(x)|`` is piecewise linear on shells around ``x_hat``, with
+    slopes from the curvature of ``F`` along the way (:func:`_kng_shells`; all
+    ``>= H`` of 2022 Lemma 1, :func:`kng_envelope_slope`).
+    A proposal inside ``B_r(m0)`` is accepted with probability
 
-    .. math:: \exp\{-(\|\nabla F(x)\| - H\rho(\hat x, x) + H e)/\sigma\} \le 1.
+    .. math:: \exp\{-(\|\nabla F(x)\| - g(t))/\sigma\} \le 1.
 
     ``e`` bounds the error of the numerical mean: Lemma 1 at ``x_hat`` gives
-    ``ρ(x_hat, x_bar) <= |grad F(x_hat)|/H`` (``DataDomain.footpoint_error``), so
-    ``|grad F(x)| >= H ρ(x_bar, x) >= H(ρ(x_hat, x) - e)``. Exactness therefore does
-    not depend on how well the mean converged, only the acceptance rate does
-    (a factor ``e^{-He/σ}``, kept below 0.1% by the gradient tolerance ``σ/1000``).
+    ``ρ(x_hat, x_bar) <= |grad F(x_hat)|/H`` (``DataDomain.footpoint_error``).
+    Exactness does not depend on how well the mean converged, only the acceptance
+    rate does (a factor ``e^{-Le/σ}``). On positively curved spaces the local slopes
+    keep the acceptance rate from collapsing when ``σ`` is small (large ``n·ε``) or
+    ``r`` is near ``r*`` (``H`` near 0); on SPD and Euclidean spaces ``L = H = 1``
+    and the envelope is the Laplace at ``x_hat`` with rate ``σ``.
 
     Parameters
     ----------
@@ -558,13 +624,14 @@ def sample_kng(
     -------
     ExactDraws
         ``info`` holds ``acceptance_rate`` (accepted / envelope proposals), the
-        fraction inside the ball, the KNG ratio's acceptance, ``H``, ``e``.
+        fraction inside the ball, the KNG ratio's acceptance, ``H``, the local slope
+        at the mean, ``e``.
 
     Raises
     ------
     ExactSamplingError
-        The cap was hit, or a proposal violated the bound (a failed premise: nothing
-        should be released).
+        The cap was hit (the message names the cause), or a proposal violated the
+        bound (a failed premise: nothing should be released).
 
     Examples
     --------
@@ -573,7 +640,7 @@ def sample_kng(
     >>> dom = pmd.DataDomain(S, [0.0, 0.0, 1.0], np.pi / 8)
     >>> data = S.exp_coords([0.0, 0.0, 1.0], np.random.default_rng(0).normal(size=(50, 2)) * 0.1)
     >>> out = sample_kng(S, data, 0.05, 200, rng=1, domain=dom)
-    >>> out.points.shape, 0.4 < out.acceptance_rate < 0.9
+    >>> out.points.shape, 0.4 < out.acceptance_rate <= 1
     ((200, 3), True)
     """
     _check_exact_manifold(M)
@@ -595,44 +662,88 @@ def sample_kng(
     if not domain.distances(x_hat) <= domain.radius:
         x_hat = domain.check(x_hat[None], clip=True)[0]  # Lemma 1 needs x_hat in the ball
     g_hat, _ = M.frechet_gradient(x_hat, data, np.full(n, 1.0 / n))
-    # e >= rho(x_hat, x_bar); the slack absorbs the rounding of |grad F| and rho
-    # (a few ulps of r), so rounding cannot push an acceptance ratio above 1
-    e = domain.footpoint_error(float(M.norm(x_hat, g_hat))) + 1e-9 * domain.radius
-    t_max = _ball_cover(M, x_hat, domain)
-    env_sigma = sigma / H
+    # e >= rho(x_hat, x_bar); the slack absorbs the rounding of |grad F| and rho (a
+    # few hundred ulps of r at most), so rounding cannot push a ratio above 1
+    e = domain.footpoint_error(float(M.norm(x_hat, g_hat))) + 1e-12 * domain.radius
+    t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
     stats = {"inside": 0, "proposals": 0}
     batch_cap = max(16, _MAX_BATCH_ELEMENTS // (n * int(np.prod(M.point_shape))))
+    what = f"KNG's exact sampler on {M}"
+    curved = M.curvature_bounds[1] > 0
+    if curved:  # local slopes; the chart's volume density is <= 1 here
+        rho = M.dist(x_hat, data)
+        edges, slopes, offsets, log_w = _kng_shells(M, sigma, H, domain.radius, rho, e, t_max)
+        weights = np.exp(log_w - np.max(log_w))
+        weights /= weights.sum()
+        local_slope = float(slopes[0])
+    else:  # h = 1: one slope, the Laplace envelope (SPD's volume density needs its tilt)
+        local_slope = H
+
+    def envelope(m):
+        """``(x, g, ok)``: proposals, the bound g(t) at them, the volume-density step."""
+        if not curved:
+            c, st = _laplace_coords(M, sigma / H, m, rng, t_max, max_attempts, what)
+            for key, v in st.items():
+                stats[key] = stats.get(key, 0) + v
+            t = np.linalg.norm(c, axis=-1)
+            return _proposal_points(M, x_hat, c, what), H * (t - e), np.ones(m, bool)
+        shell = rng.choice(len(slopes), size=m, p=weights)
+        t = np.empty(m)
+        for k in np.unique(shell):
+            at = shell == k
+            t[at] = _gamma_interval(M.dim, sigma / slopes[k], edges[k], edges[k + 1], at.sum(), rng)
+        # the chart's volume density J(t) <= 1: a first, cheap acceptance step
+        ok = rng.random(m) < np.exp(_radial_log_ratio(M, t))
+        c = t[:, None] * _directions(rng, m, M.dim)
+        return _proposal_points(M, x_hat, c, what), offsets[shell] + slopes[shell] * t, ok
 
     def propose(m):
-        c, st = _laplace_coords(M, env_sigma, m, rng, t_max, max_attempts)
-        for key, v in st.items():
-            stats[key] = stats.get(key, 0) + v
-        x = M.validate(M.exp_coords(x_hat, c))
-        keep = domain.distances(x) <= domain.radius
+        x, g, keep = envelope(m)
+        keep &= domain.distances(x) <= domain.radius
         idx = np.flatnonzero(keep)
         stats["proposals"] += m
         stats["inside"] += len(idx)
         if len(idx):
             xi = x[idx]
-            log_ratio = -(_grad_norms(M, xi, data) - H * (M.dist(x_hat, xi) - e)) / sigma
+            log_ratio = -(_grad_norms(M, xi, data) - g[idx]) / sigma
             if np.any(log_ratio > 0):
                 raise ExactSamplingError(
-                    "a proposal violated the KNG envelope bound of 2022 Lemma 1 by "
+                    "a proposal violated the KNG envelope bound (2022 Lemma 1) by "
                     f"{float(log_ratio.max() * sigma):.3g}: a premise (data in the ball, "
                     "r < r*) failed at working precision, so nothing is released"
                 )
             keep[idx] = rng.random(len(idx)) < np.exp(log_ratio)
         return x, keep
 
+    def explain():
+        inside = stats["inside"] / max(stats["proposals"], 1)
+        if local_slope * e / sigma > 5.0:
+            return (
+                f"Cause: floating point. sigma = {sigma:.3g} is below the precision to which "
+                f"the Fréchet mean of the data can be computed (error bound e = {e:.3g}, "
+                f"L e / sigma = {local_slope * e / sigma:.3g}): n * epsilon is too large for "
+                "floating point. Use a smaller epsilon (the release would be as accurate as "
+                "floating point allows anyway)."
+            )
+        if inside < 0.01:
+            return (
+                f"Cause: only {inside:.2g} of the envelope's proposals fell inside the public "
+                "ball. Use an MCMC sampler, or raise max_attempts."
+            )
+        return _REMEDY
+
     # each proposal costs n log maps: small first batches suit single releases
-    pts, proposed = _rejection(propose, size, max_attempts, "KNG", batch_cap=batch_cap, min_batch=2)
+    pts, proposed = _rejection(
+        propose, size, max_attempts, what, batch_cap=batch_cap, min_batch=2, explain=explain
+    )
     info = {
         "acceptance_rate": size / proposed,
         "inside_ball_rate": stats["inside"] / stats["proposals"],
         "kng_ratio_rate": size / max(stats["inside"], 1),
         "envelope_slope_H": H,
+        "envelope_slope_local": local_slope,
         "footpoint_error": e,
-        "envelope_sigma": env_sigma,
+        "envelope_sigma": sigma / local_slope,
     }
     info.update({k: v for k, v in stats.items() if k.startswith("radial")})
     return ExactDraws(pts, proposed, info)
