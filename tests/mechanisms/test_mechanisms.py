@@ -144,3 +144,101 @@ def test_kng_mechanism_with_identical_data_samples_the_laplace_law():
     assert rep.passed, rep.failures
     stat, pvalue, ess = mcmc_ks(d, radial_cdf(P, sigma, 40 * sigma))
     assert pvalue > 0.01, (stat, pvalue, ess)
+
+
+# --- hardening (issue 15) ----------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [None, "sphere", pmd.Sphere, 3])
+@pytest.mark.parametrize("cls", [pmd.LaplaceMechanism, pmd.KNGMechanism])
+def test_manifold_must_be_an_instance(cls, bad):
+    with pytest.raises(TypeError, match="manifold must be a manifold instance"):
+        cls(bad, epsilon=1.0, center=NORTH, radius=R8)
+
+
+def test_options_must_be_real_bools_and_numbers():
+    with pytest.raises(TypeError, match="restrict must be True or False"):
+        pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8, restrict="no")
+    with pytest.raises(TypeError, match="grad_tol must be a real number"):
+        pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8, grad_tol=True)
+    with pytest.raises(TypeError, match="epsilon must be a real number"):
+        pmd.KNGMechanism(S2, epsilon=True, center=NORTH, radius=R8)
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
+    data = _cap(20)
+    with pytest.raises(TypeError, match="clip must be True or False"):
+        mech.release(data, clip="no")
+    with pytest.raises(TypeError, match="clip must be True or False"):
+        mech.sample(data, 2, clip="no")
+    with pytest.raises(TypeError, match="skip_diagnostics must be True or False"):
+        mech.release(data, skip_diagnostics="yes")
+    assert pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8, grad_tol=0).grad_tol == 0
+
+
+def test_a_negative_seed_names_random_seed():
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
+    with pytest.raises(ValueError, match="random_seed must be a non-negative integer"):
+        mech.release(_cap(20), random_seed=-1)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda eps: pmd.KNGMechanism(pmd.SPD(k=2), epsilon=eps, center=np.eye(2), radius=1.0),
+        lambda eps: pmd.LaplaceMechanism(
+            pmd.SPD(k=2), epsilon=eps, center=np.eye(2), radius=1.0, restrict=True
+        ),
+        lambda eps: pmd.LaplaceMechanism(S2, epsilon=eps, center=NORTH, radius=R8),
+        lambda eps: pmd.KNGMechanism(S2, epsilon=eps, center=NORTH, radius=R8),
+    ],
+)
+def test_epsilon_beyond_floating_point_is_refused_with_the_cause(make):
+    """epsilon = 1e308 made sigma subnormal (ZeroDivisionError in the SPD envelope);
+    5e-324 made it inf ("sigma must be ... got inf")."""
+    P = pmd.SPD(k=2)
+    data = P.exp_coords(np.eye(2), np.random.default_rng(0).normal(size=(10, 3)) * 0.1)
+    data = data if make(1.0).manifold == P else _cap(10)
+    with pytest.raises(ValueError, match=r"epsilon .*too large for floating point"):
+        make(1e308).release(data, random_seed=0)
+    with pytest.raises(ValueError, match="epsilon is too small for floating point"):
+        make(5e-324).release(data, random_seed=0)
+
+
+def test_the_spd_envelope_refuses_a_subnormal_sigma():
+    """The SPD envelope's rate 1/(1/sigma - beta) divided by zero for a subnormal sigma;
+    now sigma (and that rate, a guard) must be normal floats, and the smallest normal
+    sigma still samples."""
+    from pymc_manidp.samplers import exact
+
+    with pytest.raises(ValueError, match="too large for floating point"):
+        exact.laplace_coords(pmd.SPD(k=2), 1e-310, 1, rng=0, t_max=1.0)
+    tiny = np.finfo(float).tiny
+    c = exact.laplace_coords(pmd.SPD(k=2), tiny, 3, rng=0, t_max=1.0)
+    assert np.all(np.isfinite(c)) and np.all(np.linalg.norm(c, axis=-1) < 1e-300)
+
+
+def test_kendall_configurations_scaled_by_1e200_keep_their_shape():
+    K = pmd.KendallShape(k_landmarks=4)
+    x = np.array([[0, 0], [1, 0], [1, 1], [0, 1.0]])
+    np.testing.assert_allclose(K.validate(1e200 * x), K.validate(x), atol=1e-15)
+
+
+def test_frechet_mean_that_overflows_is_not_converged():
+    E = pmd.Euclidean(dim=2)
+    data = np.random.default_rng(0).normal(size=(10, 2)) * 1e200
+    with pytest.warns(pmd.stats.frechet.ConvergenceWarning, match="too large for floating"):
+        res = pmd.frechet_mean(E, data)
+    assert not res.converged
+
+
+def test_only_one_place_builds_a_release():
+    """Release(...) is constructed in privacy.release.build_release only (in the
+    modules of this layer and below): fixes to the record land once."""
+    import inspect
+
+    import pymc_manidp.mechanisms.base as base
+    import pymc_manidp.mechanisms.common as common
+    import pymc_manidp.mechanisms.kng as kng
+    import pymc_manidp.mechanisms.laplace as laplace
+
+    for mod in (base, common, kng, laplace):
+        assert "Release(" not in inspect.getsource(mod).replace("build_release(", ""), mod
+        assert "._exact_draws" not in inspect.getsource(mod)
+        assert "._polar_args" not in inspect.getsource(mod)

@@ -125,3 +125,17 @@ def test_the_cap_error_names_floating_point_when_sigma_is_below_the_means_precis
     msg = str(err.value)
     assert "floating point" in msg and "smaller epsilon" in msg
     assert "larger epsilon" not in msg and "rows" not in msg and "KNG" in msg
+
+
+def test_cap_errors_name_the_mechanism_that_hit_them():
+    """An SPD KNG release stopped at its cap used to report 'SPD(2) Laplace radial law'."""
+    P = pmd.SPD(k=2)
+    dom = pmd.DataDomain(P, np.eye(2), 1.5)
+    data = P.exp_coords(np.eye(2), np.random.default_rng(0).normal(size=(20, 3)) * 0.5)
+    data = dom.check(data, clip=True)
+    with pytest.raises(exact.ExactSamplingError) as err:
+        exact.sample_kng(P, data, 5.0, 200, rng=0, domain=dom, max_attempts=1)
+    assert "KNG" in str(err.value) and "Laplace radial law" not in str(err.value)
+    with pytest.raises(exact.ExactSamplingError) as err:
+        exact.sample_laplace(P, np.eye(2), 5.0, 200, rng=0, domain=dom, max_attempts=1)
+    assert "restricted Laplace" in str(err.value) and "rows" not in str(err.value)
