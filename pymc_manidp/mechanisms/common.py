@@ -83,16 +83,11 @@ def release(
     center, rate, inputs = mech.mcmc_inputs(data)
     compiled = mech.mcmc_cache.get(n, sampler, lambda: mech.model(data))
     return mcmc_release(
-        compiled=compiled,
-        values=mcmc.polar_data(mech.manifold, center, rate, inputs),
-        manifold=mech.manifold,
-        domain=mech.domain,
-        restricted=mech.restricted,
-        mechanism=mech.name,
-        epsilon=mech.epsilon,
-        sigma=sigma,
-        sensitivity=mech.sensitivity(n),
+        mech,
+        compiled,
+        mcmc.polar_data(mech.manifold, center, rate, inputs),
         n=n,
+        sigma=sigma,
         sampler=sampler,
         draws=draws,
         tune=tune,
@@ -112,33 +107,25 @@ def exact_release(mech, data, sigma, random_seed, clip) -> Release:
     rng, policy = resolve_rng(random_seed)
     out = mech.exact_draws(data, 1, rng)
     n = len(data)
-    return build_release(
-        value=mech.manifold.validate(out.points[0]),
-        mechanism=mech.name,
-        epsilon=mech.epsilon,
-        sigma=sigma,
-        sensitivity=mech.sensitivity(n),
+    return _record(
+        mech,
+        out.points[0],
         n=n,
+        sigma=sigma,
         sampler="exact",
         seed_policy=policy,
-        exact=True,
         opt_outs=("clip",) if clip else (),
         sampler_info={"proposals": out.proposals, **out.info},
     )
 
 
 def mcmc_release(
-    *,
+    mech,
     compiled,
     values,
-    manifold,
-    domain,
-    restricted: bool,
-    mechanism: str,
-    epsilon: float,
-    sigma: float,
-    sensitivity: float,
+    *,
     n: int,
+    sigma: float,
     sampler: str,
     draws: int,
     tune: int,
@@ -147,6 +134,9 @@ def mcmc_release(
     skip_diagnostics: bool,
     opt_outs: tuple = (),
 ) -> Release:
+    """Sample ``compiled`` with the ``pm.Data`` ``values``, gate on the diagnostics,
+    then release one uniformly random post-tuning draw (inside the ball if restricted)."""
+    manifold, restricted = mech.manifold, mech.restricted
     rng, policy = resolve_rng(random_seed)
     seed = int(rng.integers(2**31 - 1))
     idata = compiled.sample(values, draws=draws, tune=tune, chains=chains, random_seed=seed)
@@ -176,17 +166,29 @@ def mcmc_release(
                 "the restricted law is poorly represented; use more data or a larger epsilon"
             )
     value = flat[rng.choice(candidates)]
-    return build_release(
-        value=manifold.validate(value),
-        mechanism=mechanism,
-        epsilon=epsilon,
-        sigma=sigma,
-        sensitivity=sensitivity,
+    return _record(
+        mech,
+        value,
         n=n,
+        sigma=sigma,
         sampler=sampler,
         seed_policy=policy,
-        exact=False,
-        diagnostics=idata,
         opt_outs=opt_outs,
         sampler_info=sampler_info,
+        diagnostics=idata,
+    )
+
+
+def _record(mech, value, *, n, sigma, sampler, **fields) -> Release:
+    """The Release of ``mech`` for ``value`` (validated), via the one builder."""
+    return build_release(
+        value=mech.manifold.validate(value),
+        mechanism=mech.name,
+        epsilon=mech.epsilon,
+        sigma=sigma,
+        sensitivity=mech.sensitivity(n),
+        n=n,
+        sampler=sampler,
+        exact=sampler in EXACT_SAMPLERS,
+        **fields,
     )
