@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_real
+from pymc_manidp.geometry.validation import check_bool, check_positive_real
 from pymc_manidp.stats import sensitivity as sens
 
 __all__ = ["DataDomain", "DomainError"]
@@ -100,6 +100,7 @@ class DataDomain:
             of the centre, where no geodesic to clip along is unique.
         """
         M = self.manifold
+        clip = check_bool(clip, "clip")  # "no" is truthy: never coerce
         x = M.validate(data)
         if x.ndim != len(M.point_shape) + 1:
             raise ValueError(

@@ -201,3 +201,9 @@ def test_points_on_the_boundary_give_the_excess_at_full_precision_and_clip_alway
     # a per-record map: each record's image depends on that record only
     again = dom.check(data[::-1], clip=True)[::-1]
     np.testing.assert_array_equal(again, clipped)
+
+
+def test_clip_must_be_a_real_bool():
+    dom = DataDomain(S2, NORTH, 0.3)
+    with pytest.raises(TypeError, match="clip must be True or False"):
+        dom.check(np.stack([_at(0.5)]), clip="no")
