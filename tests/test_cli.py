@@ -22,6 +22,8 @@ def run(argv, capsys):
     except SystemExit as exc:
         code = exc.code
     out, err = capsys.readouterr()
+    # whatever happened, no invocation may print a traceback (issue 15)
+    assert "Traceback" not in err and "Traceback" not in out, err
     return code, out, err
 
 
