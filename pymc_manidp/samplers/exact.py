@@ -34,8 +34,9 @@ draws inside ``B_r(m0)``.
 
 KNG, density ``∝ exp(-|grad F(x)|/σ)`` on ``B_r(m0)`` with
 ``F = (1/2n) Σ rho²(x, x_i)``: 2022 Lemma 1 gives ``|grad F(x)| >= H rho(x_bar, x)``
-on the ball, so a Laplace envelope at the Fréchet mean with rate ``σ/H`` dominates
-it; see :func:`sample_kng` for the numerical error of the mean.
+on the ball; a local form of it (the curvature of ``F`` along the geodesic from the
+mean) gives a tighter piecewise-linear bound, whose exponential is the rejection
+envelope: see :func:`sample_kng` and :func:`_kng_shells`.
 
 Every rejection loop draws its proposals in batches and stops with
 :class:`ExactSamplingError` after ``max_attempts`` proposals per requested draw.
