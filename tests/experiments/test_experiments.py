@@ -287,3 +287,36 @@ def test_laplace_error_scales_as_sigma2_d_d_plus_1(space, eps):
     assert abs(rho2.mean() - sigma**2 * d * (d + 1)) < 4 * se
     wrong = sigma**2 * d**2 if d > 2 else (sigma / 2) ** 2 * d * (d + 1)
     assert abs(rho2.mean() - wrong) > 4 * se
+
+
+# --- the document's renderers (experiments.report) on small runs ---------------------
+
+
+def test_report_renders_the_2021_numbers_from_the_table(quick_run):
+    """The rendered block shows the table's own numbers (here from a tiny run)."""
+    from pymc_manidp.experiments import laplace2021_fig1 as L
+    from pymc_manidp.experiments import report
+
+    path = quick_run[1]
+    table = pd.read_csv(path / "table.csv")
+    summary = json.loads((path / "summary.json").read_text())
+    block = report._fig2021((table, summary))
+    share = table[
+        (table.panel == "non_pd_share")
+        & (table.method == L.NON_PD_FRECHET)
+        & (table.epsilon == 0.5)
+        & (table.n == 20)
+    ]["mean"].iloc[0]
+    row = next(line for line in block.splitlines() if line.startswith("| 20 |"))
+    assert row.split(" | ")[1] == f"{100 * share:.1f}%"
+    assert "Closest to 25%" in block and "largest pair / bound" in block
+
+
+def test_report_renders_the_2022_orderings():
+    from pymc_manidp.experiments import report
+
+    table = kng2022_fig1.kng2022_fig1(workers=1, quick=True, replicates=2, seed=5)
+    block = report._fig2022((table, {"seed": 5}))
+    kng = table[(table.space == "S2") & (table.method == kng2022_fig1.KNG) & (table.n == 10)]
+    assert f"{10 * kng['mean'].iloc[0]:.3f}" in block
+    assert block.count(" < ") >= 4 and kng2022_fig1.PROJECTED_PAPER in block
