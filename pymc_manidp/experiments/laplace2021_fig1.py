@@ -385,6 +385,8 @@ def _plot(table, pairs, path):
         t = table[(table.panel == "sensitivity") & (table.space == space)]
         m = t[t.method == "empirical ρ(x̄, x̄')"]
         ax.plot(m.n, m["mean"], color="tab:blue", label="average")
+        top = t[t.method == "empirical max"]
+        ax.plot(top.n, top["mean"], color="tab:blue", ls="--", label="largest pair")
         b = t[t.method == "Theorem 2 bound"]
         ax.plot(b.n, b["mean"], color="tab:red", label="Theorem 2 bound")
         e = t[t.method.str.startswith("empirical bound")]

@@ -478,22 +478,26 @@ def _plot(table, slopes, path):
 
 
 def _plot_scaling(table, path):
-    sc = table[table.check == "scaling"]
+    sc = table[table.check == "scaling"].copy()
+    # labels are "S<d>, ε = <eps>": the d panel holds ε = 1, the ε panel S²
+    sc["d"] = sc.space.str.extract(r"^S(\d+),", expand=False).astype(int)
+    sc["eps"] = sc.space.str.extract(r"ε = ([\d.]+)$", expand=False).astype(float)
     fig, axes = C.figure(1, 2, width=5.0, height=4.0)
     colors = {METHODS[0]: "tab:blue", METHODS[1]: "tab:green"}
-    for ax, (label, pick) in zip(
+    for ax, (label, key, pick) in zip(
         axes[0],
         (
-            ("dimension d of S^d (ε = 1)", sc.space.str.endswith("ε = 1")),
-            ("ε (S²)", sc.space.str.startswith("S2,")),
+            ("dimension d of S^d (ε = 1)", "d", sc.eps == 1.0),
+            ("ε (S²)", "eps", sc.d == 2),
         ),
         strict=True,
     ):
         for meth, g in sc[pick].groupby("method", sort=False):
-            C.band(ax, g.x, g["mean"], g.se, label=meth, color=colors[meth])
+            g = g.sort_values(key)
+            C.band(ax, g[key], g["mean"], g.se, label=meth, color=colors[meth])
         ax.axhline(1.0, color="k", ls=":", label="σ → 0 value: σ² d(d+1)")
         ax.set(xscale="log", xlabel=label, ylabel="E ρ² / (σ² d(d+1))", ylim=(0, 1.6))
-        xs = sorted(sc[pick].x.unique())
+        xs = sorted(sc[pick][key].unique())
         ax.set_xticks(xs, labels=[f"{v:g}" for v in xs])
         ax.minorticks_off()
         ax.legend(fontsize=8)
