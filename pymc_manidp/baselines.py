@@ -256,7 +256,11 @@ class ProjectedLaplace(EuclideanLaplace):
 
     ``ybar`` the ambient mean of the data. Normalizing is post-processing, so the
     guarantee is that of :class:`EuclideanLaplace`. (``ybar / |ybar|`` is the extrinsic
-    mean; the papers centre the noise at the Fréchet mean instead, see the module notes.)
+    mean, the natural reference for this release's error. The 2022 paper centres the
+    noise at the unit-norm Fréchet mean instead and measures against it: with
+    ``|ybar| < R`` the same noise turns ``ybar`` by a larger angle, so errors measured
+    against ``ybar/|ybar|`` are about ``R/|ybar|`` times the paper protocol's;
+    ``docs/reproduction.md`` shows both.)
 
     Examples
     --------

@@ -148,12 +148,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "experiment",
-        help="laplace2021_fig1, kng2022_fig1, kng2022_shapes, theorems, or all",
+        help="laplace2021_sensitivity, laplace2021_fig1, kng2022_fig1, kng2022_shapes, "
+        "theorems, or all",
     )
     p.add_argument("--quick", action="store_true", help="scaled-down settings (minutes)")
     p.add_argument("--replicates", type=int, default=None, help="replicates per sample size (>= 2)")
     p.add_argument("--out", default="reproduction", help="output folder (default: reproduction)")
     p.add_argument("--seed", type=int, default=20211206, help="random seed")
+    p.add_argument(
+        "--doc",
+        default=None,
+        help="after a full run, rewrite the generated number blocks of this document "
+        "(docs/reproduction.md) from the files in OUT",
+    )
     return parser
 
 
@@ -349,8 +356,19 @@ def audit(args) -> int:
 
 def reproduce(args) -> int:
     """``pymc-manidp reproduce``: run the experiments, print where the files went."""
-    from pymc_manidp.experiments import run
+    from pathlib import Path
 
+    from pymc_manidp.experiments import report, run
+
+    if args.doc is not None:
+        # fail before the work: the document sets only full runs beside the papers
+        if args.quick or args.replicates is not None:
+            raise ValueError(
+                "--doc needs a full run: drop --quick and --replicates (quick numbers are "
+                "not set beside the papers')"
+            )
+        if not Path(args.doc).is_file():
+            raise ValueError(f"--doc {args.doc}: no such document")
     tables = run(
         args.experiment,
         quick=args.quick,
@@ -361,6 +379,9 @@ def reproduce(args) -> int:
     )
     for name in tables:
         print(f"{name}: figures and tables in {args.out}/{name}/")
+    if args.doc is not None:
+        names = report.update_doc(args.doc, args.out)
+        print(f"{args.doc}: rewrote the generated blocks {', '.join(names)}")
     return 0
 
 

@@ -162,9 +162,9 @@ def test_spd_ambient_radius_contains_ball():
     assert np.max(np.linalg.norm(x - m0, axis=(1, 2))) <= mech.ambient_radius
 
 
-def test_spd_noise_law_and_non_pd_share(record_property):
+def test_spd_noise_law_and_release():
     """vech-distance of the release to vech(mean) ~ Gamma(3, sigma) (KS, 4000, alpha
-    0.01); the share of non-PD releases is reported, not asserted."""
+    0.01). (Non-PD shares are measured by the reproduction, docs/reproduction.md.)"""
     mech = EuclideanLaplace(pmd.SPD(k=2), epsilon=1.0, center=np.eye(2), radius=R_SPD)
     x = _spd_ball(20, R_SPD, np.random.default_rng(10))
     y = mech.sample(x, 4000, random_seed=11)
@@ -173,10 +173,6 @@ def test_spd_noise_law_and_non_pd_share(record_property):
     t = np.linalg.norm(vech(y) - vech(x.mean(axis=0)), axis=1)
     assert _radius_pvalue(t, 3, mech.scale(20)) > ALPHA
     assert _radius_pvalue(t, 3, 0.9 * mech.scale(20)) < 1e-3
-    share = float(np.mean(np.linalg.eigvalsh(y)[:, 0] <= 0))
-    record_property("non_pd_share_n20_eps1", share)
-    print(f"share of non-PD Euclidean releases, SPD(2), n = 20, eps = 1: {share:.3f}")
-    assert 0.0 <= share <= 1.0
     rel = mech.release(x, random_seed=3)
     assert rel.value.shape == (2, 2) and rel.delta == 0.0
 

@@ -6,19 +6,18 @@ workers), returns a table (a pandas DataFrame of every plotted number) and, when
 ``out`` is given, writes PNG figures, CSV tables and a JSON summary (settings and the
 paper's statements next to ours) into ``out/<name>/``.
 
-=====================  ===========================================================
-name                   what it reproduces
-=====================  ===========================================================
-``laplace2021_fig1``   2021 Fig. 1: sensitivity vs n with Thm 2's bound, utility of
-                       the manifold vs Euclidean Laplace, non-PD share (SPD(2), S²)
-``kng2022_fig1``       2022 Fig. 1: utility of KNG, manifold Laplace, Euclidean and
-                       projected Euclidean on S²; KNG, Laplace, Euclidean on SPD(2)
-``kng2022_shapes``     2022 Figs. 2 and 3 on the cell shapes: samples, Fréchet mean,
-                       private means (KNG, landmark-wise Laplace with and without
-                       alignment) and their smoothed versions
-``theorems``           2021 Thm 3 / 2022 Thm 3 (slope of log E ρ² vs log n, expect
-                       −2) and 2021 Thm 4 (the D/d inflation of an ambient mechanism)
-=====================  ===========================================================
+- ``laplace2021_sensitivity``: 2021 supplement Fig. 1 (the empirical sphere spread
+  between 2r and 2r(2 − H) over the radius) and Example 1 (S¹: the Fréchet mean's
+  sensitivity tends to π);
+- ``laplace2021_fig1``: 2021 Fig. 1, sensitivity vs n with Thm 2's bound, utility of
+  the manifold vs Euclidean Laplace, non-PD share over ε (SPD(2), S²);
+- ``kng2022_fig1``: 2022 Fig. 1, utility of KNG, manifold Laplace, Euclidean and
+  projected Euclidean on S²; KNG, Laplace, Euclidean on SPD(2);
+- ``kng2022_shapes``: 2022 Figs. 2 and 3 on the cell shapes (samples, Fréchet mean,
+  private means from KNG and the landmark-wise Laplace with and without alignment,
+  and their smoothed versions);
+- ``theorems``: 2021 Thm 3 / 2022 Thm 3 (E ρ² against n, d and ε) and 2021 Thm 4 (the
+  D/d inflation of an ambient mechanism).
 
 Command line: ``pymc-manidp reproduce <name|all> [--quick] [--replicates N] [--out DIR]
 [--seed S]``.
@@ -30,7 +29,13 @@ from pathlib import Path
 
 # The submodules keep their names as attributes of this package (each holds a function
 # of the same name: ``EXPERIMENTS[name]``), so ``experiments.theorems.SETTINGS`` works.
-from pymc_manidp.experiments import kng2022_fig1, kng2022_shapes, laplace2021_fig1, theorems
+from pymc_manidp.experiments import (
+    kng2022_fig1,
+    kng2022_shapes,
+    laplace2021_fig1,
+    laplace2021_sensitivity,
+    theorems,
+)
 from pymc_manidp.experiments._common import shutdown_pool
 from pymc_manidp.experiments.kng2022_shapes import local_linear_smooth, self_intersects
 
@@ -38,6 +43,7 @@ __all__ = ["EXPERIMENTS", "local_linear_smooth", "run", "self_intersects"]
 
 #: Every experiment by name (``all`` runs them in this order).
 EXPERIMENTS = {
+    "laplace2021_sensitivity": laplace2021_sensitivity.laplace2021_sensitivity,
     "laplace2021_fig1": laplace2021_fig1.laplace2021_fig1,
     "kng2022_fig1": kng2022_fig1.kng2022_fig1,
     "kng2022_shapes": kng2022_shapes.kng2022_shapes,

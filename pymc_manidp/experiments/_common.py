@@ -176,9 +176,9 @@ def figure(nrows: int, ncols: int, *, width: float = 4.6, height: float = 3.6):
 
 
 def save_figure(fig, out: Path | None, name: str) -> None:
-    """Save ``fig`` as ``name.png`` (150 dpi) in ``out`` (when ``out`` is given)."""
+    """Save ``fig`` as ``name.png`` in ``out`` (when given); 110 dpi keeps committed files small."""
     if out is not None:
-        fig.savefig(out / f"{name}.png", dpi=150)
+        fig.savefig(out / f"{name}.png", dpi=110)
 
 
 def band(ax, x, mean, se, *, label, color=None, linestyle="-", marker="o"):

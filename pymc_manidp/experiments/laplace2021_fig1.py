@@ -14,7 +14,9 @@ Panels (rows SPD(2) and S²):
    one draw per mechanism): manifold Laplace (``sigma = Delta/eps``, exact sampler)
    versus the Euclidean K-norm Laplace in ``vech`` coordinates (SPD) or
    :math:`\mathbb R^3` (sphere) with the supplement's ambient radius ``r_E``.
-3. **SPD:** the share of Euclidean releases that are not positive definite. **S²:**
+3. **SPD:** the share of Euclidean releases that are not positive definite, for
+   ``eps`` in 0.5, 1, 2 (the paper does not print its ε), with the noise on the
+   ambient mean (our baseline) and on the Fréchet mean (the paper's protocol). **S²:**
    the error reduction :math:`1 - \text{Laplace}/\text{Euclidean}` in percent.
 
 Settings (2021 §5, supplement §1): ``eps = 1``, SPD(2) data ``W(I/2, 2)`` kept in
@@ -48,12 +50,14 @@ SETTINGS = {
         "n_grid": (10, 20, 30, 40, 50, 75, 100, 150, 200, 300, 500, 750, 1000),
         "replicates": 1000,
         "pairs": 100,
+        "non_pd_epsilons": (0.5, 1.0, 2.0),
     },
     "quick": {
         "epsilon": 1.0,
         "n_grid": (10, 20, 40, 100, 300, 1000),
         "replicates": 100,
         "pairs": 20,
+        "non_pd_epsilons": (0.5, 1.0, 2.0),
     },
 }
 SPD_RADIUS = 1.5
@@ -62,6 +66,9 @@ SPACES = ("SPD(2)", "S2")
 LAPLACE = "manifold Laplace"
 LAPLACE_EMP = "manifold Laplace, empirical Δ (paper's choice)"
 EUCLID = "Euclidean Laplace"
+COLUMNS = ["panel", "space", "method", "epsilon", "n", "mean", "se", "count"]
+NON_PD_AMBIENT = "Euclidean Laplace on the ambient mean (our baseline)"
+NON_PD_FRECHET = "Euclidean Laplace on the Fréchet mean (paper's protocol)"
 
 
 @cache
@@ -123,9 +130,9 @@ def _sensitivity_chunk(space, n, epsilon, jobs):
     return rows
 
 
-def _utility_chunk(space, n, epsilon, jobs):
+def _utility_chunk(space, n, epsilon, non_pd_epsilons, jobs):
     """One replicate per seed: a dataset, its Fréchet mean, one release per mechanism."""
-    from pymc_manidp.baselines import unvech, vech
+    from pymc_manidp.baselines import knorm_noise, unvech, vech
     from pymc_manidp.samplers import exact
     from pymc_manidp.stats.frechet import frechet_mean
 
@@ -150,13 +157,18 @@ def _utility_chunk(space, n, epsilon, jobs):
             rows.append({**base, "method": LAPLACE_EMP, "dist": dist(rel, fm)})
         summary = euc.from_ambient(euc.summary(x))
         rel = euc.sample(x, 1, random_seed=rng)[0]
-        row = {**base, "method": EUCLID, "dist": dist(rel, summary)}
+        rows.append({**base, "method": EUCLID, "dist": dist(rel, summary)})
         if spd:
-            noise = vech(rel) - vech(summary)
-            row["non_pd"] = bool(np.linalg.eigvalsh(rel)[0] <= 0)
-            # the paper's protocol: the same noise added to the Fréchet mean
-            row["non_pd_paper"] = bool(np.linalg.eigvalsh(unvech(vech(fm) + noise, 2))[0] <= 0)
-        rows.append(row)
+            # Non-PD share over the epsilon sweep: one noise draw per epsilon, added to
+            # the ambient mean (our baseline) and, as in the paper, to the Fréchet mean
+            for e in non_pd_epsilons:
+                noise = knorm_noise(rng, 3, euc.sensitivity(n) / e, ())
+                for where, centre in ((NON_PD_AMBIENT, summary), (NON_PD_FRECHET, fm)):
+                    y = unvech(vech(centre) + noise, 2)
+                    rows.append(
+                        {**base, "method": where, "epsilon": e}
+                        | {"non_pd": bool(np.linalg.eigvalsh(y)[0] <= 0)}
+                    )
     return rows
 
 
@@ -184,7 +196,8 @@ def laplace2021_fig1(
     Returns
     -------
     pandas.DataFrame
-        Columns ``panel, space, method, n, mean, se, count``.
+        Columns ``panel, space, method, epsilon, n, mean, se, count`` (``epsilon``:
+        the non-PD sweep's ε; the experiment's ε elsewhere).
 
     Examples
     --------
@@ -228,7 +241,8 @@ def laplace2021_fig1(
         for i, n in enumerate(grid):
             seeds = C.child_seeds(seed, 1, s, i, count=reps)
             jobs += [
-                (space, n, eps, [(j, seeds[j]) for j in part]) for part in C.chunks(reps, size)
+                (space, n, eps, cfg["non_pd_epsilons"], [(j, seeds[j]) for j in part])
+                for part in C.chunks(reps, size)
             ]
     reps_rows = [
         row
@@ -241,7 +255,7 @@ def laplace2021_fig1(
         )
         for row in rows
     ]
-    table = _tables(pairs, pd.DataFrame(reps_rows), grid)
+    table = _tables(pairs, pd.DataFrame(reps_rows), grid, eps)
     path = C.prepare_out(out, "laplace2021_fig1")
     C.write_table(table, path, "table")
     C.write_table(pairs, path, "sensitivity_pairs")
@@ -255,7 +269,7 @@ def laplace2021_fig1(
     return table
 
 
-def _tables(pairs, reps, grid):
+def _tables(pairs, reps, grid, epsilon):
     import pandas as pd
 
     parts = []
@@ -273,19 +287,21 @@ def _tables(pairs, reps, grid):
     parts.append(
         emp.assign(panel="sensitivity", method="empirical bound (supplement §2.1)", se=0.0, count=0)
     )
+    parts = [p.assign(epsilon=epsilon) for p in parts]
 
+    pd_rows = reps[reps.method.isin((NON_PD_AMBIENT, NON_PD_FRECHET))]
+    reps = reps[~reps.method.isin((NON_PD_AMBIENT, NON_PD_FRECHET))]
     util = C.summarize(reps.to_dict("records"), ["space", "method", "n"], "dist")
-    parts.append(util.assign(panel="utility"))
+    parts.append(util.assign(panel="utility", epsilon=epsilon))
 
-    e = reps[reps.method == EUCLID]
-    spd = e[e.space == "SPD(2)"].astype({"non_pd": float, "non_pd_paper": float})
-    for col, name in (
-        ("non_pd", EUCLID),
-        ("non_pd_paper", EUCLID + " on the Fréchet mean (paper)"),
-    ):
-        share = spd.groupby("n", sort=False)[col].agg(["mean", "count"]).reset_index()
-        share["se"] = np.sqrt(share["mean"] * (1 - share["mean"]) / share["count"])
-        parts.append(share.assign(panel="non_pd_share", space="SPD(2)", method=name))
+    share = (
+        pd_rows.astype({"non_pd": float})
+        .groupby(["method", "epsilon", "n"], sort=False)["non_pd"]
+        .agg(["mean", "count"])
+        .reset_index()
+    )
+    share["se"] = np.sqrt(share["mean"] * (1 - share["mean"]) / share["count"])
+    parts.append(share.assign(panel="non_pd_share", space="SPD(2)"))
 
     for space in SPACES:
         wide = reps[reps.space == space].pivot(index=["n", "rep"], columns="method", values="dist")
@@ -297,11 +313,10 @@ def _tables(pairs, reps, grid):
                 parts.append(
                     pd.DataFrame(
                         {"panel": "reduction", "space": space, "method": m, "n": [n]}
-                        | {"mean": [red], "se": [se], "count": [len(g)]}
+                        | {"mean": [red], "se": [se], "count": [len(g)], "epsilon": epsilon}
                     )
                 )
-    cols = ["panel", "space", "method", "n", "mean", "se", "count"]
-    out = pd.concat([p[cols] for p in parts], ignore_index=True)
+    out = pd.concat([p[COLUMNS] for p in parts], ignore_index=True)
     out["count"] = out["count"].astype(int)
     return out
 
@@ -319,7 +334,19 @@ def statements(table) -> list[dict]:
     """The paper's §5 statements next to our numbers from ``table``."""
     red = table[(table.panel == "reduction") & (table.space == "S2")]
     share = table[(table.panel == "non_pd_share")]
+    sens = table[table.panel == "sensitivity"]
     out = []
+    for space in SPACES:
+        s = sens[sens.space == space].pivot(index="n", columns="method", values="mean")
+        top = s["empirical max"] / s["Theorem 2 bound"]
+        avg = s["empirical ρ(x̄, x̄')"] / s["Theorem 2 bound"]
+        out.append(
+            {
+                "paper": "empirical sensitivity quite close to the theoretical bound (2021 §6)",
+                "ours": f"{space}: largest pair / Theorem 2 bound {top.min():.2f}-{top.max():.2f}, "
+                f"average / bound {avg.min():.2f}-{avg.max():.2f} over n",
+            }
+        )
     for m in (LAPLACE_EMP, LAPLACE):
         r = red[red.method == m].sort_values("n")
         if len(r):
@@ -333,13 +360,14 @@ def statements(table) -> list[dict]:
                     f"{r['mean'].iloc[half:].mean():.1f}% for n >= {r['n'].iloc[half]}",
                 }
             )
-    for m in share.method.unique():
-        s = share[(share.method == m) & share.n.between(20, 40)]
+    for (m, e), g in share.groupby(["method", "epsilon"], sort=False):
+        s = g[g.n.between(20, 40)]
         if len(s):
             out.append(
                 {
                     "paper": "about 25% of Euclidean SPD releases not PD at n = 20-40, 2021 §5.1",
-                    "ours": f"{m}: {100 * s['mean'].mean():.1f}% (n in {list(s.n)})",
+                    "ours": f"{m}, ε = {e:g}: {100 * s['mean'].mean():.1f}% averaged over "
+                    f"n in {[int(v) for v in s.n]}",
                 }
             )
     return out
@@ -357,6 +385,8 @@ def _plot(table, pairs, path):
         t = table[(table.panel == "sensitivity") & (table.space == space)]
         m = t[t.method == "empirical ρ(x̄, x̄')"]
         ax.plot(m.n, m["mean"], color="tab:blue", label="average")
+        top = t[t.method == "empirical max"]
+        ax.plot(top.n, top["mean"], color="tab:blue", ls="--", label="largest pair")
         b = t[t.method == "Theorem 2 bound"]
         ax.plot(b.n, b["mean"], color="tab:red", label="Theorem 2 bound")
         e = t[t.method.str.startswith("empirical bound")]
@@ -382,10 +412,19 @@ def _plot(table, pairs, path):
         ax = axes[row, 2]
         if space == "SPD(2)":
             s = table[table.panel == "non_pd_share"]
-            for (meth, g), c in zip(
-                s.groupby("method", sort=False), ("tab:red", "tab:gray"), strict=False
-            ):
-                C.band(ax, g.n, 100 * g["mean"], 100 * g.se, label=meth, color=c)
+            shades = {0.5: "tab:orange", 1.0: "tab:red", 2.0: "tab:purple"}
+            for (meth, e), g in s.groupby(["method", "epsilon"], sort=False):
+                paper = meth == NON_PD_FRECHET
+                C.band(
+                    ax,
+                    g.n,
+                    100 * g["mean"],
+                    100 * g.se,
+                    label=f"ε = {e:g}, " + ("Fréchet mean (paper)" if paper else "ambient mean"),
+                    color=shades.get(e),
+                    linestyle="-" if paper else "--",
+                    marker="o" if paper else "s",
+                )
             ax.axhline(25, color="k", lw=0.8, ls=":", label="paper: about 25% at n = 20–40")
             ax.set(
                 xscale="log", xlabel="sample size n", ylabel="releases not positive definite (%)"

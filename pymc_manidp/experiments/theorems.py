@@ -12,6 +12,12 @@ least squares (weights ``1/SE²`` of the log means) over ``n >= 100``: the theor
 assume ``sigma -> 0``, and at small ``n`` the ball truncates the law (the fit over all
 ``n`` is reported as well).
 
+**Scaling in d and ε.** The same theorems give ``O(d²/(n² ε²))``. At fixed ``n``
+we estimate E ρ² on S², S⁴, S⁸ (ε = 1) and for ε = 0.5, 1, 2 (S²), divide by the
+σ → 0 value :math:`\sigma^2 d(d+1)` (``rho ~ Gamma(d, sigma)`` in normal
+coordinates), and fit the exponents of E ρ² in ε (theory −2) and in ``d(d+1)``
+(theory 1).
+
 **Inflation (2021 Thm 4).** On a ``d``-dimensional linear subspace of
 :math:`\mathbb R^D` the ambient K-norm Laplace with rate ``sigma``, projected onto the
 subspace, has :math:`\mathbb E\|P\tilde x_D - \bar x\|^2 = \sigma^2 d (D+1)` (the
@@ -43,12 +49,14 @@ SETTINGS = {
             "radius": 1.0,
             "replicates": 20_000,
         },
+        "scaling": {"n": 1000, "dims": (2, 4, 8), "epsilons": (0.5, 1.0, 2.0), "replicates": 500},
     },
     "quick": {
         "epsilon": 1.0,
         "n_grid": (50, 100, 200, 500, 1000),
         "replicates": 100,
         "inflation": {"d": 2, "D": (2, 3, 5, 10), "n": 100, "radius": 1.0, "replicates": 2000},
+        "scaling": {"n": 500, "dims": (2, 4, 8), "epsilons": (0.5, 1.0, 2.0), "replicates": 60},
     },
 }
 SPACES = ("S2", "SPD(2)")
@@ -66,11 +74,13 @@ def _setup(space, epsilon):
 
         def gen(n, rng):
             return wishart_in_ball(n, k=2, df=2.0, radius=r, random_seed=rng)
-    else:
-        M, center, r = pmd.Sphere(dim=2), np.array([0.0, 0.0, 1.0]), np.pi / 8
+    else:  # "S2", "S4", "S8": the 2021 supplement's cap data on S^d
+        M, r = pmd.Sphere(dim=int(space[1:])), np.pi / 8
+        center = np.zeros(M.dim + 1)
+        center[-1] = 1.0
 
         def gen(n, rng):
-            return sphere_cap(n, radius=r, random_seed=rng)
+            return sphere_cap(n, radius=r, sphere=M, random_seed=rng)
 
     kw = dict(epsilon=epsilon, center=center, radius=r)
     mechs = {
@@ -96,8 +106,11 @@ def _rate_chunk(space, n, epsilon, jobs):
                     "space": space,
                     "method": name,
                     "n": n,
+                    "epsilon": epsilon,
                     "rep": rep,
                     "rho2": float(M.dist(fm, rel)) ** 2,
+                    # the asymptotic (sigma -> 0) value: rho ~ Gamma(d, sigma)
+                    "gamma_rho2": mech.scale(n) ** 2 * M.dim * (M.dim + 1),
                 }
             )
     return rows
@@ -173,7 +186,8 @@ def theorems(*, quick=False, replicates=None, out=None, seed=3, progress=False, 
         Columns ``check, space, method, x, mean, se, count, theory``: for
         ``check == "rate"`` ``x`` is ``n`` and ``mean`` is E ρ²; for
         ``"inflation"`` ``x`` is ``D`` and ``mean`` the ratio to the intrinsic
-        mechanism, ``theory`` its exact value.
+        mechanism, ``theory`` its exact value; for ``"scaling"`` ``x`` is ``d``
+        (rows with ε = 1) or ε (S², other ε) and ``mean`` is E ρ² / (σ² d(d+1)).
     """
     import pandas as pd
 
@@ -199,15 +213,33 @@ def theorems(*, quick=False, replicates=None, out=None, seed=3, progress=False, 
             ("inflation", d, D, n_inf, rad, eps, [(j, seeds[j]) for j in p])
             for p in C.chunks(r_inf, max(1, r_inf // 4))
         ]
+    sc = dict(cfg["scaling"])
+    if replicates is not None:
+        sc["replicates"] = int(replicates)
+    cfg["scaling"] = sc
+    # d at eps = 1 and eps on S^2: five settings, each with its own seed node
+    combos = [(f"S{d}", 1.0) for d in sc["dims"]]
+    combos += [("S2", float(e)) for e in sc["epsilons"] if e != 1.0]
+    for k, (space, e) in enumerate(combos):
+        seeds = C.child_seeds(seed, 2, k, count=sc["replicates"])
+        size = max(1, min(25, sc["replicates"] // 4))
+        jobs += [
+            ("scaling", space, sc["n"], e, [(j, seeds[j]) for j in p])
+            for p in C.chunks(sc["replicates"], size)
+        ]
     results = C.parallel_map(
         _dispatch, jobs, workers=workers, progress=progress, description="Theorems 3 and 4"
     )
-    rate_rows = [
-        r for res, job in zip(results, jobs, strict=True) if job[0] != "inflation" for r in res
-    ]
-    inf_rows = [
-        r for res, job in zip(results, jobs, strict=True) if job[0] == "inflation" for r in res
-    ]
+
+    def rows_of(kind):
+        return [
+            r
+            for res, job in zip(results, jobs, strict=True)
+            if (job[0] if job[0] in ("inflation", "scaling") else "rate") == kind
+            for r in res
+        ]
+
+    rate_rows, inf_rows, scale_rows = rows_of("rate"), rows_of("inflation"), rows_of("scaling")
 
     rate = C.summarize(rate_rows, ["space", "method", "n"], "rho2").rename(columns={"n": "x"})
     rate["check"], rate["theory"] = "rate", np.nan
@@ -268,8 +300,9 @@ def theorems(*, quick=False, replicates=None, out=None, seed=3, progress=False, 
                 "theory": d * (D + 1),
             }
         )
+    scaling, scale_fits = _scaling_table(scale_rows)
     cols = ["check", "space", "method", "x", "mean", "se", "count", "theory"]
-    table = pd.concat([rate[cols], pd.DataFrame(parts)[cols]], ignore_index=True)
+    table = pd.concat([rate[cols], pd.DataFrame(parts)[cols], scaling[cols]], ignore_index=True)
 
     path = C.prepare_out(out, "theorems")
     C.write_table(table, path, "table")
@@ -280,22 +313,72 @@ def theorems(*, quick=False, replicates=None, out=None, seed=3, progress=False, 
             "seed": seed,
             "settings": cfg,
             "slopes": slopes,
-            "statements": statements(table, slopes),
+            "scaling_fits": scale_fits,
+            "statements": statements(table, slopes, scale_fits),
         },
         path,
         "summary",
     )
     _plot(table, slopes, path)
+    _plot_scaling(table, path)
     return table
 
 
 def _dispatch(*job):
     if job[0] == "inflation":
         return _inflation_chunk(*job[1:])
+    if job[0] == "scaling":
+        return _rate_chunk(*job[1:])
     return _rate_chunk(*job)
 
 
-def statements(table, slopes):
+def _scaling_table(rows):
+    """E ρ² at fixed n over d (ε = 1) and over ε (S²), with its σ → 0 value σ² d(d+1).
+
+    ``mean`` is E ρ² / (σ² d(d+1)): flat in d and ε when E ρ² = O(d²/(n²ε²)) holds with
+    the Gamma law's constant (1 for the Laplace as σ → 0; KNG's ‖∇F‖ is a little
+    smaller than ρ away from the mean on a positively curved space, so slightly above
+    1). Also returns the fitted exponents of E ρ² in ε (theory −2) and in d(d+1)
+    (theory 1), per mechanism.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    df["ratio"] = df["rho2"] / df["gamma_rho2"]
+    out, fits = [], []
+    for (space, method, e), g in df.groupby(["space", "method", "epsilon"], sort=False):
+        d = int(space[1:])
+        out.append(
+            {
+                "check": "scaling",
+                "space": f"{space}, ε = {e:g}",
+                "method": method,
+                "x": d if e == 1.0 else e,
+                "mean": g["ratio"].mean(),
+                "se": g["ratio"].std(ddof=1) / np.sqrt(len(g)),
+                "count": len(g),
+                "theory": 1.0,
+                "rho2": g["rho2"].mean(),
+                "rho2_se": g["rho2"].std(ddof=1) / np.sqrt(len(g)),
+                "d": d,
+                "epsilon": e,
+            }
+        )
+    t = pd.DataFrame(out)
+    for method, g in t.groupby("method", sort=False):
+        by_eps = g[g.d == 2].sort_values("epsilon")
+        by_dim = g[g.epsilon == 1.0].sort_values("d")
+        s_eps, s_eps_se = fit_slope(by_eps.epsilon, by_eps.rho2, by_eps.rho2_se)
+        dd = by_dim.d * (by_dim.d + 1)
+        s_dim, s_dim_se = fit_slope(dd, by_dim.rho2, by_dim.rho2_se)
+        fits.append(
+            {"method": method, "eps_exponent": s_eps, "eps_exponent_se": s_eps_se}
+            | {"d_d1_exponent": s_dim, "d_d1_exponent_se": s_dim_se}
+        )
+    return t, fits
+
+
+def statements(table, slopes, scale_fits=()):
     out = [
         {
             "paper": "E ρ(x̃, x̄)² = O(n⁻²): slope −2 on a log–log plot (2021 Thm 3, 2022 Thm 3)",
@@ -305,6 +388,20 @@ def statements(table, slopes):
         }
         for s in slopes
     ]
+    sc = table[table.check == "scaling"]
+    for f in scale_fits:
+        g = sc[sc.method == f["method"]]
+        out.append(
+            {
+                "paper": "E ρ(x̃, x̄)² = O(d²/(n²ε²)) (2021 Thm 3, 2022 Thm 3): scaling in d "
+                "(S², S⁴, S⁸) and ε (0.5, 1, 2)",
+                "ours": f"{f['method']}: E ρ² ∝ ε^{f['eps_exponent']:.2f} "
+                f"(± {2 * f['eps_exponent_se']:.2f}; theory −2), ∝ (d(d+1))^"
+                f"{f['d_d1_exponent']:.2f} (± {2 * f['d_d1_exponent_se']:.2f}; theory 1); "
+                "E ρ² / (σ² d(d+1)) = "
+                + ", ".join(f"{r.space}: {r['mean']:.3f}" for _, r in g.iterrows()),
+            }
+        )
     t = table[(table.check == "inflation") & table.method.str.endswith("projected")]
     out.append(
         {
@@ -378,3 +475,31 @@ def _plot(table, slopes, path):
     ax.set_title("2021 Thm 4: inflation of an ambient Laplace, mean ± 2 SE")
     ax.legend(fontsize=8)
     C.save_figure(fig, path, "inflation")
+
+
+def _plot_scaling(table, path):
+    sc = table[table.check == "scaling"].copy()
+    # labels are "S<d>, ε = <eps>": the d panel holds ε = 1, the ε panel S²
+    sc["d"] = sc.space.str.extract(r"^S(\d+),", expand=False).astype(int)
+    sc["eps"] = sc.space.str.extract(r"ε = ([\d.]+)$", expand=False).astype(float)
+    fig, axes = C.figure(1, 2, width=5.0, height=4.0)
+    colors = {METHODS[0]: "tab:blue", METHODS[1]: "tab:green"}
+    for ax, (label, key, pick) in zip(
+        axes[0],
+        (
+            ("dimension d of S^d (ε = 1)", "d", sc.eps == 1.0),
+            ("ε (S²)", "eps", sc.d == 2),
+        ),
+        strict=True,
+    ):
+        for meth, g in sc[pick].groupby("method", sort=False):
+            g = g.sort_values(key)
+            C.band(ax, g[key], g["mean"], g.se, label=meth, color=colors[meth])
+        ax.axhline(1.0, color="k", ls=":", label="σ → 0 value: σ² d(d+1)")
+        ax.set(xscale="log", xlabel=label, ylabel="E ρ² / (σ² d(d+1))", ylim=(0, 1.6))
+        xs = sorted(sc[pick][key].unique())
+        ax.set_xticks(xs, labels=[f"{v:g}" for v in xs])
+        ax.minorticks_off()
+        ax.legend(fontsize=8)
+    fig.suptitle("Thm 3 (both papers): E ρ² = O(d²/(n²ε²)), mean ± 2 SE")
+    C.save_figure(fig, path, "scaling")

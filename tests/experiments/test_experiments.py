@@ -45,7 +45,16 @@ def test_cli_reproduce_writes_figure_and_tables(quick_run):
     png = (path / "laplace2021_fig1.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 20_000
     table = pd.read_csv(path / "table.csv")
-    assert list(table.columns) == ["panel", "space", "method", "n", "mean", "se", "count"]
+    assert list(table.columns) == [
+        "panel",
+        "space",
+        "method",
+        "epsilon",
+        "n",
+        "mean",
+        "se",
+        "count",
+    ]
     assert set(table.panel) == {"sensitivity", "utility", "non_pd_share", "reduction"}
     assert set(table.space) == {"SPD(2)", "S2"}
     util = table[table.panel == "utility"]
@@ -71,12 +80,16 @@ def test_theorem2_bound_dominates_empirical_sensitivity(quick_run):
 def test_non_pd_share_is_a_proportion(quick_run):
     table = pd.read_csv(quick_run[1] / "table.csv")
     share = table[table.panel == "non_pd_share"]
-    assert len(share) == 2 * 6
+    assert len(share) == 2 * 3 * 6  # (ambient, Fréchet) x epsilon (0.5, 1, 2) x quick grid
+    assert set(share.epsilon) == {0.5, 1.0, 2.0}
     assert share["mean"].between(0, 1).all()
-    for _, g in share.groupby("method"):
+    for (_, eps), g in share.groupby(["method", "epsilon"]):
         g = g.sort_values("n")
-        # sigma = 2 r_E / n: many non-PD releases at n = 10, none at n = 1000
-        assert g["mean"].iloc[0] > 0.2 and g["mean"].iloc[-1] == 0.0
+        # sigma = 2 r_E / (n eps): many non-PD releases at n = 10 and eps = 0.5, none at
+        # n = 1000
+        assert g["mean"].iloc[-1] == 0.0
+        if eps == 0.5:
+            assert g["mean"].iloc[0] > 0.2
 
 
 def test_seeded_runs_are_reproducible_and_worker_independent():
@@ -173,7 +186,13 @@ def test_self_intersection_detects_a_figure_eight():
 
 
 def test_registry_and_unknown_names():
-    assert set(EXPERIMENTS) == {"laplace2021_fig1", "kng2022_fig1", "kng2022_shapes", "theorems"}
+    assert set(EXPERIMENTS) == {
+        "laplace2021_sensitivity",
+        "laplace2021_fig1",
+        "kng2022_fig1",
+        "kng2022_shapes",
+        "theorems",
+    }
     with pytest.raises(ValueError, match="unknown experiment"):
         run("fig9", out=None)
     with pytest.raises(ValueError, match="replicates"):
@@ -200,3 +219,104 @@ def test_cli_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("pymc-manidp reproduce: error:") and "is a file" in err
     assert len(err.strip().splitlines()) == 1
+
+
+# --- 2021 Example 1 and supplement Fig. 1 (laplace2021_sensitivity) --------------------
+
+
+def test_circle_frechet_means_match_a_brute_force_grid():
+    """The exact piecewise-quadratic minimizer against a 200,000-point grid search."""
+    from pymc_manidp.experiments.laplace2021_sensitivity import circle_frechet_means
+
+    rng = np.random.default_rng(4)
+    grid = np.linspace(0, 2 * np.pi, 200_000, endpoint=False)
+    for n in (2, 5, 9):
+        x = rng.uniform(0, 2 * np.pi, n)
+        d = np.abs((grid[:, None] - x[None, :] + np.pi) % (2 * np.pi) - np.pi)
+        f = np.sum(d**2, axis=1)
+        means, f_min = circle_frechet_means(x)
+        assert f_min <= f.min() + 1e-12 and f_min > f.min() - 1e-3
+        gap = np.abs((means[:, None] - grid[np.argmin(f)] + np.pi) % (2 * np.pi) - np.pi)
+        assert gap.min() < 1e-4
+
+
+@pytest.mark.parametrize("n", [4, 6, 12])
+def test_example1_sensitivity_does_not_decrease_with_n(n):
+    """2021 Example 1: for even n the mean is the copied point, so one record moves it
+    by the largest gap of the n - 1 equally spaced points, π(n - 2)/(n - 1) -> π."""
+    from pymc_manidp.experiments.laplace2021_sensitivity import example1
+
+    e = example1(n)
+    assert e["unique_mean"] and e["mean_is_the_copy"]
+    assert np.isclose(e["sensitivity"], np.pi * (n - 2) / (n - 1), atol=1e-9)
+    odd = example1(n + 1)  # antipodal pairs: the mean is not unique
+    assert not odd["unique_mean"] and np.isnan(odd["sensitivity"])
+
+
+def test_supplement_fig1_ordering_and_its_table(tmp_path):
+    """2r < empirical spread < 2r(2 - H) at every radius (2021 supplement §2.1)."""
+    from pymc_manidp.experiments import laplace2021_sensitivity as L
+
+    table = L.laplace2021_sensitivity(quick=True, out=tmp_path)
+    s = table[table.check == "supplement_fig1"].pivot(index="x", columns="quantity", values="value")
+    assert ((s[L.LOWER] < s[L.SPREAD]) & (s[L.SPREAD] < s[L.UPPER])).all()
+    assert (tmp_path / "laplace2021_sensitivity" / "supplement_fig1.png").read_bytes()[:8] == (
+        PNG_MAGIC
+    )
+
+
+# --- Theorem 3 in d and epsilon ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("space, eps", [("S4", 1.0), ("S2", 0.5)])
+def test_laplace_error_scales_as_sigma2_d_d_plus_1(space, eps):
+    """E ρ² = σ² d(d+1) for the restricted Laplace as σ -> 0 (ρ ~ Gamma(d, σ)):
+    n = 1000, 800 draws for one dataset, accept within 4 SE. The wrong constant σ² d²
+    (d = 4: off by 25%) is rejected by the same test; on S² at ε = 0.5, σ² d(d+1)
+    with the ε of another setting (σ halved) is rejected too."""
+    from pymc_manidp import frechet_mean
+
+    M, gen, mechs = theorems._setup(space, eps)
+    mech = mechs[theorems.METHODS[0]]
+    rng = np.random.default_rng(21)
+    x = gen(1000, rng)
+    fm = frechet_mean(M, x, tol=1e-12).mean
+    rho2 = M.dist(fm, mech.sample(x, 800, random_seed=rng)) ** 2
+    se = rho2.std(ddof=1) / np.sqrt(len(rho2))
+    d, sigma = M.dim, mech.scale(1000)
+    assert abs(rho2.mean() - sigma**2 * d * (d + 1)) < 4 * se
+    wrong = sigma**2 * d**2 if d > 2 else (sigma / 2) ** 2 * d * (d + 1)
+    assert abs(rho2.mean() - wrong) > 4 * se
+
+
+# --- the document's renderers (experiments.report) on small runs ---------------------
+
+
+def test_report_renders_the_2021_numbers_from_the_table(quick_run):
+    """The rendered block shows the table's own numbers (here from a tiny run)."""
+    from pymc_manidp.experiments import laplace2021_fig1 as L
+    from pymc_manidp.experiments import report
+
+    path = quick_run[1]
+    table = pd.read_csv(path / "table.csv")
+    summary = json.loads((path / "summary.json").read_text())
+    block = report._fig2021((table, summary))
+    share = table[
+        (table.panel == "non_pd_share")
+        & (table.method == L.NON_PD_FRECHET)
+        & (table.epsilon == 0.5)
+        & (table.n == 20)
+    ]["mean"].iloc[0]
+    row = next(line for line in block.splitlines() if line.startswith("| 20 |"))
+    assert row.split(" | ")[1] == f"{100 * share:.1f}%"
+    assert "Closest to 25%" in block and "largest pair / bound" in block
+
+
+def test_report_renders_the_2022_orderings():
+    from pymc_manidp.experiments import report
+
+    table = kng2022_fig1.kng2022_fig1(workers=1, quick=True, replicates=2, seed=5)
+    block = report._fig2022((table, {"seed": 5}))
+    kng = table[(table.space == "S2") & (table.method == kng2022_fig1.KNG) & (table.n == 10)]
+    assert f"{10 * kng['mean'].iloc[0]:.3f}" in block
+    assert block.count(" < ") >= 4 and kng2022_fig1.PROJECTED_PAPER in block

@@ -1,0 +1,437 @@
+"""The numbers of ``docs/reproduction.md``, generated from a full run's output files.
+
+Every number the document sets beside the papers' lives in a block between
+``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``; the blocks are
+rendered here from ``<results>/<experiment>/table.csv`` and ``summary.json`` (a full
+run, never ``--quick``: quick numbers are not set beside the paper's). Nothing is
+copied by hand:
+
+- ``pymc-manidp reproduce all --out docs/reproduction --doc docs/reproduction.md``
+  runs every experiment and rewrites the blocks;
+- ``python -m pymc_manidp.experiments.report docs/reproduction docs/reproduction.md``
+  rewrites them from files already there (``--check``: only compare);
+- ``tests/experiments/test_reproduction_doc.py`` fails when a block differs from what
+  the committed files give.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["check_doc", "load", "render_blocks", "update_doc"]
+
+BLOCK = re.compile(
+    r"(<!-- BEGIN generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
+    r"(<!-- END generated: (?P=name) -->)",
+    re.S,
+)
+
+
+class QuickResultsError(ValueError):
+    """The output files come from a ``--quick`` run (not set beside the paper's)."""
+
+
+def load(results, name: str):
+    """``(table, summary)`` of one experiment's full-run files, or None if absent.
+
+    Raises
+    ------
+    QuickResultsError
+        The files come from a ``--quick`` run.
+    """
+    import pandas as pd
+
+    path = Path(results) / name
+    if not (path / "table.csv").exists() or not (path / "summary.json").exists():
+        return None
+    summary = json.loads((path / "summary.json").read_text())
+    if summary.get("quick", True):
+        raise QuickResultsError(
+            f"{path} holds a --quick run: the document sets only full runs beside the "
+            "papers; run without --quick"
+        )
+    return pd.read_csv(path / "table.csv"), summary
+
+
+def _f(x, digits=2):
+    return f"{x:.{digits}f}".replace("-", "−")
+
+
+def _pct(x, digits=1):
+    return f"{100 * x:.{digits}f}%"
+
+
+def _missing(name):
+    return f"*Not run in full yet*: `pymc-manidp reproduce {name} --out docs/reproduction`.\n"
+
+
+def _md(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def _source(name, summary):
+    s = summary.get("seed")
+    seed = f", seed {s}" if s is not None else ""
+    return (
+        f"\nFrom `docs/reproduction/{name}/` (full run{seed}; "
+        f"`pymc-manidp reproduce {name} --out docs/reproduction`).\n"
+    )
+
+
+def _sensitivity(res):
+    table, summary = res
+    s = table[table.check == "supplement_fig1"].pivot(index="x", columns="quantity", values="value")
+    from pymc_manidp.experiments.laplace2021_sensitivity import LOWER, SPREAD, UPPER
+
+    radii = s.index.to_numpy()
+    pick = radii[:: max(1, len(radii) // 6)]
+    rows = [
+        (
+            _f(r, 3),
+            _f(s.loc[r, LOWER], 3),
+            _f(s.loc[r, SPREAD], 3),
+            _f(s.loc[r, UPPER], 3),
+            _pct((s.loc[r, SPREAD] - s.loc[r, LOWER]) / (s.loc[r, UPPER] - s.loc[r, LOWER]), 0),
+        )
+        for r in pick
+    ]
+    between = bool(((s[LOWER] < s[SPREAD]) & (s[SPREAD] < s[UPPER])).all())
+    out = _md(
+        ["radius r", "2r", "empirical max", "2r(2 − H)", "share of the gap 2r → 2r(2 − H)"], rows
+    )
+    out += (
+        f"\n2r < empirical max < 2r(2 − H) at all {len(radii)} radii "
+        f"(r = {_f(radii.min(), 3)}–{_f(radii.max(), 3)}): **{'yes' if between else 'NO'}**.\n\n"
+    )
+    e = table[table.check == "example1"].pivot(index="x", columns="quantity", values="value")
+    rows = []
+    for n, v in e.iterrows():
+        if v.unique_mean and v.mean_is_the_copy:
+            rows.append(
+                (int(n), f"{_f(v.sensitivity / np.pi, 4)} π", f"{_f((n - 2) / (n - 1), 4)} π")
+            )
+        else:
+            rows.append((int(n), "mean not unique (n odd: antipodal data)", "—"))
+    out += _md(["n", "sup ρ(x̄, x̄') (exact means)", "π (n − 2)/(n − 1)"], rows)
+    return out + _source("laplace2021_sensitivity", summary)
+
+
+def _fig2021(res):
+    from pymc_manidp.experiments import laplace2021_fig1 as L
+
+    table, summary = res
+    out = []
+    sens = table[table.panel == "sensitivity"]
+    rows = []
+    for space in L.SPACES:
+        s = sens[sens.space == space].pivot(index="n", columns="method", values="mean")
+        b = s["Theorem 2 bound"]
+        top, avg = s["empirical max"] / b, s["empirical ρ(x̄, x̄')"] / b
+        rows.append(
+            (
+                space,
+                f"{_f(top.min())}–{_f(top.max())}",
+                f"{_f(avg.min())}–{_f(avg.max())}",
+                int(
+                    sens[(sens.space == space) & (sens.method == "empirical max")]["count"].iloc[0]
+                ),
+            )
+        )
+    out.append("**Sensitivity against Theorem 2's bound** (range over n):\n\n")
+    out.append(_md(["space", "largest pair / bound", "average / bound", "pairs per n"], rows))
+
+    red = table[(table.panel == "reduction") & (table.space == "S2")]
+    rows = []
+    for m, label in (
+        (L.LAPLACE_EMP, "supplement's empirical bound (the paper's choice)"),
+        (L.LAPLACE, "Theorem 2's bound (what the library releases)"),
+    ):
+        r = red[red.method == m].sort_values("n")
+        half = len(r) // 2
+        rows.append(
+            (
+                label,
+                f"{_f(r['mean'].mean(), 1)}%",
+                f"{_f(r['mean'].iloc[:half].mean(), 1)}% (n ≤ {int(r.n.iloc[half - 1])})",
+                f"{_f(r['mean'].iloc[half:].mean(), 1)}% (n ≥ {int(r.n.iloc[half])})",
+                f"± {_f(2 * r.se.max(), 1)} points",
+            )
+        )
+    out.append(
+        "\n**S²: error reduction of the manifold Laplace against the Euclidean Laplace** "
+        "(paper: about 15%; 16.8% at small n, 12% at large n):\n\n"
+    )
+    out.append(_md(["Laplace σ from", "average", "small n", "large n", "2 SE per n (max)"], rows))
+
+    share = table[table.panel == "non_pd_share"]
+    eps = sorted(share.epsilon.unique())
+    rows = []
+    for n in (20, 30, 40):
+        row = [str(n)]
+        for m in (L.NON_PD_FRECHET, L.NON_PD_AMBIENT):
+            for e in eps:
+                v = share[(share.method == m) & (share.epsilon == e) & (share.n == n)]["mean"]
+                row.append(_pct(float(v.iloc[0])) if len(v) else "—")
+        rows.append(row)
+    row = ["**20–40 average**"]
+    reach = {}
+    for m in (L.NON_PD_FRECHET, L.NON_PD_AMBIENT):
+        for e in eps:
+            v = share[(share.method == m) & (share.epsilon == e) & share.n.between(20, 40)]["mean"]
+            row.append(f"**{_pct(v.mean())}**")
+            reach[(m, e)] = v.mean()
+    rows.append(row)
+    header = ["n"] + [f"Fréchet mean (paper), ε = {e:g}" for e in eps]
+    header += [f"ambient mean (ours), ε = {e:g}" for e in eps]
+    count = int(share["count"].iloc[0])
+    out.append(
+        "\n**SPD(2): share of Euclidean releases that are not positive definite** "
+        f"(paper: about 25% at n = 20–40; {count} replicates per cell):\n\n"
+    )
+    out.append(_md(header, rows))
+    near = min(reach, key=lambda k: abs(reach[k] - 0.25))
+    where = "Fréchet" if near[0] == L.NON_PD_FRECHET else "ambient"
+    out.append(
+        f"\nClosest to 25% over n = 20–40: noise on the {where} mean at ε = {near[1]:g} "
+        f"({_pct(reach[near])}).\n"
+    )
+
+    util = table[(table.panel == "utility") & (table.space == "SPD(2)")]
+    w = util.pivot(index="n", columns="method", values="mean")
+    ratio = 1 - w[L.LAPLACE] / w[L.EUCLID]
+    out.append(
+        "\n**SPD(2): manifold Laplace against the Euclidean Laplace** (error reduction per n): "
+        + ", ".join(f"n = {int(n)}: {_pct(v, 0)}" for n, v in ratio.items())
+        + ".\n"
+    )
+    return "".join(out) + _source("laplace2021_fig1", summary)
+
+
+def _fig2022(res):
+    from pymc_manidp.experiments import kng2022_fig1 as K
+
+    table, summary = res
+    out = []
+    for space, methods in (
+        (
+            "S2",
+            (
+                K.KNG_PAPER,
+                K.PROJECTED_PAPER,
+                K.LAPLACE_PAPER,
+                K.EUCLID,
+                K.KNG,
+                K.PROJECTED,
+                K.LAPLACE,
+            ),
+        ),
+        ("SPD(2)", (K.KNG_PAPER, K.KNG, K.LAPLACE, K.EUCLID)),
+    ):
+        t = table[table.space == space]
+        w = t.pivot(index="n", columns="method", values="mean")
+        se = t.pivot(index="n", columns="method", values="se")
+        rows = [
+            (m, *(f"{_f(n * w.loc[n, m], 3)} ± {_f(2 * n * se.loc[n, m], 3)}" for n in w.index))
+            for m in methods
+        ]
+        count = int(t["count"].iloc[0])
+        out.append(
+            f"\n**{space}: n × mean error ± 2 SE** ({count} replicates per n; "
+            '"paper" rows are not proven ε-DP):\n\n'
+        )
+        out.append(_md(["method", *(f"n = {int(n)}" for n in w.index)], rows))
+    for space, groups in (
+        (
+            "S2",
+            (
+                (
+                    "paper calibrations and protocol",
+                    (K.KNG_PAPER, K.LAPLACE_PAPER, K.EUCLID, K.PROJECTED_PAPER),
+                ),
+                ("proven calibrations (the library)", (K.KNG, K.LAPLACE, K.EUCLID, K.PROJECTED)),
+            ),
+        ),
+        (
+            "SPD(2)",
+            (
+                ("KNG at σ = Δ/ε", (K.KNG_PAPER, K.LAPLACE, K.EUCLID)),
+                ("proven calibrations (the library)", (K.KNG, K.LAPLACE, K.EUCLID)),
+            ),
+        ),
+    ):
+        for tag, methods in groups:
+            w = table[(table.space == space) & table.method.isin(methods)].pivot(
+                index="n", columns="method", values="mean"
+            )
+            orders = {tuple(w.loc[n].sort_values().index) for n in w.index}
+            order, _ = K._order(table, space, list(methods))
+            same = (
+                "the same at every n"
+                if len(orders) == 1
+                else f"{len(orders)} different orders over n"
+            )
+            out.append(f"\n{space}, {tag}: {' < '.join(order)} (averaged over n; {same}).\n")
+    return "".join(out) + _source("kng2022_fig1", summary)
+
+
+def _shapes(res):
+    table, summary = res
+    rows = [
+        (
+            r.method,
+            "smoothed" if r.smoothed == "yes" else "raw",
+            f"{_f(r.mean_rho, 3)} ± {_f(2 * r.se_rho, 3)}",
+            _pct(r.crossing_share, 0),
+            int(r["count"]),
+        )
+        for _, r in table.iterrows()
+    ]
+    info = summary.get("info", {})
+    out = _md(["mechanism", "release", "ρ(x̄, x̃) ± 2 SE", "self-intersecting", "releases"], rows)
+    if info:
+        out += (
+            f"\nn = {info['n']} cells ({info['clipped']} clipped into the ball), d = {info['d']}, "
+            f"KNG's random-walk MH acceptance {_f(info['kng_mh_acceptance'])}.\n"
+        )
+    return out + _source("kng2022_shapes", summary)
+
+
+def _theorems(res):
+    table, summary = res
+    rows = [
+        (
+            s["space"],
+            s["method"],
+            f"{_f(s['slope'])} ± {_f(2 * s['slope_se'])}",
+            f"{_f(s['slope_all_n'])} ± {_f(2 * s['slope_all_n_se'])}",
+        )
+        for s in summary["slopes"]
+    ]
+    out = "**Rate in n** (slope of log E ρ² on log n, theory −2; ± 2 SE):\n\n"
+    out += _md(["space", "mechanism", f"n ≥ {summary['slopes'][0]['from_n']}", "all n"], rows)
+    sc = table[table.check == "scaling"]
+    if len(sc):
+        n = summary["settings"]["scaling"]["n"]
+        reps = summary["settings"]["scaling"]["replicates"]
+        spaces = list(dict.fromkeys(sc.space))
+        rows = []
+        for method, g in sc.groupby("method", sort=False):
+            g = g.set_index("space")
+            rows.append(
+                (method, *(f"{_f(g.loc[s, 'mean'])} ± {_f(2 * g.loc[s, 'se'])}" for s in spaces))
+            )
+        out += (
+            f"\n**Scaling in d and ε** (n = {n}, {reps} replicates each): "
+            "E ρ² / (σ² d(d+1)), constant when E ρ² = O(d²/(n²ε²)) holds:\n\n"
+        )
+        out += _md(["mechanism", *spaces], rows)
+        fits = summary.get("scaling_fits", [])
+        out += "\n" + "".join(
+            f"- {f['method']}: E ρ² ∝ ε^{_f(f['eps_exponent'])} (± {_f(2 * f['eps_exponent_se'])}; "
+            f"theory −2), ∝ (d(d+1))^{_f(f['d_d1_exponent'])} "
+            f"(± {_f(2 * f['d_d1_exponent_se'])}; theory 1).\n"
+            for f in fits
+        )
+    inf = table[(table.check == "inflation") & table.method.str.endswith("projected")]
+    rows = [
+        (int(r.x), f"{_f(r['mean'], 3)} ± {_f(2 * r.se, 3)}", _f(r.theory, 3))
+        for _, r in inf.iterrows()
+    ]
+    out += "\n**2021 Thm 4** (d = 2): E‖P x̃_D − x̄‖² / E‖x̃ − x̄‖², ± 2 SE:\n\n"
+    out += _md(["D", "Monte Carlo", "(D + 1)/(d + 1)"], rows)
+    return out + _source("theorems", summary)
+
+
+def _settings(results):
+    rows = []
+    for name in ("laplace2021_fig1", "kng2022_fig1", "theorems", "kng2022_shapes"):
+        try:
+            res = load(results, name)
+        except QuickResultsError:
+            res = None
+        if res is None:
+            rows.append((name, "not run in full yet", "", ""))
+            continue
+        st = res[1]["settings"]
+        grid = st.get("n_grid")
+        reps = st.get("replicates")
+        if isinstance(reps, dict):
+            reps = ", ".join(f"{k}: {v:,}" for k, v in reps.items())
+        grid = ", ".join(str(n) for n in grid) if grid else f"n = {res[1]['info']['n']} cells"
+        rows.append((name, f"ε = {st['epsilon']:g}", grid, reps))
+    return _md(["experiment", "ε", "sample sizes n", "replicates"], rows)
+
+
+RENDERERS = {
+    "laplace2021_sensitivity": _sensitivity,
+    "laplace2021_fig1": _fig2021,
+    "kng2022_fig1": _fig2022,
+    "kng2022_shapes": _shapes,
+    "theorems": _theorems,
+}
+
+
+def render_blocks(results) -> dict[str, str]:
+    """Markdown body of every generated block, from the files under ``results``."""
+    blocks = {"settings": _settings(results)}
+    for name, fn in RENDERERS.items():
+        res = load(results, name)
+        blocks[name] = _missing(name) if res is None else fn(res)
+    return blocks
+
+
+def _replace(text: str, blocks: dict[str, str]) -> tuple[str, list[str]]:
+    seen = []
+
+    def sub(m):
+        name = m.group("name")
+        seen.append(name)
+        if name not in blocks:
+            return m.group(0)
+        return m.group(1) + blocks[name] + m.group(4)
+
+    return BLOCK.sub(sub, text), seen
+
+
+def update_doc(doc, results) -> list[str]:
+    """Rewrite the generated blocks of ``doc`` from ``results``; returns their names."""
+    doc = Path(doc)
+    text, seen = _replace(doc.read_text(), render_blocks(results))
+    doc.write_text(text)
+    return seen
+
+
+def check_doc(doc, results) -> list[str]:
+    """Names of the blocks of ``doc`` that differ from ``results`` (or are missing)."""
+    text = Path(doc).read_text()
+    blocks = render_blocks(results)
+    found = {m.group("name"): m.group("body") for m in BLOCK.finditer(text)}
+    return [name for name, body in blocks.items() if found.get(name) != body]
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("results", help="folder of a full run (e.g. docs/reproduction)")
+    p.add_argument("doc", help="the document (e.g. docs/reproduction.md)")
+    p.add_argument("--check", action="store_true", help="only compare; exit 1 on differences")
+    args = p.parse_args(argv)
+    if args.check:
+        bad = check_doc(args.doc, args.results)
+        for name in bad:
+            print(f"{args.doc}: block {name!r} differs from {args.results}", file=sys.stderr)
+        return 1 if bad else 0
+    print("rewrote:", ", ".join(update_doc(args.doc, args.results)))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
