@@ -243,7 +243,7 @@ class SPD(ManifoldBase):
         :meth:`chart_frame` (arrays or tensors, e.g. ``pm.Data``)."""
         s = pt.as_tensor_variable(frame["sqrt"])
         w_mat = pt.tensordot(pt.as_tensor_variable(coords), self._frame, axes=[[-1], [0]])
-        return ptn.sym(s @ ptn.expm(w_mat) @ s)
+        return ptn.sym(s @ ptn.expm(w_mat, k=self.k) @ s)
 
     def pt_exp_coords(self, center, coords):
         """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
@@ -251,12 +251,12 @@ class SPD(ManifoldBase):
 
     def pt_log(self, x, y):
         x = pt.as_tensor_variable(x)
-        xs, xi = ptn.sqrtm(x), ptn.invsqrtm(x)
-        return ptn.sym(xs @ ptn.logm(xi @ y @ xi) @ xs)
+        xs, xi = ptn.sqrtm(x, k=self.k), ptn.invsqrtm(x, k=self.k)
+        return ptn.sym(xs @ ptn.logm(xi @ y @ xi, k=self.k) @ xs)
 
     def pt_dist(self, x, y):
-        xi = ptn.invsqrtm(pt.as_tensor_variable(x))
-        ell = ptn.logm(xi @ y @ xi)
+        xi = ptn.invsqrtm(pt.as_tensor_variable(x), k=self.k)
+        ell = ptn.logm(xi @ y @ xi, k=self.k)
         return pt.sqrt(pt.sum(ell**2, axis=(-2, -1)) + 1e-300)
 
     def pt_inner(self, x, u, v):
@@ -270,4 +270,6 @@ class SPD(ManifoldBase):
 
     def pt_log_volume_density(self, coords):
         w_mat = pt.tensordot(pt.as_tensor_variable(coords), self._frame, axes=[[-1], [0]])
+        if self.k == 2:  # one pair: log sinhc of the half-gap, a smooth function of s
+            return ptn.log_sinhc_sqrt(ptn.sym2_parts(w_mat)[-1])
         return ptn.spectral_sum(_pt_pair_log_sinhc, w_mat)

@@ -41,6 +41,7 @@ numba compilation, about 15 s, on every release after the first.
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 import time
 
@@ -49,10 +50,14 @@ import pymc as pm
 import pytensor.tensor as pt
 
 __all__ = [
+    "BACKEND_ENV",
+    "NUTS_BACKENDS",
     "SAMPLERS",
     "CompiledSampler",
     "SamplerCache",
+    "check_mcmc_budget",
     "has_nutpie",
+    "nuts_backend",
     "polar_data",
     "polar_model",
     "sample",
@@ -62,9 +67,91 @@ SAMPLERS = ("nuts", "metropolis")
 _TARGET_ACCEPT = 0.9
 
 
+NUTS_BACKENDS = ("nutpie", "pymc")
+BACKEND_ENV = "PYMC_MANIDP_NUTS_BACKEND"
+
+
 def has_nutpie() -> bool:
     """Whether nutpie (the optional extra ``pymc-manidp[fast]``) is installed."""
     return importlib.util.find_spec("nutpie") is not None
+
+
+def nuts_backend(backend=None) -> str:
+    """The NUTS implementation to use: ``"nutpie"`` or ``"pymc"``.
+
+    ``backend`` (or, when it is None, the environment variable
+    ``PYMC_MANIDP_NUTS_BACKEND``) is ``"nutpie"``, ``"pymc"`` or ``"auto"`` (the
+    default): nutpie when it is installed, PyMC's NUTS otherwise. Asking for nutpie
+    without it installed is an ``ImportError``.
+    """
+    choice = (backend or os.environ.get(BACKEND_ENV) or "auto").lower()
+    if choice == "auto":
+        return "nutpie" if has_nutpie() else "pymc"
+    if choice not in NUTS_BACKENDS:
+        raise ValueError(
+            f"NUTS backend must be one of {(*NUTS_BACKENDS, 'auto')}, got {choice!r} "
+            f"(argument or ${BACKEND_ENV})"
+        )
+    if choice == "nutpie" and not has_nutpie():
+        raise ImportError("the nutpie backend needs nutpie: pip install 'pymc-manidp[fast]'")
+    return choice
+
+
+# Lower bounds on the seconds one gradient evaluation of the log-density costs per
+# data point (nutpie, 2 cores, 2026-11-23, measured with an idle machine in mind: real
+# runs were 2-5 times slower). NUTS pays at least ~3 evaluations per draw (measured
+# 4.9 on KNG, S^2); one evaluation is one pass over the data.
+_SECONDS_PER_POINT = {"Sphere": 2e-8, "KendallShape": 2e-8, "Euclidean": 5e-9, "SPD2": 3e-7}
+_LEAPFROG_PER_DRAW = 3
+MCMC_MAX_SECONDS = 600.0
+MAX_SECONDS_ENV = "PYMC_MANIDP_MCMC_MAX_SECONDS"
+
+
+def _seconds_per_point(manifold) -> float:
+    name = type(manifold).__name__
+    if name == "SPD":
+        k = manifold.k
+        # k = 2: closed forms; k >= 3: one batched eigh per data point and step
+        return _SECONDS_PER_POINT["SPD2"] if k == 2 else 3e-6 * (k / 3) ** 3
+    scale = max(1.0, manifold.dim / 2)
+    return _SECONDS_PER_POINT.get(name, 1e-7) * scale
+
+
+def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=2000, max_seconds=None):
+    """Refuse an MCMC run whose log-density passes over ``n`` points far too often.
+
+    Every leapfrog step of NUTS (and every Metropolis step) evaluates the density, one
+    pass over the data: the time grows like ``n * chains * (tune + draws)``. This
+    estimates a *lower bound* of that time from measured costs per point and raises
+    a ``ValueError`` pointing to the exact sampler when it exceeds ``max_seconds``
+    (default 600 s, or the environment variable ``PYMC_MANIDP_MCMC_MAX_SECONDS``).
+
+    Returns the estimate in seconds when the run is within budget.
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> check_mcmc_budget(pmd.Sphere(dim=2), 1000) < 1
+    True
+    >>> check_mcmc_budget(pmd.Sphere(dim=2), 10**7)
+    Traceback (most recent call last):
+    ...
+    ValueError: MCMC on n = 10000000 data points would take at least ...
+    """
+    if max_seconds is None:
+        max_seconds = float(os.environ.get(MAX_SECONDS_ENV, MCMC_MAX_SECONDS))
+    evals = int(chains) * (int(tune) + int(draws)) * _LEAPFROG_PER_DRAW
+    # nutpie runs chains on all cores; bound from below by dividing by them
+    estimate = int(n) * evals * _seconds_per_point(manifold) / max(1, os.cpu_count() or 1)
+    if estimate > max_seconds:
+        raise ValueError(
+            f"MCMC on n = {int(n)} data points would take at least {estimate / 60:.0f} "
+            f"minutes here ({chains} chains x {int(tune) + int(draws)} steps, each step "
+            f"one pass over the data), over the {max_seconds:.0f} s budget. Use "
+            "sampler='exact' (pure epsilon-DP, seconds for any n), or fewer draws or "
+            f"chains, or raise the budget (${MAX_SECONDS_ENV})."
+        )
+    return estimate
 
 
 def polar_data(manifold, center, scale, inputs=None) -> dict:
@@ -185,13 +272,14 @@ class CompiledSampler:
     model); a lock serializes them.
     """
 
-    def __init__(self, model, sampler="nuts"):
+    def __init__(self, model, sampler="nuts", *, backend=None):
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
         self.model = model
         self.sampler = sampler
         self.data_names = frozenset(v.name for v in model.data_vars)
-        self.backend = "nutpie" if sampler == "nuts" and has_nutpie() else "pymc"
+        # Metropolis is PyMC's; NUTS is nutpie's when installed (nuts_backend)
+        self.backend = nuts_backend(backend) if sampler == "nuts" else "pymc"
         self._lock = threading.Lock()
         self._compiled = None
         if self.backend == "nutpie":
@@ -237,7 +325,15 @@ class CompiledSampler:
                     idata = pm.sample(step=pm.Metropolis(), **kwargs)
                 else:
                     idata = pm.sample(nuts_sampler="pymc", target_accept=_TARGET_ACCEPT, **kwargs)
-        return _without_data(idata)
+        return self._record(idata)
+
+    def _record(self, idata):
+        """Drop the data groups; say which implementation drew the chains."""
+        idata = _without_data(idata)
+        label = "nutpie" if self.backend == "nutpie" else f"pymc-{self.sampler}"
+        idata.posterior.attrs["sampler_backend"] = label
+        idata.attrs["sampler_backend"] = label
+        return idata
 
     def _sample_nutpie(self, values, draws, tune, chains, random_seed):
         import nutpie
@@ -257,7 +353,7 @@ class CompiledSampler:
         )
         idata.posterior.attrs["sampling_time"] = time.time() - t0
         idata.posterior.attrs["tuning_steps"] = int(tune)
-        return _without_data(idata)
+        return self._record(idata)
 
 
 class SamplerCache:
@@ -279,8 +375,14 @@ class SamplerCache:
         self._entries: dict = {}
         self._lock = threading.Lock()
 
-    def get(self, n, sampler, build) -> CompiledSampler:
-        """The sampler for data of size ``n``; ``build()`` gives the model on a miss."""
+    def get(self, n, sampler, build, *, budget=None) -> CompiledSampler:
+        """The sampler for data of size ``n``; ``build()`` gives the model on a miss.
+
+        ``budget``, a dict of :func:`check_mcmc_budget`'s arguments besides ``n``
+        (``manifold``, ``chains``, ``tune``, ``draws``), refuses hopeless runs before
+        anything is compiled."""
+        if budget is not None:
+            check_mcmc_budget(n=n, **budget)
         key = (int(n), sampler)
         with self._lock:
             if key not in self._entries:

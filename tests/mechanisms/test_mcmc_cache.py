@@ -134,3 +134,39 @@ def test_cache_is_per_mechanism_and_keyed_on_n_and_sampler():
     # copies (and pickles) of a cache are empty
     assert len(copy.deepcopy(mech.mcmc_cache)) == 0
     assert len(pickle.loads(pickle.dumps(mech.mcmc_cache))) == 0
+
+
+def test_budget_refuses_millions_of_points_and_points_to_the_exact_sampler():
+    P2 = pmd.SPD(k=2)
+    # within budget: the default release sizes of the tests and benchmarks
+    for M in (S2, P2, pmd.SPD(k=3), pmd.KendallShape(k_landmarks=8)):
+        assert mcmc.check_mcmc_budget(M, 1000) < mcmc.MCMC_MAX_SECONDS
+    with pytest.raises(ValueError, match="sampler='exact'"):
+        mcmc.check_mcmc_budget(S2, 5 * 10**6)
+    with pytest.raises(ValueError, match="n = 200000 "):
+        mcmc.check_mcmc_budget(P2, 200_000)
+    # the estimate grows with the work: fewer draws fit, a larger budget fits
+    assert mcmc.check_mcmc_budget(S2, 5 * 10**6, chains=2, tune=100, draws=100) > 0
+    assert mcmc.check_mcmc_budget(S2, 5 * 10**6, max_seconds=1e9) > 0
+    cache = mcmc.SamplerCache()
+    budget = dict(manifold=S2, chains=4, tune=1000, draws=2000)
+    with pytest.raises(ValueError, match="exact"):
+        cache.get(10**7, "nuts", _no_rebuild, budget=budget)  # refused before building
+    assert len(cache) == 0
+
+
+def test_backend_choice_and_record(monkeypatch):
+    monkeypatch.setenv(mcmc.BACKEND_ENV, "pymc")
+    assert mcmc.nuts_backend() == "pymc"
+    assert mcmc.nuts_backend("auto") == ("nutpie" if mcmc.has_nutpie() else "pymc")
+    monkeypatch.setenv(mcmc.BACKEND_ENV, "stan")
+    with pytest.raises(ValueError, match="NUTS backend"):
+        mcmc.nuts_backend()
+    monkeypatch.setattr(mcmc, "has_nutpie", lambda: False)
+    with pytest.raises(ImportError, match="fast"):
+        mcmc.nuts_backend("nutpie")
+    monkeypatch.delenv(mcmc.BACKEND_ENV)
+    mech = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
+    rel = mech.release(D1, sampler="nuts", random_seed=3, draws=300, tune=300)
+    assert rel.diagnostics.posterior.attrs["sampler_backend"] == "pymc-nuts"
+    assert rel.diagnostics.attrs["sampler_backend"] == "pymc-nuts"
