@@ -1,7 +1,13 @@
 """pymc-manidp: differentially private releases on Riemannian manifolds, the PyMC way."""
 
 from pymc_manidp.geometry import SPD, Euclidean, KendallShape, Manifold, Sphere
-from pymc_manidp.mechanisms import KNG, KNGMechanism, LaplaceMechanism, ManifoldLaplace
+from pymc_manidp.mechanisms import (
+    KNG,
+    KNGMechanism,
+    LaplaceMechanism,
+    ManifoldLaplace,
+    ManifoldUniform,
+)
 from pymc_manidp.privacy import DiagnosticsError, Release
 from pymc_manidp.stats import DataDomain, DomainError, FrechetResult, frechet_mean
 
@@ -20,6 +26,7 @@ __all__ = [
     "LaplaceMechanism",
     "Manifold",
     "ManifoldLaplace",
+    "ManifoldUniform",
     "Release",
     "Sphere",
     "__version__",
