@@ -21,7 +21,7 @@ __all__ = [
     "ManifoldUniform",
     "NormalizedGaussian",
     "PolarChart",
-    "laplace_log_normalizer",
     "kng_logp",
+    "laplace_log_normalizer",
     "laplace_logp",
 ]

@@ -169,7 +169,7 @@ def mcmc_release(
     flat = x.reshape((-1, *manifold.point_shape))
     candidates = np.arange(len(flat))
     if restricted:
-        inside = np.asarray(idata.posterior["in_domain"].values).ravel().astype(bool)
+        inside = domain.distances(flat) <= domain.radius
         candidates = candidates[inside]
         if len(candidates) < 0.5 * len(flat):
             raise DiagnosticsError(

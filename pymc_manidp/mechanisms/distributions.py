@@ -265,7 +265,13 @@ def kng_logp(manifold, value, data, sigma, domain):
     value = pt.as_tensor_variable(value)
     nd = len(manifold.point_shape)
     n = data.shape[0]
-    logs = manifold.pt_log(pt.expand_dims(value, -nd - 1), data)
+    # broadcast explicitly: batched matrix functions infer their output's static shape
+    # from the first operand, so a length-1 axis there would drop data rows
+    xb = pt.expand_dims(value, -nd - 1)
+    xb = pt.broadcast_to(
+        xb, (*[value.shape[i] for i in range(value.ndim - nd)], n, *manifold.point_shape)
+    )
+    logs = manifold.pt_log(xb, data)
     grad = pt.sum(logs, axis=-nd - 1)
     logp = -manifold.pt_norm(value, grad) / (sigma * n)
     return _restrict(logp, manifold, value, domain)
@@ -493,8 +499,11 @@ class KNG(Continuous):
         in the graph.
     sigma : float or pm.Data
         The rate ``sigma > 0``.
-    domain : DataDomain
-        The public ball (KNG is always restricted to it).
+    domain : DataDomain or None
+        The public ball (KNG's law is restricted to it). ``None`` leaves KNG's density
+        on the whole chart, with no exact draws: the mechanisms sample it so and keep
+        the draws inside the ball (the law conditioned on it), which spares NUTS the
+        density's wall at the ball's edge.
     **kwargs
         As for any PyMC distribution.
 
@@ -520,11 +529,9 @@ class KNG(Continuous):
 
     @classmethod
     def dist(cls, manifold, data, sigma, domain, **kwargs):
-        if domain is None:
-            raise ValueError("KNG's law lives on the public ball: pass domain=DataDomain(...)")
-        if domain.manifold != manifold:
+        if domain is not None and domain.manifold != manifold:
             raise ValueError("domain is defined on a different manifold")
-        if _is_constant(data):
+        if domain is not None and _is_constant(data):
             data = pt.as_tensor_variable(
                 domain.check(np.asarray(data.data if isinstance(data, Constant) else data))
             )
@@ -542,7 +549,7 @@ class KNG(Continuous):
 def _kng_logprob(op, values, rng, size, data, sigma, **kwargs):
     (value,) = values
     logp = kng_logp(op.manifold, value, data, sigma, op.domain)
-    if _is_constant(data):
+    if _is_constant(data) or op.domain is None:
         return check_parameters(logp, *_sigma_conditions(sigma), msg="sigma > 0")
     dom = op.domain
     inside = op.manifold.pt_dist(pt.as_tensor_variable(dom.center), data) <= dom.radius
@@ -567,7 +574,7 @@ def _kng_center(op, data):
 def _kng_support_point(op, rv, rng, size, data, sigma):
     center = _kng_center(op, data)
     if center is None:
-        center = op.domain.center
+        center = _value_of(data)[0] if op.domain is None else op.domain.center
     return pt.broadcast_to(_off_centre(op.manifold, center, sigma), rv.shape)
 
 
@@ -575,6 +582,8 @@ def _kng_support_point(op, rv, rng, size, data, sigma):
 def _kng_transform(op, rv):
     center = _kng_center(op, rv.owner.inputs[2])
     if center is None:
+        if op.domain is None:
+            return _global_chart(op.manifold)
         center = op.domain.center
     return PolarChart(op.manifold, op.manifold.chart_frame(center), scale_input=3)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from pymc_manidp.geometry.validation import check_positive_real
 from pymc_manidp.mechanisms.common import release
-from pymc_manidp.mechanisms.distributions import kng_logp
+from pymc_manidp.mechanisms.distributions import KNG
 from pymc_manidp.samplers import exact
 from pymc_manidp.samplers.mcmc import SamplerCache, polar_model
 from pymc_manidp.stats.domain import DataDomain
@@ -73,15 +73,13 @@ class KNGMechanism:
     def model(self, data, *, clip=False):
         """The ``pm.Model`` whose deterministic ``release`` follows KNG's law.
 
-        The density is sampled on the manifold and conditioned on the ball through
-        the ``in_domain`` flag (a release keeps only draws inside). The data, the rate
+        The density is sampled on the manifold and conditioned on the ball (a
+        release keeps only draws inside). The data, the rate
         and the chart are ``pm.Data`` (``mcmc.polar_model``).
         """
         data = self.domain.check(data, clip=clip)
         center, sigma, inputs = self._polar_args(data)
-        return polar_model(
-            self.manifold, center, sigma, self._polar_logp, domain=self.domain, inputs=inputs
-        )
+        return polar_model(self.manifold, center, sigma, self._polar_law, inputs=inputs)
 
     def _polar_args(self, data):
         """Chart centre, rate and the density's inputs (the data) for checked data."""
@@ -89,8 +87,9 @@ class KNGMechanism:
         mode = frechet_mean(self.manifold, data).mean
         return mode, self.scale(len(data)), {"data": data}
 
-    def _polar_logp(self, x, v):
-        return kng_logp(self.manifold, x, v["data"], v["scale"], None)
+    def _polar_law(self, name, v, **kwargs):
+        # KNG's density on the whole chart: a release keeps the draws inside the ball
+        return KNG(name, self.manifold, v["data"], v["scale"], None, **kwargs)
 
     def _exact_draws(self, data, size, rng):
         """Exact draws for checked data (``ExactDraws``, with acceptance rates)."""

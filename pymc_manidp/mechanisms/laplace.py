@@ -18,7 +18,7 @@ import numpy as np
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.validation import check_positive_real
 from pymc_manidp.mechanisms.common import release
-from pymc_manidp.mechanisms.distributions import laplace_logp
+from pymc_manidp.mechanisms.distributions import ManifoldLaplace
 from pymc_manidp.samplers import exact
 from pymc_manidp.samplers.mcmc import SamplerCache, polar_model
 from pymc_manidp.stats.domain import DataDomain
@@ -126,17 +126,17 @@ class LaplaceMechanism:
         """
         data = self.domain.check(data, clip=clip)
         center, sigma, inputs = self._polar_args(data)
-        return polar_model(
-            self.manifold, center, sigma, self._polar_logp, domain=self.domain, inputs=inputs
-        )
+        # the unrestricted law: a restricted release keeps only the draws inside the
+        # ball (the restricted law is the unrestricted one conditioned on it)
+        return polar_model(self.manifold, center, sigma, self._polar_law, inputs=inputs)
 
     def _polar_args(self, data):
         """Chart centre, rate and the density's inputs for checked data."""
         eta = self._mean_of_checked(data)
         return eta, self.scale(len(data)), {"footpoint": eta}
 
-    def _polar_logp(self, x, v):
-        return laplace_logp(self.manifold, x, v["footpoint"], v["scale"])
+    def _polar_law(self, name, v, **kwargs):
+        return ManifoldLaplace(name, self.manifold, v["footpoint"], v["scale"], **kwargs)
 
     def _exact_draws(self, data, size, rng):
         """Exact draws for checked data (``ExactDraws``): used by ``release``."""

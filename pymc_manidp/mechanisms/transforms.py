@@ -32,7 +32,7 @@ from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_real
 
-__all__ = ["ChartTransform", "NormalizedGaussian", "PolarChart", "log_volume"]
+__all__ = ["ChartTransform", "NormalizedGaussian", "PolarChart", "chart_coords", "log_volume"]
 
 
 class ChartTransform(Transform):
@@ -97,8 +97,8 @@ def _log_unit_sphere_volume(m: int) -> float:
     return float(np.log(2.0) + 0.5 * m * np.log(np.pi) - special.gammaln(0.5 * m))
 
 
-def _pt_log_coords(manifold, frame, x):
-    """Chart coordinates ``(..., dim)`` at the frame's centre of points ``x`` (tensor)."""
+def chart_coords(manifold, frame, x):
+    """Normal coordinates ``(..., dim)`` at the frame's centre of points ``x`` (tensor)."""
     if isinstance(manifold, SPD):
         s = pt.as_tensor_variable(frame["sqrt"])
         s_inv = pt.linalg.inv(s)
@@ -221,7 +221,7 @@ class PolarChart(Transform):
         return self.manifold.pt_exp_frame(self.frame, c)
 
     def forward(self, value, *inputs):
-        c = _pt_log_coords(self.manifold, self.frame, value)
+        c = chart_coords(self.manifold, self.frame, value)
         scale = self._scale(inputs)
         d = self.manifold.dim
         if d == 1:

@@ -127,7 +127,9 @@ def chart_draws(idata, *, footpoint=None, manifold=None, name="release"):
         x = np.asarray(post[name].values, float)
         return manifold.log_coords(foot, x), np.asarray(manifold.dist(foot, x), float)
     dist = np.asarray(post["distance"].values, float)
-    if "direction" in post:
+    if "chart_coords" in post:
+        coords = np.asarray(post["chart_coords"].values, float)
+    elif "direction" in post:
         z = np.asarray(post["direction"].values, float)
         coords = dist[..., None] * z / np.linalg.norm(z, axis=-1, keepdims=True)
     elif "u" in post:
