@@ -20,8 +20,9 @@ right. The ball-restricted Laplace and KNG stay unnormalized (their normalizer
 depends on the footpoint or the data): their ``sigma``, footpoint and data must not
 depend on random variables (constants and ``pm.Data`` are fine).
 
-Latent (unobserved) variables are sampled in the :class:`~pymc_manidp.mechanisms.transforms.PolarChart`
-at the footpoint (KNG: at the Fréchet mean of the data), which NUTS crosses without
+Latent (unobserved) variables are sampled in the
+:class:`~pymc_manidp.mechanisms.transforms.PolarChart` at the footpoint (KNG:
+at the Fréchet mean of the data), which NUTS crosses without
 meeting the density's cusp; observed values get no transform (``default_transform``).
 """
 
@@ -166,14 +167,16 @@ def _off_centre(manifold, center, scale):
 
 def _batched(params, nds, size, point_shape):
     """Broadcast parameters with core dims ``nds`` to a common batch; flat copies."""
-    batch = np.broadcast_shapes(*(np.shape(p)[: np.ndim(p) - nd] for p, nd in zip(params, nds)))
+    batch = np.broadcast_shapes(
+        *(np.shape(p)[: np.ndim(p) - nd] for p, nd in zip(params, nds, strict=True))
+    )
     if size is not None:
         batch = tuple(size)
     flat = [
         np.broadcast_to(p, batch + np.shape(p)[np.ndim(p) - nd :]).reshape(
             (-1, *np.shape(p)[np.ndim(p) - nd :])
         )
-        for p, nd in zip(params, nds)
+        for p, nd in zip(params, nds, strict=True)
     ]
     return batch, flat
 
@@ -304,7 +307,7 @@ class _ManifoldRV(RandomVariable):
 
 
 class ManifoldLaplaceRV(_ManifoldRV):
-    """``footpoint, sigma -> point``: exact draws from :func:`~pymc_manidp.samplers.exact.sample_laplace`."""
+    """``footpoint, sigma -> point``; draws: :func:`pymc_manidp.samplers.exact.sample_laplace`."""
 
     _law = "ManifoldLaplace"
 
@@ -326,7 +329,7 @@ class ManifoldLaplaceRV(_ManifoldRV):
 
 
 class KNGRV(_ManifoldRV):
-    """``data, sigma -> point``: exact draws from :func:`~pymc_manidp.samplers.exact.sample_kng`."""
+    """``data, sigma -> point``; draws: :func:`pymc_manidp.samplers.exact.sample_kng`."""
 
     _law = "KNG"
 

@@ -67,7 +67,7 @@ def point_dims(manifold) -> dict:
     """Named dims of a point (ArviZ labels): ``ambient``, or ``row``/``col``."""
     shape = tuple(manifold.point_shape)
     names = ("ambient",) if len(shape) == 1 else ("row", "col")
-    return {n: np.arange(k) for n, k in zip(names, shape)}
+    return {n: np.arange(k) for n, k in zip(names, shape, strict=True)}
 
 
 def polar_model(manifold, center, scale, law, *, name="release", inputs=None):
