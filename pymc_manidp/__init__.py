@@ -9,6 +9,7 @@ from pymc_manidp.mechanisms import (
     ManifoldUniform,
 )
 from pymc_manidp.privacy import DiagnosticsError, Release
+from pymc_manidp.privacy.inference import noise_aware_model
 from pymc_manidp.stats import DataDomain, DomainError, FrechetResult, frechet_mean
 
 __version__ = "0.1.0.dev0"
@@ -31,4 +32,5 @@ __all__ = [
     "Sphere",
     "__version__",
     "frechet_mean",
+    "noise_aware_model",
 ]

@@ -637,12 +637,15 @@ def _uniform_logprob(op, values, rng, size, **kwargs):
 
 @_support_point.register(ManifoldUniformRV)
 def _uniform_support_point(op, rv, rng, size):
+    # the law has no mode: any point will do; a generic one (not a pole, not a regular
+    # polygon) is unlikely to be the centre of a polar chart a model puts on it
     M = op.manifold
     if isinstance(M, Sphere):
-        point = np.eye(M.dim + 1)[-1] * M.radius
+        v = np.arange(1.0, M.dim + 2)
+        point = M.radius * v / np.linalg.norm(v)
     else:
-        t = np.linspace(0, 2 * np.pi, M.k_landmarks, endpoint=False)
-        point = M.validate(np.stack([np.cos(t), np.sin(t)], -1))
+        t = np.linspace(0, 2 * np.pi, M.k_landmarks, endpoint=False) ** 1.1
+        point = M.validate(np.stack([np.cos(t), 0.8 * np.sin(t)], -1))
     return pt.broadcast_to(pt.as_tensor_variable(point), rv.shape)
 
 

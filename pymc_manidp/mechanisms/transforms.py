@@ -226,13 +226,18 @@ class PolarChart(Transform):
         d = self.manifold.dim
         if d == 1:
             return c / scale
-        t = pt.sqrt(pt.sum(c**2, axis=-1))
+        t_exact = pt.sqrt(pt.sum(c**2, axis=-1))
+        # the centre itself (s = -inf, no direction) is sent 1e-6 scale away: forward
+        # only gives starting points, and a finite one is what a sampler needs
+        t = pt.maximum(t_exact, 1e-6 * scale)
+        e1 = np.eye(d)[0]
+        z = pt.switch(pt.shape_padright(t_exact > 0), c / pt.shape_padright(t), e1)
         big_t = self.manifold.injectivity_radius
         if np.isfinite(big_t):
             s = pt.log(big_t * pt.arctanh(pt.minimum(t / big_t, 1 - 1e-16)) / scale)
         else:
             s = pt.log(t / scale)
-        return pt.concatenate([c / t[..., None], s[..., None]], axis=-1)
+        return pt.concatenate([z, s[..., None]], axis=-1)
 
     def log_jac_det(self, value, *inputs):
         c, log_jac = self._coords(value, inputs)
