@@ -37,6 +37,7 @@ from pymc.logprob.abstract import _logprob
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.traversal import ancestors
+from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.random.op import RandomVariable
 from scipy import special
 
@@ -69,7 +70,14 @@ _N_NODES = 400  # Gauss-Legendre nodes of the radial quadrature (machine precisi
 
 # --- helpers --------------------------------------------------------------------------
 def _value_of(x):
-    """NumPy value of a constant or a ``pm.Data`` (its current value); None for graphs."""
+    """NumPy value of a constant or a ``pm.Data`` (its current value); None for graphs.
+
+    Leading broadcast axes that an ``Op`` adds to its parameters (``size``) are peeled.
+    """
+    while isinstance(x, Variable) and x.owner is not None and isinstance(x.owner.op, DimShuffle):
+        if not x.owner.op.is_left_expand_dims:  # a transpose or drop: another array
+            return None
+        x = x.owner.inputs[0]
     if isinstance(x, Constant):
         return np.asarray(x.data, float)
     if isinstance(x, SharedVariable):
@@ -477,7 +485,7 @@ def _global_chart(manifold):
 @_default_transform.register(ManifoldLaplaceRV)
 def _laplace_transform(op, rv):
     footpoint = rv.owner.inputs[2]
-    center = _value_of(footpoint) if _is_constant(footpoint) else None
+    center = _value_of(footpoint)
     if center is not None and center.shape == tuple(op.manifold.point_shape):
         return PolarChart(op.manifold, op.manifold.chart_frame(center), scale_input=3)
     return _global_chart(op.manifold)
