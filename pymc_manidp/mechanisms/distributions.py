@@ -474,6 +474,16 @@ def _laplace_support_point(op, rv, rng, size, footpoint, sigma):
     return pt.broadcast_to(point, rv.shape)
 
 
+def _polar(manifold, center, domain):
+    """The polar chart at ``center``; with a ball, capped at its edge (no wall for NUTS)
+    where a closed form of the edge exists, the centre moved into the ball if needed."""
+    if domain is None or not isinstance(manifold, (Sphere, KendallShape, Euclidean)):
+        return PolarChart(manifold, manifold.chart_frame(center), scale_input=3)
+    if not domain.distances(center) < domain.radius:
+        center = domain.center
+    return PolarChart(manifold, manifold.chart_frame(center), scale_input=3, domain=domain)
+
+
 def _global_chart(manifold):
     """A chart of the whole manifold that needs no centre (random footpoints)."""
     if isinstance(manifold, (Sphere, KendallShape)):
@@ -487,7 +497,7 @@ def _laplace_transform(op, rv):
     footpoint = rv.owner.inputs[2]
     center = _value_of(footpoint)
     if center is not None and center.shape == tuple(op.manifold.point_shape):
-        return PolarChart(op.manifold, op.manifold.chart_frame(center), scale_input=3)
+        return _polar(op.manifold, center, op.domain)
     return _global_chart(op.manifold)
 
 
@@ -596,7 +606,7 @@ def _kng_transform(op, rv):
         if op.domain is None:
             return _global_chart(op.manifold)
         center = op.domain.center
-    return PolarChart(op.manifold, op.manifold.chart_frame(center), scale_input=3)
+    return _polar(op.manifold, center, op.domain)
 
 
 class ManifoldUniform(Continuous):

@@ -32,7 +32,14 @@ from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_real
 
-__all__ = ["ChartTransform", "NormalizedGaussian", "PolarChart", "chart_coords", "log_volume"]
+__all__ = [
+    "ChartTransform",
+    "NormalizedGaussian",
+    "PolarChart",
+    "ball_exit",
+    "chart_coords",
+    "log_volume",
+]
 
 
 class ChartTransform(Transform):
@@ -158,6 +165,14 @@ class PolarChart(Transform):
         variable's own ``sigma`` input (``scale_input``).
     scale_input : int
         Index of ``sigma`` among the random variable's inputs, when ``scale`` is None.
+    domain : DataDomain, optional
+        Cap the radius at the edge of the ball ``B_r(m0)`` (which must contain the
+        centre) instead of the injectivity radius: ``t = T(ω) tanh(scale e^s/T(ω))``
+        with ``T(ω)`` the distance from the centre to the ball's edge along ``ω``.
+        The chart then covers exactly the open ball, so a density restricted to it
+        has no wall for NUTS to hit. The map ``(ω, s) -> (ω, t)`` is triangular, so
+        the log-Jacobian keeps its form with ``T(ω)``. Closed forms of ``T(ω)`` exist
+        here for Sphere, KendallShape and Euclidean.
 
     Examples
     --------
@@ -174,22 +189,26 @@ class PolarChart(Transform):
 
     name = "polar"
 
-    def __init__(self, manifold, frame, scale=None, scale_input: int = 3):
+    def __init__(self, manifold, frame, scale=None, scale_input: int = 3, domain=None):
         self.manifold = manifold
         self.frame = frame
         self.scale = scale
         self.scale_input = scale_input
         self.ndim_supp = len(manifold.point_shape)
+        if domain is not None and not isinstance(manifold, (Sphere, KendallShape, Euclidean)):
+            raise ValueError(f"the ball-capped polar chart has no closed form on {manifold}")
+        self.domain = domain
 
     def _scale(self, inputs):
         if self.scale is not None:
             return pt.as_tensor_variable(self.scale)
         return pt.as_tensor_variable(inputs[self.scale_input])
 
-    def _radius(self, s, scale):
-        """``t(s)`` and ``log dt/ds``."""
-        big_t = self.manifold.injectivity_radius
-        if np.isfinite(big_t):
+    def _radius(self, s, scale, big_t=None):
+        """``t(s)`` and ``log dt/ds``; ``big_t`` caps the radius (tensor or float)."""
+        if big_t is None:
+            big_t = self.manifold.injectivity_radius
+        if not (isinstance(big_t, float) and not np.isfinite(big_t)):
             y = scale * pt.exp(s) / big_t
             log_sech2 = 2.0 * (np.log(2.0) - y - pt.log1p(pt.exp(-2.0 * y)))
             return big_t * pt.tanh(y), pt.log(scale) + s + log_sech2
@@ -205,7 +224,7 @@ class PolarChart(Transform):
             return c, pt.log(scale) + pt.zeros_like(value[..., 0])
         z, s = value[..., :d], value[..., d]
         nz = pt.sqrt(pt.sum(z**2, axis=-1))
-        t, log_dt_ds = self._radius(s, scale)
+        t, log_dt_ds = self._radius(s, scale, self._cap(z / pt.shape_padright(nz)))
         c = (t / nz)[..., None] * z
         log_jac = (
             (d - 1) * pt.log(t)
@@ -215,6 +234,13 @@ class PolarChart(Transform):
             - 0.5 * d * np.log(2.0 * np.pi)
         )
         return c, log_jac
+
+    def _cap(self, omega):
+        """Largest radius along unit chart directions ``omega``: the injectivity radius,
+        or with a ``domain`` the distance to the ball's edge (:func:`ball_exit`)."""
+        if self.domain is None:
+            return None
+        return ball_exit(self.manifold, self.frame, omega, self.domain)
 
     def backward(self, value, *inputs):
         c, _ = self._coords(value, inputs)
@@ -232,8 +258,10 @@ class PolarChart(Transform):
         t = pt.maximum(t_exact, 1e-6 * scale)
         e1 = np.eye(d)[0]
         z = pt.switch(pt.shape_padright(t_exact > 0), c / pt.shape_padright(t), e1)
-        big_t = self.manifold.injectivity_radius
-        if np.isfinite(big_t):
+        big_t = self._cap(z)
+        if big_t is None:
+            big_t = self.manifold.injectivity_radius
+        if not (isinstance(big_t, float) and not np.isfinite(big_t)):
             s = pt.log(big_t * pt.arctanh(pt.minimum(t / big_t, 1 - 1e-16)) / scale)
         else:
             s = pt.log(t / scale)
@@ -322,3 +350,44 @@ def log_volume(manifold) -> float:
         f"{manifold} has infinite volume: a uniform law exists only on compact manifolds "
         "(Sphere, KendallShape)"
     )
+
+
+def ball_exit(manifold, frame, omega, domain):
+    r"""Distance ``T(ω)`` from the chart centre to the edge of ``B_r(m0)`` along ``ω``.
+
+    ``omega``: unit chart directions ``(..., dim)`` at the frame's centre (inside the
+    ball). Closed forms: Euclidean, ``|c + tω - m0| = r``; sphere of radius ``R``,
+    ``<m0, γ(t)>/R^2 = a cos(t/R) + b sin(t/R) = cos(r/R)``; Kendall shapes,
+    ``|<m0, γ(t)>|^2 = P + Q cos 2t + W sin 2t = cos^2 r`` (complex inner products).
+    The first crossing after ``t = 0`` is taken.
+    """
+    m0 = np.asarray(domain.center, float)
+    r = float(domain.radius)
+    omega = pt.as_tensor_variable(omega)
+    if isinstance(manifold, Euclidean):
+        off = pt.as_tensor_variable(frame["center"]) - m0
+        proj = pt.sum(omega * off, axis=-1)
+        return -proj + pt.sqrt(pt.maximum(proj**2 - pt.sum(off**2) + r * r, 0.0))
+    basis = pt.as_tensor_variable(frame["basis"])
+    center = pt.as_tensor_variable(frame["center"])
+    w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the centre
+    if isinstance(manifold, Sphere):
+        big_r = manifold.radius
+        a = pt.sum(center * m0) / big_r**2
+        b = pt.sum(w * m0, axis=-1) / big_r
+        amp = pt.sqrt(a**2 + b**2)
+        cos_arg = pt.minimum(np.cos(r / big_r) / amp, 1.0)
+        return big_r * (pt.arctan2(b, a) + pt.arccos(cos_arg))
+
+    def herm(x, y):  # <x, y> = sum conj(x) y, of (k, 2) arrays as complex vectors
+        re = pt.sum(x[..., 0] * y[..., 0] + x[..., 1] * y[..., 1], axis=-1)
+        im = pt.sum(x[..., 0] * y[..., 1] - x[..., 1] * y[..., 0], axis=-1)
+        return re, im
+
+    ar, ai = herm(m0, center)
+    br, bi = herm(m0, w)
+    a2, b2 = ar**2 + ai**2, br**2 + bi**2
+    p, q, ww = (a2 + b2) / 2, (a2 - b2) / 2, ar * br + ai * bi
+    amp = pt.sqrt(q**2 + ww**2)
+    cos_arg = pt.clip((np.cos(r) ** 2 - p) / amp, -1.0, 1.0)
+    return (pt.arctan2(ww, q) + pt.arccos(cos_arg)) / 2

@@ -225,3 +225,32 @@ def test_restricted_and_kng_refuse_random_parameters():
             pmd.KNG("k", S2, np.stack([NORTH] * 3), s, dom)
         with pytest.raises(ValueError, match="unnormalized"):
             pmd.ManifoldLaplace("x2", pmd.SPD(k=2), np.eye(2), s)
+
+
+def test_user_kng_samples_without_divergences_and_follows_the_exact_law():
+    # issue 11's case: sigma 0.1, r 0.4, n 50 gave 145 divergences at the ball's wall.
+    # The default chart is now capped at the ball's edge: 0 divergences, and the
+    # distance to the Fréchet mean matches exact draws (two-sample KS, p-value for
+    # n = ESS, alpha 0.01); the law with sigma/2 is rejected by the same test.
+    from tests.radial import mcmc_ks
+
+    dom = pmd.DataDomain(S2, NORTH, 0.4)
+    rng = np.random.default_rng(3)
+    data = S2.exp_coords(NORTH, rng.uniform(-0.2, 0.2, size=(50, 2)))
+    with pm.Model():
+        pmd.KNG("k", S2, data, 0.1, dom)
+        idata = pm.sample(1000, tune=1000, chains=2, random_seed=4, progressbar=False)
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+    mean = pmd.frechet_mean(S2, data).mean
+    d = S2.dist(mean, idata.posterior["k"].values)
+    assert np.all(dom.distances(idata.posterior["k"].values) <= 0.4)
+
+    def ecdf_of(sigma):
+        ref = np.sort(
+            S2.dist(mean, pm.draw(pmd.KNG.dist(S2, data, sigma, dom, size=20000), random_seed=5))
+        )
+        return lambda q: np.searchsorted(ref, q, side="right") / len(ref)
+
+    _, pvalue, ess = mcmc_ks(d, ecdf_of(0.1))
+    assert ess >= 400 and pvalue > 0.01, (pvalue, ess)
+    assert mcmc_ks(d, ecdf_of(0.05))[1] < 0.01
