@@ -27,6 +27,7 @@ EXPECTED = (
     "01_sphere_mean_direction.ipynb",
     "02_spd_covariance.ipynb",
     "03_cell_shapes.ipynb",
+    "04_noise_aware_inference.ipynb",
 )
 
 # plt.show() under Agg only warns that it cannot show anything
@@ -134,3 +135,17 @@ def test_cells_notebook():
     assert 0 < ns["outside"].sum() < ns["n"]
     d = ns["mean_distance"]
     assert 0 < d["KNG"] < d["landmark-wise Laplace"]
+
+
+def test_noise_aware_notebook():
+    ns = run("04_noise_aware_inference.ipynb")
+    S, published, idata = ns["S"], ns["published"], ns["idata"]
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+    post = idata.posterior["mean"].values.reshape(-1, 3)
+    assert np.allclose(np.linalg.norm(post, axis=-1), 1.0)
+    # the posterior is the Laplace at the release: mean distance 2 sigma (sigma << pi)
+    d = S.dist(np.asarray(published["value"]), post)
+    assert 1.5 * published["sigma"] < d.mean() < 2.5 * published["sigma"]
+    assert np.median(ns["d_post"]) < np.median(ns["d_prior"])
+    ranks = ns["ranks"]
+    assert len(ranks) == 30 and np.all((0 <= ranks) & (ranks <= 100))

@@ -1,9 +1,16 @@
 """Mechanisms layer: tangent-chart transforms, PyMC distributions, mechanism objects."""
 
-from pymc_manidp.mechanisms.distributions import KNG, ManifoldLaplace, kng_logp, laplace_logp
+from pymc_manidp.mechanisms.distributions import (
+    KNG,
+    ManifoldLaplace,
+    ManifoldUniform,
+    kng_logp,
+    laplace_log_normalizer,
+    laplace_logp,
+)
 from pymc_manidp.mechanisms.kng import KNGMechanism
 from pymc_manidp.mechanisms.laplace import LaplaceMechanism
-from pymc_manidp.mechanisms.transforms import ChartTransform
+from pymc_manidp.mechanisms.transforms import ChartTransform, NormalizedGaussian, PolarChart
 
 __all__ = [
     "KNG",
@@ -11,6 +18,10 @@ __all__ = [
     "KNGMechanism",
     "LaplaceMechanism",
     "ManifoldLaplace",
+    "ManifoldUniform",
+    "NormalizedGaussian",
+    "PolarChart",
     "kng_logp",
+    "laplace_log_normalizer",
     "laplace_logp",
 ]

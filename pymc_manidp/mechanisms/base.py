@@ -8,8 +8,8 @@ range), checks repeated at release time. A mechanism provides
   ``check_law_exists``); :meth:`Mechanism.scale` turns them into ``sigma``, refusing a
   ``sigma`` floating point cannot represent;
 - the public hooks the samplers and the release procedure use:
-  :meth:`exact_draws` (exact law), :meth:`mcmc_inputs` and :meth:`log_density`
-  (the PyMC model's inputs and density), and ``model(data)``.
+  :meth:`exact_draws` (exact law), :meth:`mcmc_inputs` and :meth:`mcmc_law`
+  (the PyMC model's inputs and the mechanism's PyMC distribution), and ``model(data)``.
 
 :meth:`sample` and :meth:`release` are the same for every mechanism.
 """
@@ -100,8 +100,10 @@ class Mechanism:
         inputs, the values of the PyMC model's ``pm.Data``."""
         raise NotImplementedError
 
-    def log_density(self, x, v):  # pragma: no cover - abstract
-        """The PyTensor log density at ``x`` given the ``pm.Data`` values ``v``."""
+    def mcmc_law(self, name, v, **kwargs):  # pragma: no cover - abstract
+        """The mechanism's PyMC distribution (a model variable called ``name``) built
+        from the ``pm.Data`` tensors ``v`` (``"scale"`` and the inputs of
+        :meth:`mcmc_inputs`); ``kwargs`` go to the distribution (e.g. its transform)."""
         raise NotImplementedError
 
     # --- what users call --------------------------------------------------------------

@@ -136,7 +136,7 @@ def mcmc_release(
 ) -> Release:
     """Sample ``compiled`` with the ``pm.Data`` ``values``, gate on the diagnostics,
     then release one uniformly random post-tuning draw (inside the ball if restricted)."""
-    manifold, restricted = mech.manifold, mech.restricted
+    manifold, restricted, domain = mech.manifold, mech.restricted, mech.domain
     rng, policy = resolve_rng(random_seed)
     seed = int(rng.integers(2**31 - 1))
     idata = compiled.sample(values, draws=draws, tune=tune, chains=chains, random_seed=seed)
@@ -158,7 +158,7 @@ def mcmc_release(
     flat = x.reshape((-1, *manifold.point_shape))
     candidates = np.arange(len(flat))
     if restricted:
-        inside = np.asarray(idata.posterior["in_domain"].values).ravel().astype(bool)
+        inside = domain.distances(flat) <= domain.radius
         candidates = candidates[inside]
         if len(candidates) < 0.5 * len(flat):
             raise DiagnosticsError(

@@ -1,29 +1,150 @@
-r"""PyMC distributions of the two mechanisms, valued on the manifold.
+r"""PyMC distributions of the two mechanisms and the uniform law, valued on the manifold.
 
-Both are :class:`pymc.CustomDist` variables whose value is a point in embedding
-coordinates (a unit vector, an SPD matrix, a pre-shape) and whose default transform is
-the :class:`~pymc_manidp.mechanisms.transforms.ChartTransform` at the density's mode.
-Their log-densities are with respect to the Riemannian volume; the transform adds the
-exp chart's volume density, so the sampler's target on :math:`\mathbb R^d` is exact.
-They work as building blocks inside any ``pm.Model``.
+Each is written the way PyMC writes its own: a :class:`~pytensor.tensor.random.op.RandomVariable`
+whose ``rng_fn`` is the library's exact sampler (:mod:`pymc_manidp.samplers.exact`),
+and a :class:`pymc.Distribution` with ``rv_op``, ``dist``, ``logp`` and
+``support_point``. So ``pm.draw``, prior and posterior predictive sampling,
+``pm.model_to_graphviz``, ``pm.compute_log_likelihood``, ``pm.observe`` and ``pm.do``
+work, and ``size=``/``shape=`` give batches of independent draws with the usual
+broadcasting of the parameters.
+
+The manifold (and the public ball) is part of the ``Op``: one ``Op`` per manifold,
+as ``MvNormal``'s ``ndim_supp`` belongs to its ``Op``. Values are points in embedding
+coordinates (a unit vector, an SPD matrix, a pre-shape), so ``ndim_supp`` is 1 on
+spheres and Euclidean spaces, 2 on SPD and Kendall shapes.
+
+Log-densities are w.r.t. the Riemannian volume. Where the normalizer does not depend
+on the footpoint (the unrestricted Laplace on a homogeneous space) it is included
+(:func:`laplace_log_normalizer`), so a random ``sigma`` and model comparison are
+right. The ball-restricted Laplace and KNG stay unnormalized (their normalizer
+depends on the footpoint or the data): their ``sigma``, footpoint and data must not
+depend on random variables (constants and ``pm.Data`` are fine).
+
+Latent (unobserved) variables are sampled in the
+:class:`~pymc_manidp.mechanisms.transforms.PolarChart` at the footpoint (KNG:
+at the Fréchet mean of the data), which NUTS crosses without
+meeting the density's cusp; observed values get no transform (``default_transform``).
 """
 
 from __future__ import annotations
 
 import numpy as np
-import pymc as pm
 import pytensor.tensor as pt
+from pymc.distributions.dist_math import check_parameters
+from pymc.distributions.distribution import Continuous, _support_point
+from pymc.distributions.transforms import _default_transform
+from pymc.logprob.abstract import _logprob
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Constant, Variable
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.elemwise import DimShuffle
+from pytensor.tensor.random.op import RandomVariable
+from scipy import special
 
+from pymc_manidp.geometry.euclidean import Euclidean
+from pymc_manidp.geometry.kendall import KendallShape
+from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_real
-from pymc_manidp.mechanisms.transforms import ChartTransform
+from pymc_manidp.mechanisms.transforms import (
+    ChartTransform,
+    NormalizedGaussian,
+    PolarChart,
+    _log_unit_sphere_volume,
+    log_volume,
+)
 
-__all__ = ["KNG", "ManifoldLaplace", "kng_logp", "laplace_logp"]
+__all__ = [
+    "KNG",
+    "KNGRV",
+    "ManifoldLaplace",
+    "ManifoldLaplaceRV",
+    "ManifoldUniform",
+    "ManifoldUniformRV",
+    "kng_logp",
+    "laplace_log_normalizer",
+    "laplace_logp",
+]
+
+_N_NODES = 400  # Gauss-Legendre nodes of the radial quadrature (machine precision)
 
 
-def _signature(manifold) -> str:
-    """``(p0,p1),()->(p0,p1)``: a point-shaped parameter and a scalar rate."""
-    core = ",".join(f"p{i}" for i in range(len(manifold.point_shape)))
-    return f"({core}),()->({core})"
+# --- helpers --------------------------------------------------------------------------
+def _value_of(x):
+    """NumPy value of a constant or a ``pm.Data`` (its current value); None for graphs.
+
+    Leading broadcast axes that an ``Op`` adds to its parameters (``size``) are peeled.
+    """
+    while isinstance(x, Variable) and x.owner is not None and isinstance(x.owner.op, DimShuffle):
+        if not x.owner.op.is_left_expand_dims:  # a transpose or drop: another array
+            return None
+        x = x.owner.inputs[0]
+    if isinstance(x, Constant):
+        return np.asarray(x.data, float)
+    if isinstance(x, SharedVariable):
+        return np.asarray(x.get_value(), float)
+    if isinstance(x, Variable):
+        return None
+    return np.asarray(x, float)
+
+
+def _is_constant(x) -> bool:
+    return not isinstance(x, Variable) or isinstance(x, Constant)
+
+
+def _depends_on_random(x) -> bool:
+    """Whether ``x`` is (a function of) a random variable: then it is not a constant."""
+    if not isinstance(x, Variable):
+        return False
+    return any(
+        v.owner is not None and isinstance(v.owner.op, RandomVariable) for v in ancestors([x])
+    ) or any(
+        v.owner is not None and type(v.owner.op).__name__.endswith("RV") for v in ancestors([x])
+    )
+
+
+def _core(manifold) -> str:
+    return ",".join(f"p{i}" for i in range(len(manifold.point_shape)))
+
+
+def _manifold_name(manifold) -> str:
+    return type(manifold).__name__
+
+
+def _check_sigma(sigma):
+    if _is_constant(sigma):
+        sig = np.asarray(sigma.data if isinstance(sigma, Constant) else sigma, float)
+        if np.ndim(sig) == 0:
+            check_positive_real(float(sig), "sigma")
+        elif not (np.all(np.isfinite(sig)) and np.all(sig > 0)):
+            raise ValueError("sigma must be finite and > 0 everywhere")
+    return pt.as_tensor_variable(sigma, dtype="floatX")
+
+
+def _check_point(manifold, x, name):
+    """Validate a constant point eagerly (returns its standard form); tensors pass."""
+    if _is_constant(x):
+        val = manifold.validate(np.asarray(x.data if isinstance(x, Constant) else x, float))
+        return pt.as_tensor_variable(val)
+    return pt.as_tensor_variable(x)
+
+
+def _sigma_conditions(sigma):
+    return [pt.gt(sigma, 0), pt.isfinite(sigma)]
+
+
+def _point_conditions(manifold, x):
+    """In-graph checks of a point that may be a tensor (cheap ones only)."""
+    if isinstance(manifold, Sphere):
+        r = manifold.radius
+        return [pt.lt(pt.abs(pt.sqrt(pt.sum(x**2, axis=-1)) - r), 1e-6 * r)]
+    if isinstance(manifold, KendallShape):
+        centred = pt.lt(pt.abs(pt.sum(x, axis=-2)), 1e-6)
+        unit = pt.lt(pt.abs(pt.sum(x**2, axis=(-2, -1)) - 1.0), 1e-6)
+        return [centred, unit]
+    if isinstance(manifold, Euclidean):
+        return [pt.isfinite(x)]
+    # SPD: symmetric (positivity is checked where the log-density takes logarithms)
+    return [pt.lt(pt.abs(x - pt.swapaxes(x, -1, -2)), 1e-8 * (1.0 + pt.abs(x)))]
 
 
 def _restrict(logp, manifold, value, domain):
@@ -33,12 +154,114 @@ def _restrict(logp, manifold, value, domain):
     return pt.switch(inside, logp, -np.inf)
 
 
-def laplace_logp(manifold, value, footpoint, sigma, domain=None):
-    r"""Unnormalized log-density of the manifold Laplace w.r.t. the Riemannian volume.
+def _broadcast_size(point, size, manifold):
+    if size is None or (isinstance(size, Variable) and _is_none(size)):
+        return point
+    return pt.broadcast_to(point, (*tuple(size), *manifold.point_shape))
 
-    .. math:: \log f(x) = -\rho(\eta, x)/\sigma \quad (x \in B_r(m_0) \text{ if restricted})
+
+def _is_none(size):
+    from pymc.distributions.shape_utils import rv_size_is_none
+
+    return rv_size_is_none(size)
+
+
+def _off_centre(manifold, center, scale):
+    """A point one ``scale`` from ``center`` (numeric centre): off the cusp, for NUTS."""
+    d = manifold.dim
+    u = np.full(d, 1.0 / np.sqrt(d))
+    return manifold.pt_exp_frame(manifold.chart_frame(center), pt.as_tensor_variable(scale) * u)
+
+
+def _batched(params, nds, size, point_shape):
+    """Broadcast parameters with core dims ``nds`` to a common batch; flat copies."""
+    batch = np.broadcast_shapes(
+        *(np.shape(p)[: np.ndim(p) - nd] for p, nd in zip(params, nds, strict=True))
+    )
+    if size is not None:
+        batch = tuple(size)
+    flat = [
+        np.broadcast_to(p, batch + np.shape(p)[np.ndim(p) - nd :]).reshape(
+            (-1, *np.shape(p)[np.ndim(p) - nd :])
+        )
+        for p, nd in zip(params, nds, strict=True)
+    ]
+    return batch, flat
+
+
+def _draw_batched(params, nds, size, point_shape, draw):
+    """Call ``draw(*core_params, m)`` once per distinct parameter set of the batch."""
+    batch, flat = _batched(params, nds, size, point_shape)
+    m = int(np.prod(batch, dtype=int))
+    out = np.empty((m, *point_shape))
+    if m == 0:
+        return out.reshape(batch + tuple(point_shape))
+    same = all(np.all(f == f[:1]) for f in flat)
+    if same:
+        out[:] = draw(*(f[0] for f in flat), m)
+    else:
+        for i in range(m):
+            out[i] = draw(*(f[i] for f in flat), 1)[0]
+    return out.reshape(batch + tuple(point_shape))
+
+
+# --- log-densities ---------------------------------------------------------------------
+def laplace_log_normalizer(manifold, sigma):
+    r"""``log Z(sigma)`` of the unrestricted manifold Laplace (a PyTensor graph), or None.
+
+    .. math:: Z(\sigma) = \int_{\mathcal M} e^{-\rho(\eta, x)/\sigma}\,dx
+              = \mathrm{vol}(S^{d-1})\,\sigma^d \int_0^{U} e^{-u} u^{d-1}
+                J(\sigma u)\,du,
+
+    ``J`` the exp chart's volume density along a ray (``manifold.pt_log_volume_density``),
+    ``U = T/\sigma`` with ``T`` the chart's radius. It does not depend on the footpoint
+    (homogeneous spaces). Euclidean: closed form :math:`\mathrm{vol}(S^{d-1})\Gamma(d)\sigma^d`;
+    Sphere and Kendall shapes: Gauss-Legendre quadrature on ``[0, min(U, 2d + 100)]``
+    (400 nodes, beyond ``2d + 100`` the integrand is below ``e^{-50}`` of its peak),
+    differentiable in ``sigma``. SPD: None (the direction average of ``J`` has no
+    one-dimensional form here; the SPD Laplace stays unnormalized and refuses a
+    random ``sigma``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> z = np.exp(laplace_log_normalizer(pmd.Sphere(dim=2), 0.5).eval())
+    >>> bool(np.isclose(z, 2 * np.pi * 0.25 * (1 + np.exp(-2 * np.pi)) / 1.25))
+    True
+    """
+    sigma = pt.as_tensor_variable(sigma)
+    d = manifold.dim
+    base = _log_unit_sphere_volume(d) + d * pt.log(sigma)
+    if isinstance(manifold, Euclidean):
+        return base + special.gammaln(d)
+    if not isinstance(manifold, (Sphere, KendallShape)):
+        return None
+    big_t = manifold.injectivity_radius
+    upper = pt.minimum(big_t / sigma, 2.0 * d + 100.0)
+    x, w = np.polynomial.legendre.leggauss(_N_NODES)
+    u = pt.shape_padright(upper) * (x + 1.0) / 2.0  # (..., nodes)
+    e1 = np.eye(d)[0]
+    coords = pt.shape_padright(pt.shape_padright(sigma) * u) * e1
+    log_f = -u + (d - 1) * pt.log(u) + manifold.pt_log_volume_density(coords)
+    log_int = pt.logsumexp(log_f + np.log(w), axis=-1) + pt.log(upper / 2.0)
+    return base + log_int
+
+
+def laplace_logp(manifold, value, footpoint, sigma, domain=None, normalized=True):
+    r"""Log-density of the manifold Laplace w.r.t. the Riemannian volume.
+
+    .. math:: \log f(x) = -\rho(\eta, x)/\sigma - \log Z(\sigma)
+              \quad (x \in B_r(m_0) \text{ and no } Z \text{ if restricted})
+
+    ``Z`` is :func:`laplace_log_normalizer` where it exists (``normalized=True``,
+    no ``domain``), else left out.
     """
     logp = -manifold.pt_dist(footpoint, value) / sigma
+    if normalized and domain is None:
+        log_z = laplace_log_normalizer(manifold, sigma)
+        if log_z is not None:
+            logp = logp - log_z
     return _restrict(logp, manifold, value, domain)
 
 
@@ -46,111 +269,404 @@ def kng_logp(manifold, value, data, sigma, domain):
     r"""Unnormalized log-density of KNG w.r.t. the Riemannian volume, on ``B_r(m0)``.
 
     .. math:: \log f(x) = -\Big\|\sum_{i=1}^n \log_x(x_i)\Big\|_x \big/ (\sigma n)
+
+    ``value`` may carry batch dimensions ``(..., *point_shape)``; ``data`` is
+    ``(n, *point_shape)``.
     """
+    value = pt.as_tensor_variable(value)
+    nd = len(manifold.point_shape)
     n = data.shape[0]
-    logs = manifold.pt_log(value, data)
-    grad = pt.sum(logs, axis=0)
+    # broadcast explicitly: batched matrix functions infer their output's static shape
+    # from the first operand, so a length-1 axis there would drop data rows
+    xb = pt.expand_dims(value, -nd - 1)
+    xb = pt.broadcast_to(
+        xb, (*[value.shape[i] for i in range(value.ndim - nd)], n, *manifold.point_shape)
+    )
+    logs = manifold.pt_log(xb, data)
+    grad = pt.sum(logs, axis=-nd - 1)
     logp = -manifold.pt_norm(value, grad) / (sigma * n)
     return _restrict(logp, manifold, value, domain)
 
 
-class ManifoldLaplace:
+# --- random variable ops ----------------------------------------------------------------
+class _ManifoldRV(RandomVariable):
+    """A random variable whose law lives on ``manifold`` (part of the Op, like ``ndim_supp``)."""
+
+    __props__ = ("name", "signature", "dtype", "inplace", "manifold", "domain")
+    dtype = "floatX"
+    _law = "law"
+
+    def __init__(self, manifold, domain=None, **kwargs):
+        self.manifold = manifold
+        self.domain = domain
+        kwargs.setdefault("signature", self._signature(manifold))
+        kwargs.setdefault("name", self._law)
+        super().__init__(**kwargs)
+
+    def __str__(self):
+        return f"{self._law}({self.manifold})"
+
+    def _supp_shape_from_params(self, dist_params, param_shapes=None):
+        return tuple(self.manifold.point_shape)  # a point's shape, whatever the parameters
+
+    @property
+    def _print_name(self):
+        return (f"{self._law}", rf"\operatorname{{{self._law}}}")
+
+
+class ManifoldLaplaceRV(_ManifoldRV):
+    """``footpoint, sigma -> point``; draws: :func:`pymc_manidp.samplers.exact.sample_laplace`."""
+
+    _law = "ManifoldLaplace"
+
+    @staticmethod
+    def _signature(manifold):
+        core = _core(manifold)
+        return f"({core}),()->({core})"
+
+    def rng_fn(self, rng, footpoint, sigma, size):
+        from pymc_manidp.samplers.exact import sample_laplace
+
+        M = self.manifold
+        nd = len(M.point_shape)
+
+        def draw(eta, s, m):
+            return sample_laplace(M, eta, float(s), m, rng, domain=self.domain).points
+
+        return _draw_batched([footpoint, sigma], [nd, 0], size, M.point_shape, draw)
+
+
+class KNGRV(_ManifoldRV):
+    """``data, sigma -> point``; draws: :func:`pymc_manidp.samplers.exact.sample_kng`."""
+
+    _law = "KNG"
+
+    @staticmethod
+    def _signature(manifold):
+        core = _core(manifold)
+        return f"(n,{core}),()->({core})"
+
+    def rng_fn(self, rng, data, sigma, size):
+        from pymc_manidp.samplers.exact import sample_kng
+
+        M = self.manifold
+        nd = len(M.point_shape)
+
+        def draw(x, s, m):
+            return sample_kng(M, x, float(s), m, rng, domain=self.domain).points
+
+        return _draw_batched([data, sigma], [nd + 1, 0], size, M.point_shape, draw)
+
+
+class ManifoldUniformRV(_ManifoldRV):
+    """``-> point``: the normalized volume of a compact manifold (a normalized Gaussian)."""
+
+    _law = "ManifoldUniform"
+
+    @staticmethod
+    def _signature(manifold):
+        return f"->({_core(manifold)})"
+
+    def rng_fn(self, rng, size):
+        M = self.manifold
+        size = () if size is None else tuple(size)
+        if isinstance(M, Sphere):
+            z = rng.standard_normal((*size, M.dim + 1))
+            return M.radius * z / np.linalg.norm(z, axis=-1, keepdims=True)
+        # a Gaussian configuration's shape is uniform (its pre-shape is uniform on the
+        # pre-shape sphere, which projects to the uniform law on CP^{k-2})
+        return M.validate(rng.standard_normal((*size, M.k_landmarks, 2)))
+
+
+# --- distributions ---------------------------------------------------------------------
+class ManifoldLaplace(Continuous):
     r"""Manifold Laplace distribution (2021, Definition 3), optionally on a ball.
 
-    .. math:: f(x) \propto e^{-\rho(\eta, x)/\sigma}\ \text{w.r.t. Riemannian volume},
-              \quad x \in B_r(m_0) \text{ when ``domain`` is given.}
+    .. math:: f(x) = \frac{e^{-\rho(\eta, x)/\sigma}}{Z(\sigma)}\ \text{w.r.t. volume},
+              \qquad Z(\sigma) = \int_{\mathcal M} e^{-\rho(\eta, y)/\sigma}\,dy,
+
+    normalized on ``Sphere``, ``KendallShape`` and ``Euclidean``
+    (:func:`laplace_log_normalizer`); unnormalized on ``SPD`` (then ``sigma`` must be a
+    constant or ``pm.Data``) and when restricted to a ball ``B_r(m0)`` (then ``sigma``
+    and ``footpoint`` must be constants or ``pm.Data``: the normalizer depends on them).
 
     Parameters
     ----------
     name : str
     manifold : Manifold
-    footpoint : array, shape ``point_shape``
-        The centre ``eta`` (a constant).
-    sigma : float
+    footpoint : array or tensor, shape ``(..., *point_shape)``
+        The centre ``eta``: a constant (validated now), ``pm.Data`` or a random
+        variable (checked in the graph).
+    sigma : float or tensor, shape ``(...)``
         The rate ``sigma > 0``.
     domain : DataDomain, optional
         Restrict the support to the closed ball ``B_r(m0)``.
     **kwargs
-        Passed to :class:`pymc.CustomDist` (``dims``, ``observed`` ...).
-
-    Returns
-    -------
-    TensorVariable
-        The manifold-valued random variable.
+        ``size``, ``shape``, ``dims``, ``observed`` ... as for any PyMC distribution.
 
     Examples
     --------
     >>> import numpy as np, pymc as pm
     >>> import pymc_manidp as pmd
     >>> S = pmd.Sphere(dim=2)
+    >>> pm.draw(ManifoldLaplace.dist(S, [0.0, 0.0, 1.0], 0.1, size=4), random_seed=1).shape
+    (4, 3)
     >>> with pm.Model() as m:
     ...     x = ManifoldLaplace("x", S, footpoint=[0.0, 0.0, 1.0], sigma=0.1)
     >>> sorted(m.initial_point())
-    ['x_chart__']
+    ['x_polar__']
     """
 
-    def __new__(cls, name, manifold, footpoint, sigma, domain=None, **kwargs):
-        footpoint = manifold.validate(footpoint)
-        sigma = check_positive_real(sigma, "sigma")
-        transform = ChartTransform(manifold, footpoint, sigma)
+    rv_type = ManifoldLaplaceRV
 
-        def logp(value, eta, s):
-            return laplace_logp(manifold, value, eta, s, domain)
+    @classmethod
+    def rv_op(cls, footpoint, sigma, *, manifold, domain=None, size=None, rng=None):
+        op = ManifoldLaplaceRV(manifold, domain)
+        return op(footpoint, sigma, size=size, rng=rng)
 
-        kwargs.setdefault("initval", transform.initial_value())
-        return pm.CustomDist(
-            name,
-            footpoint,
-            sigma,
-            logp=logp,
-            signature=_signature(manifold),
-            transform=transform,
-            **kwargs,
-        )
+    def __new__(cls, name, manifold, footpoint, sigma, *, domain=None, **kwargs):
+        return super().__new__(cls, name, manifold, footpoint, sigma, domain=domain, **kwargs)
+
+    @classmethod
+    def dist(cls, manifold, footpoint, sigma, *, domain=None, **kwargs):
+        footpoint = _check_point(manifold, footpoint, "footpoint")
+        sigma = _check_sigma(sigma)
+        if domain is not None:
+            if domain.manifold != manifold:
+                raise ValueError("domain is defined on a different manifold")
+            for what, x in (("footpoint", footpoint), ("sigma", sigma)):
+                if _depends_on_random(x):
+                    raise ValueError(
+                        f"the ball-restricted Laplace is unnormalized (its normalizer depends "
+                        f"on the footpoint and sigma), so its {what} must be a constant or "
+                        "pm.Data, not a random variable; drop domain= for a normalized law"
+                    )
+        elif laplace_log_normalizer(manifold, 1.0) is None and _depends_on_random(sigma):
+            raise ValueError(
+                f"the Laplace on {manifold} is unnormalized here (no normalizer for "
+                f"{_manifold_name(manifold)}), so sigma must be a constant or pm.Data, not a "
+                "random variable"
+            )
+        return super().dist([footpoint, sigma], manifold=manifold, domain=domain, **kwargs)
 
 
-class KNG:
+@_logprob.register(ManifoldLaplaceRV)
+def _laplace_logprob(op, values, rng, size, footpoint, sigma, **kwargs):
+    (value,) = values
+    logp = laplace_logp(op.manifold, value, footpoint, sigma, op.domain)
+    return check_parameters(
+        logp,
+        *_sigma_conditions(sigma),
+        *_point_conditions(op.manifold, footpoint),
+        msg=f"sigma > 0 and footpoint a point of {op.manifold}",
+    )
+
+
+@_support_point.register(ManifoldLaplaceRV)
+def _laplace_support_point(op, rv, rng, size, footpoint, sigma):
+    # the mode is the footpoint, but the polar chart puts it at log-radius -inf:
+    # a point one sigma away is a start NUTS can use
+    center = _value_of(footpoint)
+    if center is not None and center.shape == tuple(op.manifold.point_shape):
+        point = _off_centre(op.manifold, center, sigma)
+    else:
+        point = footpoint
+    return pt.broadcast_to(point, rv.shape)
+
+
+def _polar(manifold, center, domain):
+    """The polar chart at ``center``; with a ball, capped at its edge (no wall for NUTS)
+    where a closed form of the edge exists, the centre moved into the ball if needed."""
+    if domain is None or not isinstance(manifold, (Sphere, KendallShape, Euclidean)):
+        return PolarChart(manifold, manifold.chart_frame(center), scale_input=3)
+    if not domain.distances(center) < domain.radius:
+        center = domain.center
+    return PolarChart(manifold, manifold.chart_frame(center), scale_input=3, domain=domain)
+
+
+def _global_chart(manifold):
+    """A chart of the whole manifold that needs no centre (random footpoints)."""
+    if isinstance(manifold, (Sphere, KendallShape)):
+        return NormalizedGaussian(manifold)
+    center = np.eye(manifold.k) if hasattr(manifold, "k") else np.zeros(manifold.dim)
+    return ChartTransform(manifold, center, 1.0)
+
+
+@_default_transform.register(ManifoldLaplaceRV)
+def _laplace_transform(op, rv):
+    footpoint = rv.owner.inputs[2]
+    center = _value_of(footpoint)
+    if center is not None and center.shape == tuple(op.manifold.point_shape):
+        return _polar(op.manifold, center, op.domain)
+    return _global_chart(op.manifold)
+
+
+class KNG(Continuous):
     r"""K-norm gradient mechanism's distribution (2022) on the public ball.
 
-    .. math:: f(x) \propto \exp\Big(-\Big\|\sum_i \log_x(x_i)\Big\|_x / (\sigma n)\Big),
-              \quad x \in B_r(m_0).
+    .. math:: f(x) \propto \exp\Big(-\Big\|\sum_{i=1}^n \log_x(x_i)\Big\|_x / (\sigma n)\Big),
+              \quad x \in B_r(m_0),
+
+    unnormalized (the normalizer depends on the data): ``data`` and ``sigma`` must be
+    constants or ``pm.Data`` (new data without rebuilding the model), not random
+    variables. Draws are exact (:func:`~pymc_manidp.samplers.exact.sample_kng`).
 
     Parameters
     ----------
     name : str
     manifold : Manifold
-    data : array, shape ``(n, *point_shape)``
-        The (private) data; constants of the graph.
-    sigma : float
+    data : array or pm.Data, shape ``(n, *point_shape)``
+        The (private) data; constant data are checked against the ball now, ``pm.Data``
+        in the graph.
+    sigma : float or pm.Data
         The rate ``sigma > 0``.
-    domain : DataDomain
-        The public ball (KNG is always restricted to it).
-    mode : array, optional
-        Chart centre; default the Fréchet mean of ``data`` (the density's mode).
+    domain : DataDomain or None
+        The public ball (KNG's law is restricted to it). ``None`` leaves KNG's density
+        on the whole chart, with no exact draws: the mechanisms sample it so and keep
+        the draws inside the ball (the law conditioned on it), which spares NUTS the
+        density's wall at the ball's edge.
     **kwargs
-        Passed to :class:`pymc.CustomDist`.
+        As for any PyMC distribution.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> import pymc_manidp as pmd
+    >>> S = pmd.Sphere(dim=2)
+    >>> dom = pmd.DataDomain(S, [0.0, 0.0, 1.0], 0.4)
+    >>> data = S.exp_coords([0.0, 0.0, 1.0], np.full((5, 2), 0.1))
+    >>> pm.draw(KNG.dist(S, data, 0.1, dom, size=2), random_seed=0).shape
+    (2, 3)
     """
 
-    def __new__(cls, name, manifold, data, sigma, domain, mode=None, **kwargs):
-        from pymc_manidp.stats.frechet import frechet_mean
+    rv_type = KNGRV
 
-        data = domain.check(data)
-        sigma = check_positive_real(sigma, "sigma")
-        if mode is None:
-            mode = frechet_mean(manifold, data).mean
-        transform = ChartTransform(manifold, mode, sigma)
+    @classmethod
+    def rv_op(cls, data, sigma, *, manifold, domain, size=None, rng=None):
+        return KNGRV(manifold, domain)(data, sigma, size=size, rng=rng)
 
-        def logp(value, _mode, s):
-            # the mode only fixes the value's shape and the chart; it is not in the density
-            return kng_logp(manifold, value, data, s, domain)
+    def __new__(cls, name, manifold, data, sigma, domain, **kwargs):
+        return super().__new__(cls, name, manifold, data, sigma, domain, **kwargs)
 
-        kwargs.setdefault("initval", transform.initial_value())
-        return pm.CustomDist(
-            name,
-            transform.center,
-            sigma,
-            logp=logp,
-            signature=_signature(manifold),
-            transform=transform,
-            **kwargs,
-        )
+    @classmethod
+    def dist(cls, manifold, data, sigma, domain, **kwargs):
+        if domain is not None and domain.manifold != manifold:
+            raise ValueError("domain is defined on a different manifold")
+        if domain is not None and _is_constant(data):
+            data = pt.as_tensor_variable(
+                domain.check(np.asarray(data.data if isinstance(data, Constant) else data))
+            )
+        sigma = _check_sigma(sigma)
+        for what, x in (("data", data), ("sigma", sigma)):
+            if _depends_on_random(x):
+                raise ValueError(
+                    f"KNG is unnormalized (its normalizer depends on the data and sigma), so "
+                    f"its {what} must be a constant or pm.Data, not a random variable"
+                )
+        return super().dist([data, sigma], manifold=manifold, domain=domain, **kwargs)
+
+
+@_logprob.register(KNGRV)
+def _kng_logprob(op, values, rng, size, data, sigma, **kwargs):
+    (value,) = values
+    logp = kng_logp(op.manifold, value, data, sigma, op.domain)
+    if _is_constant(data) or op.domain is None:
+        return check_parameters(logp, *_sigma_conditions(sigma), msg="sigma > 0")
+    dom = op.domain
+    inside = op.manifold.pt_dist(pt.as_tensor_variable(dom.center), data) <= dom.radius
+    return check_parameters(
+        logp,
+        *_sigma_conditions(sigma),
+        inside,
+        msg=f"sigma > 0 and every datum inside the public ball B_r(m0), r = {dom.radius:.6g}",
+    )
+
+
+def _kng_center(op, data):
+    from pymc_manidp.stats.frechet import frechet_mean
+
+    values = _value_of(data)
+    if values is None or values.ndim != len(op.manifold.point_shape) + 1:
+        return None
+    return frechet_mean(op.manifold, values).mean
+
+
+@_support_point.register(KNGRV)
+def _kng_support_point(op, rv, rng, size, data, sigma):
+    center = _kng_center(op, data)
+    if center is None:
+        center = _value_of(data)[0] if op.domain is None else op.domain.center
+    return pt.broadcast_to(_off_centre(op.manifold, center, sigma), rv.shape)
+
+
+@_default_transform.register(KNGRV)
+def _kng_transform(op, rv):
+    center = _kng_center(op, rv.owner.inputs[2])
+    if center is None:
+        if op.domain is None:
+            return _global_chart(op.manifold)
+        center = op.domain.center
+    return _polar(op.manifold, center, op.domain)
+
+
+class ManifoldUniform(Continuous):
+    r"""The uniform law (normalized Riemannian volume) on a compact manifold.
+
+    .. math:: f(x) = 1/\mathrm{vol}(\mathcal M)
+
+    on ``Sphere`` (:math:`2\pi^{(d+1)/2}R^d/\Gamma((d+1)/2)`) and ``KendallShape``
+    (:math:`\pi^{k-2}/(k-2)!`); ``SPD`` and ``Euclidean`` have infinite volume
+    (``ValueError``). A prior for noise-aware inference. Sampled through a normalized
+    Gaussian (:class:`~pymc_manidp.mechanisms.transforms.NormalizedGaussian`).
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_manidp as pmd
+    >>> pm.draw(ManifoldUniform.dist(pmd.Sphere(dim=2), size=3), random_seed=0).shape
+    (3, 3)
+    """
+
+    rv_type = ManifoldUniformRV
+
+    @classmethod
+    def rv_op(cls, *, manifold, size=None, rng=None):
+        return ManifoldUniformRV(manifold)(size=size, rng=rng)
+
+    def __new__(cls, name, manifold, **kwargs):
+        return super().__new__(cls, name, manifold, **kwargs)
+
+    @classmethod
+    def dist(cls, manifold, **kwargs):
+        if not isinstance(manifold, (Sphere, KendallShape)):
+            raise ValueError(
+                f"ManifoldUniform needs a compact manifold (Sphere, KendallShape): "
+                f"{manifold} has infinite volume, so no uniform law exists on it"
+            )
+        return super().dist([], manifold=manifold, **kwargs)
+
+
+@_logprob.register(ManifoldUniformRV)
+def _uniform_logprob(op, values, rng, size, **kwargs):
+    (value,) = values
+    shape = value.shape[: value.ndim - len(op.manifold.point_shape)]
+    return pt.full(shape, -log_volume(op.manifold))
+
+
+@_support_point.register(ManifoldUniformRV)
+def _uniform_support_point(op, rv, rng, size):
+    # the law has no mode: any point will do; a generic one (not a pole, not a regular
+    # polygon) is unlikely to be the centre of a polar chart a model puts on it
+    M = op.manifold
+    if isinstance(M, Sphere):
+        v = np.arange(1.0, M.dim + 2)
+        point = M.radius * v / np.linalg.norm(v)
+    else:
+        t = np.linspace(0, 2 * np.pi, M.k_landmarks, endpoint=False) ** 1.1
+        point = M.validate(np.stack([np.cos(t), 0.8 * np.sin(t)], -1))
+    return pt.broadcast_to(pt.as_tensor_variable(point), rv.shape)
+
+
+@_default_transform.register(ManifoldUniformRV)
+def _uniform_transform(op, rv):
+    return NormalizedGaussian(op.manifold)

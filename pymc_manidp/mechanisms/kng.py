@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_manidp.mechanisms.base import Mechanism
-from pymc_manidp.mechanisms.distributions import kng_logp
+from pymc_manidp.mechanisms.distributions import KNG
 from pymc_manidp.samplers import exact
 from pymc_manidp.samplers.mcmc import polar_model
 from pymc_manidp.stats.frechet import frechet_mean
@@ -60,15 +60,13 @@ class KNGMechanism(Mechanism):
     def model(self, data, *, clip=False):
         """The ``pm.Model`` whose deterministic ``release`` follows KNG's law.
 
-        The density is sampled on the manifold and conditioned on the ball through
-        the ``in_domain`` flag (a release keeps only draws inside). The data, the rate
+        The density is sampled on the manifold and conditioned on the ball (a
+        release keeps only draws inside). The data, the rate
         and the chart are ``pm.Data`` (``mcmc.polar_model``).
         """
         data = self.domain.check(data, clip=clip)
         center, sigma, inputs = self.mcmc_inputs(data)
-        return polar_model(
-            self.manifold, center, sigma, self.log_density, domain=self.domain, inputs=inputs
-        )
+        return polar_model(self.manifold, center, sigma, self.mcmc_law, inputs=inputs)
 
     def mcmc_inputs(self, data):
         """Chart centre, rate and the density's inputs (the data) for checked data."""
@@ -76,8 +74,9 @@ class KNGMechanism(Mechanism):
         mode = frechet_mean(self.manifold, data).mean
         return mode, self.scale(len(data)), {"data": data}
 
-    def log_density(self, x, v):
-        return kng_logp(self.manifold, x, v["data"], v["scale"], None)
+    def mcmc_law(self, name, v, **kwargs):
+        # KNG's density on the whole chart: a release keeps the draws inside the ball
+        return KNG(name, self.manifold, v["data"], v["scale"], None, **kwargs)
 
     def exact_draws(self, data, size, rng):
         """Exact draws for checked data (``ExactDraws``, with acceptance rates)."""

@@ -18,7 +18,7 @@ import numpy as np
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.validation import check_bool, check_nonnegative_real
 from pymc_manidp.mechanisms.base import Mechanism
-from pymc_manidp.mechanisms.distributions import laplace_logp
+from pymc_manidp.mechanisms.distributions import ManifoldLaplace
 from pymc_manidp.samplers import exact
 from pymc_manidp.samplers.mcmc import polar_model
 from pymc_manidp.stats.frechet import frechet_mean
@@ -120,17 +120,17 @@ class LaplaceMechanism(Mechanism):
         """
         data = self.domain.check(data, clip=clip)
         center, sigma, inputs = self.mcmc_inputs(data)
-        return polar_model(
-            self.manifold, center, sigma, self.log_density, domain=self.domain, inputs=inputs
-        )
+        # the unrestricted law: a restricted release keeps only the draws inside the
+        # ball (the restricted law is the unrestricted one conditioned on it)
+        return polar_model(self.manifold, center, sigma, self.mcmc_law, inputs=inputs)
 
     def mcmc_inputs(self, data):
         """Chart centre, rate and the density's inputs for checked data."""
         eta = self._mean_of_checked(data)
         return eta, self.scale(len(data)), {"footpoint": eta}
 
-    def log_density(self, x, v):
-        return laplace_logp(self.manifold, x, v["footpoint"], v["scale"])
+    def mcmc_law(self, name, v, **kwargs):
+        return ManifoldLaplace(name, self.manifold, v["footpoint"], v["scale"], **kwargs)
 
     def exact_draws(self, data, size, rng):
         """Exact draws for checked data (``ExactDraws``): used by ``release``."""

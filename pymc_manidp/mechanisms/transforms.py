@@ -23,10 +23,23 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 from pymc.logprob.transforms import Transform
+from scipy import special
 
+from pymc_manidp.geometry import pt_numerics as ptn
+from pymc_manidp.geometry.euclidean import Euclidean
+from pymc_manidp.geometry.kendall import KendallShape, helmert
+from pymc_manidp.geometry.spd import SPD
+from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_real
 
-__all__ = ["ChartTransform"]
+__all__ = [
+    "ChartTransform",
+    "NormalizedGaussian",
+    "PolarChart",
+    "ball_exit",
+    "chart_coords",
+    "log_volume",
+]
 
 
 class ChartTransform(Transform):
@@ -84,3 +97,297 @@ class ChartTransform(Transform):
         """A starting point one scale unit from the centre (off the cusp)."""
         u = np.full(self.manifold.dim, 1.0 / np.sqrt(self.manifold.dim))
         return self.manifold.exp_coords(self.center, self.scale * u)
+
+
+def _log_unit_sphere_volume(m: int) -> float:
+    """``log vol(S^{m-1})``, the unit sphere of ``R^m``: ``2 pi^{m/2} / Gamma(m/2)``."""
+    return float(np.log(2.0) + 0.5 * m * np.log(np.pi) - special.gammaln(0.5 * m))
+
+
+def chart_coords(manifold, frame, x):
+    """Normal coordinates ``(..., dim)`` at the frame's centre of points ``x`` (tensor)."""
+    if isinstance(manifold, SPD):
+        s = pt.as_tensor_variable(frame["sqrt"])
+        s_inv = pt.linalg.inv(s)
+        w = ptn.logm(ptn.sym(s_inv @ x @ s_inv))
+        return pt.tensordot(w, manifold._frame, axes=[[-2, -1], [1, 2]])
+    center = pt.as_tensor_variable(frame["center"])
+    if isinstance(manifold, Euclidean):
+        return pt.as_tensor_variable(x) - center
+    basis = pt.as_tensor_variable(frame["basis"])
+    v = manifold.pt_log(center, x)
+    n = len(manifold.point_shape)
+    return pt.tensordot(v, basis, axes=[list(range(-n, 0)), list(range(1, n + 1))])
+
+
+class PolarChart(Transform):
+    r"""Polar normal coordinates at a centre: how NUTS sees a Laplace-like variable.
+
+    The unconstrained value is ``(z, s)`` in :math:`\mathbb R^{d+1}`: a direction
+    from ``z`` and a log-radius ``s``,
+
+    .. math:: c = t\,\frac{z}{|z|}, \quad t = \text{scale}\cdot e^{s}, \quad
+              x = \exp_{\text{centre}}\Big(\sum_a c_a E_a\Big)
+
+    (on compact manifolds ``t = T tanh(scale e^s / T)`` with ``T`` the injectivity
+    radius, so the radius never leaves the chart). The cusp of
+    :math:`e^{-\rho/\sigma}` at the centre sits at ``s = -inf``, where the density in
+    ``s`` decays like :math:`e^{d s}`: smooth everywhere, so NUTS meets no kink
+    (measured on KNG, S^2: 0 divergences and twice the effective sample size of the
+    linear chart :class:`ChartTransform`). The log-Jacobian w.r.t. the Riemannian
+    volume is
+
+    .. math:: (d-1)\log t + \log\frac{dt}{ds} + \log J(c) - \tfrac12|z|^2
+              + \log\mathrm{vol}(S^{d-1}) - \tfrac d2\log 2\pi,
+
+    the Gaussian term making ``z`` standard normal, so the direction ``z/|z|`` is
+    uniform and independent of ``|z|`` (a free chi-distributed auxiliary); with the
+    constants the target on ``(z, s)`` integrates to the law's mass. An earlier
+    version held ``|z|`` on a thin shell: it capped NUTS's step size at the shell's
+    width; the Gaussian gave about 9 times the effective samples per second on KNG,
+    S^2, n = 1,000 (2026-11-23, nutpie, 0 divergences). The price: the target is not
+    smooth at ``z = 0`` (no direction there), a region the chi law rarely visits.
+
+    For ``d = 1`` a direction is a sign, which no smooth map gives; there the value is
+    one number ``u`` and the chart linear, ``c = scale * u``.
+
+    Not a bijection (``|z|`` is auxiliary): :meth:`forward` returns the
+    representative with ``|z| = 1``.
+
+    Parameters
+    ----------
+    manifold : Manifold
+    frame : dict
+        ``manifold.chart_frame(centre)``: arrays, or tensors such as ``pm.Data`` so a
+        compiled model can follow a new centre.
+    scale : float or tensor, optional
+        Typical distance from the centre (the law's ``sigma``). Default: the random
+        variable's own ``sigma`` input (``scale_input``).
+    scale_input : int
+        Index of ``sigma`` among the random variable's inputs, when ``scale`` is None.
+    domain : DataDomain, optional
+        Cap the radius at the edge of the ball ``B_r(m0)`` (which must contain the
+        centre) instead of the injectivity radius: ``t = T(ω) tanh(scale e^s/T(ω))``
+        with ``T(ω)`` the distance from the centre to the ball's edge along ``ω``.
+        The chart then covers exactly the open ball, so a density restricted to it
+        has no wall for NUTS to hit. The map ``(ω, s) -> (ω, t)`` is triangular, so
+        the log-Jacobian keeps its form with ``T(ω)``. Closed forms of ``T(ω)`` exist
+        here for Sphere, KendallShape and Euclidean.
+
+    Examples
+    --------
+    >>> import numpy as np, pytensor.tensor as pt
+    >>> import pymc_manidp as pmd
+    >>> S = pmd.Sphere(dim=2)
+    >>> t = PolarChart(S, S.chart_frame([0.0, 0.0, 1.0]), scale=0.1)
+    >>> x = t.backward(pt.as_tensor([3.0, 4.0, np.log(2.0)])).eval()
+    >>> bool(np.isclose(S.dist([0.0, 0.0, 1.0], x), np.pi * np.tanh(0.2 / np.pi)))
+    True
+    >>> np.allclose(t.backward(t.forward(pt.as_tensor(x))).eval(), x)
+    True
+    """
+
+    name = "polar"
+
+    def __init__(self, manifold, frame, scale=None, scale_input: int = 3, domain=None):
+        self.manifold = manifold
+        self.frame = frame
+        self.scale = scale
+        self.scale_input = scale_input
+        self.ndim_supp = len(manifold.point_shape)
+        if domain is not None and not isinstance(manifold, (Sphere, KendallShape, Euclidean)):
+            raise ValueError(f"the ball-capped polar chart has no closed form on {manifold}")
+        self.domain = domain
+
+    def _scale(self, inputs):
+        if self.scale is not None:
+            return pt.as_tensor_variable(self.scale)
+        return pt.as_tensor_variable(inputs[self.scale_input])
+
+    def _radius(self, s, scale, big_t=None):
+        """``t(s)`` and ``log dt/ds``; ``big_t`` caps the radius (tensor or float)."""
+        if big_t is None:
+            big_t = self.manifold.injectivity_radius
+        if not (isinstance(big_t, float) and not np.isfinite(big_t)):
+            y = scale * pt.exp(s) / big_t
+            log_sech2 = 2.0 * (np.log(2.0) - y - pt.log1p(pt.exp(-2.0 * y)))
+            return big_t * pt.tanh(y), pt.log(scale) + s + log_sech2
+        t = scale * pt.exp(s)
+        return t, pt.log(t)
+
+    def _coords(self, value, inputs):
+        value = pt.as_tensor_variable(value)
+        scale = self._scale(inputs)
+        d = self.manifold.dim
+        if d == 1:
+            c = scale * value
+            return c, pt.log(scale) + pt.zeros_like(value[..., 0])
+        z, s = value[..., :d], value[..., d]
+        nz = pt.sqrt(pt.sum(z**2, axis=-1))
+        t, log_dt_ds = self._radius(s, scale, self._cap(z / pt.shape_padright(nz)))
+        c = (t / nz)[..., None] * z
+        log_jac = (
+            (d - 1) * pt.log(t)
+            + log_dt_ds
+            - 0.5 * nz**2
+            + _log_unit_sphere_volume(d)
+            - 0.5 * d * np.log(2.0 * np.pi)
+        )
+        return c, log_jac
+
+    def _cap(self, omega):
+        """Largest radius along unit chart directions ``omega``: the injectivity radius,
+        or with a ``domain`` the distance to the ball's edge (:func:`ball_exit`)."""
+        if self.domain is None:
+            return None
+        return ball_exit(self.manifold, self.frame, omega, self.domain)
+
+    def backward(self, value, *inputs):
+        c, _ = self._coords(value, inputs)
+        return self.manifold.pt_exp_frame(self.frame, c)
+
+    def forward(self, value, *inputs):
+        c = chart_coords(self.manifold, self.frame, value)
+        scale = self._scale(inputs)
+        d = self.manifold.dim
+        if d == 1:
+            return c / scale
+        t_exact = pt.sqrt(pt.sum(c**2, axis=-1))
+        # the centre itself (s = -inf, no direction) is sent 1e-6 scale away: forward
+        # only gives starting points, and a finite one is what a sampler needs
+        t = pt.maximum(t_exact, 1e-6 * scale)
+        e1 = np.eye(d)[0]
+        z = pt.switch(pt.shape_padright(t_exact > 0), c / pt.shape_padright(t), e1)
+        big_t = self._cap(z)
+        if big_t is None:
+            big_t = self.manifold.injectivity_radius
+        if not (isinstance(big_t, float) and not np.isfinite(big_t)):
+            s = pt.log(big_t * pt.arctanh(pt.minimum(t / big_t, 1 - 1e-16)) / scale)
+        else:
+            s = pt.log(t / scale)
+        return pt.concatenate([z, s[..., None]], axis=-1)
+
+    def log_jac_det(self, value, *inputs):
+        c, log_jac = self._coords(value, inputs)
+        return log_jac + self.manifold.pt_log_volume_density(c)
+
+
+class NormalizedGaussian(Transform):
+    r"""The whole of a sphere or of Kendall's shape space from a Gaussian vector.
+
+    Sphere ``S^d_R``: ``x = R z/|z|`` with ``z`` in :math:`\mathbb R^{d+1}`; Kendall
+    shapes: ``x = H^T z/|z|`` with ``z`` in :math:`\mathbb R^{(k-1)\times 2}` and
+    ``H`` the Helmert sub-matrix (the uniform law on the pre-shape sphere projects to
+    the uniform law on :math:`\mathbb{CP}^{k-2}`). With the log-Jacobian
+
+    .. math:: \log\mathrm{vol}(\mathcal M) + \log\varphi(z),
+
+    ``φ`` the standard normal density, a law with density ``f`` w.r.t. volume on the
+    manifold is the image of ``f(x(z))\,\mathrm{vol}(\mathcal M)\,φ(z)``: the uniform
+    law is a standard normal ``z``. No centre is needed, so it suits variables whose
+    location is itself random (a prior, a footpoint that is a random variable).
+
+    Examples
+    --------
+    >>> import numpy as np, pytensor.tensor as pt
+    >>> import pymc_manidp as pmd
+    >>> t = NormalizedGaussian(pmd.Sphere(dim=2, radius=2.0))
+    >>> t.backward(pt.as_tensor([0.0, 3.0, 4.0])).eval()
+    array([0. , 1.2, 1.6])
+    """
+
+    name = "gaussian"  # no "_": PyMC strips the last "_word__" of value names
+
+    def __init__(self, manifold):
+        if not isinstance(manifold, (Sphere, KendallShape)):
+            raise ValueError(f"NormalizedGaussian covers Sphere and KendallShape, not {manifold}")
+        self.manifold = manifold
+        self.ndim_supp = len(manifold.point_shape)
+        if isinstance(manifold, KendallShape):
+            self._helmert = helmert(manifold.k_landmarks)
+
+    def backward(self, value, *inputs):
+        z = pt.as_tensor_variable(value)
+        if isinstance(self.manifold, Sphere):
+            return self.manifold.radius * z / pt.sqrt(pt.sum(z**2, axis=-1, keepdims=True))
+        y = pt.tensordot(z, self._helmert, axes=[[-2], [0]])  # (..., 2, k)
+        y = pt.swapaxes(y, -1, -2)
+        return y / pt.sqrt(pt.sum(y**2, axis=(-2, -1), keepdims=True))
+
+    def forward(self, value, *inputs):
+        x = pt.as_tensor_variable(value)
+        if isinstance(self.manifold, Sphere):
+            return x / self.manifold.radius
+        return pt.tensordot(self._helmert, x, axes=[[1], [-2]]).dimshuffle(
+            *range(1, x.ndim - 1), 0, x.ndim - 1
+        )
+
+    def log_jac_det(self, value, *inputs):
+        z = pt.as_tensor_variable(value)
+        axes = (-1,) if isinstance(self.manifold, Sphere) else (-2, -1)
+        m = int(np.prod(self.manifold.point_shape)) - (
+            0 if isinstance(self.manifold, Sphere) else 2
+        )
+        return (
+            log_volume(self.manifold) - 0.5 * m * np.log(2 * np.pi) - 0.5 * pt.sum(z**2, axis=axes)
+        )
+
+
+def log_volume(manifold) -> float:
+    r"""Log Riemannian volume of a compact manifold (``Sphere``, ``KendallShape``).
+
+    Sphere ``S^d_R``: :math:`2\pi^{(d+1)/2} R^d/\Gamma((d+1)/2)`; Kendall shapes with
+    ``k`` landmarks (:math:`\mathbb{CP}^{k-2}`, distance ``arccos|<z, w>|``):
+    :math:`\pi^{k-2}/(k-2)!`. Other manifolds have infinite volume: ``ValueError``.
+    """
+    if isinstance(manifold, Sphere):
+        d = manifold.dim
+        return _log_unit_sphere_volume(d + 1) + d * np.log(manifold.radius)
+    if isinstance(manifold, KendallShape):
+        m = manifold.k_landmarks - 2
+        return float(m * np.log(np.pi) - special.gammaln(m + 1))
+    raise ValueError(
+        f"{manifold} has infinite volume: a uniform law exists only on compact manifolds "
+        "(Sphere, KendallShape)"
+    )
+
+
+def ball_exit(manifold, frame, omega, domain):
+    r"""Distance ``T(ω)`` from the chart centre to the edge of ``B_r(m0)`` along ``ω``.
+
+    ``omega``: unit chart directions ``(..., dim)`` at the frame's centre (inside the
+    ball). Closed forms: Euclidean, ``|c + tω - m0| = r``; sphere of radius ``R``,
+    ``<m0, γ(t)>/R^2 = a cos(t/R) + b sin(t/R) = cos(r/R)``; Kendall shapes,
+    ``|<m0, γ(t)>|^2 = P + Q cos 2t + W sin 2t = cos^2 r`` (complex inner products).
+    The first crossing after ``t = 0`` is taken.
+    """
+    m0 = np.asarray(domain.center, float)
+    r = float(domain.radius)
+    omega = pt.as_tensor_variable(omega)
+    if isinstance(manifold, Euclidean):
+        off = pt.as_tensor_variable(frame["center"]) - m0
+        proj = pt.sum(omega * off, axis=-1)
+        return -proj + pt.sqrt(pt.maximum(proj**2 - pt.sum(off**2) + r * r, 0.0))
+    basis = pt.as_tensor_variable(frame["basis"])
+    center = pt.as_tensor_variable(frame["center"])
+    w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the centre
+    if isinstance(manifold, Sphere):
+        big_r = manifold.radius
+        a = pt.sum(center * m0) / big_r**2
+        b = pt.sum(w * m0, axis=-1) / big_r
+        amp = pt.sqrt(a**2 + b**2)
+        cos_arg = pt.minimum(np.cos(r / big_r) / amp, 1.0)
+        return big_r * (pt.arctan2(b, a) + pt.arccos(cos_arg))
+
+    def herm(x, y):  # <x, y> = sum conj(x) y, of (k, 2) arrays as complex vectors
+        re = pt.sum(x[..., 0] * y[..., 0] + x[..., 1] * y[..., 1], axis=-1)
+        im = pt.sum(x[..., 0] * y[..., 1] - x[..., 1] * y[..., 0], axis=-1)
+        return re, im
+
+    ar, ai = herm(m0, center)
+    br, bi = herm(m0, w)
+    a2, b2 = ar**2 + ai**2, br**2 + bi**2
+    p, q, ww = (a2 + b2) / 2, (a2 - b2) / 2, ar * br + ai * bi
+    amp = pt.sqrt(q**2 + ww**2)
+    cos_arg = pt.clip((np.cos(r) ** 2 - p) / amp, -1.0, 1.0)
+    return (pt.arctan2(ww, q) + pt.arccos(cos_arg)) / 2

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import arviz as az
 import numpy as np
+import xarray as xr
 
 __all__ = [
     "CuratorReport",
@@ -27,7 +28,6 @@ __all__ = [
 
 MAX_RHAT = 1.01
 MIN_ESS = 400
-TAIL_PROB = (0.05, 0.95)  # quantiles of the tail ESS, in the gate and in the report
 
 
 class DiagnosticsError(RuntimeError):
@@ -64,6 +64,20 @@ def _monitored(idata, name):
     return out
 
 
+def _convergence(mon):
+    """R-hat, bulk and tail ESS of each ``(chain, draw)`` array, exactly as
+    ``az.summary`` computes them (the same ``azstats`` calls, default arguments), so
+    the gate's numbers are the ones a curator reads in the summary table."""
+    ds = xr.Dataset({k: (("chain", "draw"), np.asarray(v, float)) for k, v in mon.items()})
+    dims = ["chain", "draw"]
+    out = (
+        ds.azstats.rhat(sample_dims=dims),
+        ds.azstats.ess(sample_dims=dims, method="bulk"),
+        ds.azstats.ess(sample_dims=dims, method="tail"),
+    )
+    return tuple({k: float(r[k]) for k in mon} for r in out)
+
+
 def check_run(idata, name="release", *, max_rhat=MAX_RHAT, min_ess=MIN_ESS) -> DiagnosticsReport:
     """Compute R-hat, bulk/tail ESS and divergences; list what fails.
 
@@ -71,9 +85,7 @@ def check_run(idata, name="release", *, max_rhat=MAX_RHAT, min_ess=MIN_ESS) -> D
     coordinate of the released variable.
     """
     mon = _monitored(idata, name)
-    rhat = {k: float(az.rhat(v)) for k, v in mon.items()}
-    bulk = {k: float(az.ess(v)) for k, v in mon.items()}
-    tail = {k: float(az.ess(v, method="tail", prob=TAIL_PROB)) for k, v in mon.items()}
+    rhat, bulk, tail = _convergence(mon)
     stats = idata["sample_stats"] if "sample_stats" in idata.children else {}
     div = int(stats["diverging"].values.sum()) if "diverging" in stats else 0
     draws = int(np.prod(mon["distance"].shape))
@@ -127,7 +139,9 @@ def chart_draws(idata, *, footpoint=None, manifold=None, name="release"):
         x = np.asarray(post[name].values, float)
         return manifold.log_coords(foot, x), np.asarray(manifold.dist(foot, x), float)
     dist = np.asarray(post["distance"].values, float)
-    if "direction" in post:
+    if "chart_coords" in post:
+        coords = np.asarray(post["chart_coords"].values, float)
+    elif "direction" in post:
         z = np.asarray(post["direction"].values, float)
         coords = dist[..., None] * z / np.linalg.norm(z, axis=-1, keepdims=True)
     elif "u" in post:
@@ -244,14 +258,8 @@ def report(run, *, footpoint=None, manifold=None, out=None, name="release", ci_p
     stats = az.summary(dt, kind="stats", ci_kind="hdi", ci_prob=ci_prob, round_to="none")
     stats = pd.DataFrame(stats)
     columns = {"distance": dist, **{f"coord[{a}]": coords[..., a] for a in range(dim)}}
-    diag = pd.DataFrame(
-        {
-            "ess_bulk": [float(az.ess(v)) for v in columns.values()],
-            "ess_tail": [float(az.ess(v, method="tail", prob=TAIL_PROB)) for v in columns.values()],
-            "r_hat": [float(az.rhat(v)) for v in columns.values()],
-        },
-        index=list(columns),
-    )
+    rhat, bulk, tail = _convergence(columns)
+    diag = pd.DataFrame({"ess_bulk": bulk, "ess_tail": tail, "r_hat": rhat})
     table = stats.loc[list(columns)].join(diag)
 
     trace = _figure(az.plot_trace_dist(dt, backend="matplotlib"))

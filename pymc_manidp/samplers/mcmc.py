@@ -1,34 +1,11 @@
-r"""PyMC models and MCMC sampling of a mechanism's density.
+r"""PyMC models and MCMC sampling of a mechanism's law.
 
-:func:`polar_model` writes a manifold density in polar normal coordinates at a
-centre (the density's mode): a direction from a standard normal vector ``z`` and a
-log-radius ``s``,
-
-.. math:: c = t\,\frac{z}{|z|}, \quad t = \text{scale}\cdot e^{s}, \quad
-          x = \exp_{\text{centre}}\Big(\sum_a c_a E_a\Big)
-
-(on compact manifolds ``t = T tanh(scale e^s / T)`` with ``T`` the injectivity
-radius, so the radius never leaves the chart).
-
-The cusp of :math:`e^{-\rho/\sigma}` at the mode sits at ``s = -inf``, where the
-density in ``s`` decays like :math:`e^{d s}`: smooth everywhere, so NUTS meets no
-kink (measured on KNG, S^2: 0 divergences and twice the effective sample size of the
-linear chart). The target on :math:`(z, s)` is
-
-.. math:: \log f(x) + (d-1)\log t + \log\frac{dt}{ds} + \log J(c) \;-\; \tfrac12|z|^2,
-
-the last term making ``z`` standard normal, so the direction ``z/|z|`` is uniform and
-independent of ``|z|`` (``|z|`` itself is a free chi-distributed auxiliary). An
-earlier version held ``|z|`` on a thin shell (``|z| ~ N(1, 0.1^2)`` with a
-``-(d-1)\log|z|`` correction): it kept the sampler away from ``z = 0`` but capped
-NUTS's step size at the shell's width; the Gaussian gave about 9 times the effective
-samples per second on KNG, S^2, n = 1,000 (2026-11-23, nutpie, 0 divergences), and
-the law tests of ``tests/mechanisms`` (including ``-m slow``) pass with it. The price:
-the target is not smooth at ``z = 0`` (no direction there), a region the chi
-distribution rarely visits; a divergence there would stop the release at the gate.
-
-For ``d = 1`` a direction is a sign, which no smooth map gives; there the linear chart
-``c = scale * u`` is used.
+:func:`polar_model` builds a mechanism's model from the same PyMC distributions a user
+puts in a model (:class:`~pymc_manidp.mechanisms.distributions.ManifoldLaplace`,
+:class:`~pymc_manidp.mechanisms.distributions.KNG`): one model path. The manifold-valued
+variable is sampled in the :class:`~pymc_manidp.mechanisms.transforms.PolarChart`
+at a centre (the density's mode), the transform that lets NUTS cross the density's
+cusp (see its docstring: why polar, the tanh cap on compact manifolds, ``d = 1``).
 
 Everything in the model that depends on the data is a ``pm.Data`` (the rate, the
 chart at the centre, the density's inputs: :func:`polar_data`), so one compiled model
@@ -173,8 +150,15 @@ def polar_data(manifold, center, scale, inputs=None) -> dict:
     return values
 
 
-def polar_model(manifold, center, scale, log_density, *, domain=None, name="release", inputs=None):
-    """Build a ``pm.Model`` sampling ``log_density`` (w.r.t. volume) on the manifold.
+def point_dims(manifold) -> dict:
+    """Named dims of a point (ArviZ labels): ``ambient``, or ``row``/``col``."""
+    shape = tuple(manifold.point_shape)
+    names = ("ambient",) if len(shape) == 1 else ("row", "col")
+    return {n: np.arange(k) for n, k in zip(names, shape, strict=True)}
+
+
+def polar_model(manifold, center, scale, law, *, name="release", inputs=None):
+    """Build the ``pm.Model`` of a mechanism's law from its PyMC distribution.
 
     Parameters
     ----------
@@ -183,18 +167,15 @@ def polar_model(manifold, center, scale, log_density, *, domain=None, name="rele
         Chart centre: the density's mode (footpoint or Fréchet mean).
     scale : float
         Typical distance from the centre (the rate ``sigma``).
-    log_density : callable
-        PyTensor graph of the unnormalized log-density at the point ``x``. Called as
-        ``log_density(x, v)`` when ``inputs`` is given, where ``v`` maps ``"scale"`` and
-        each name of ``inputs`` to its ``pm.Data`` tensor: build the density from ``v``
-        (not from NumPy constants) so that a compiled model follows new data
-        (:class:`CompiledSampler`). Without ``inputs``, ``log_density(x)``: a
-        density fixed in the graph.
-    domain : DataDomain, optional
-        Adds a deterministic ``in_domain`` flag (1 inside the public ball): a
-        restricted law is the unrestricted one conditioned on it.
+    law : callable
+        ``law(name, v, **kwargs)`` creates the distribution's variable (e.g.
+        ``ManifoldLaplace(name, M, v["footpoint"], v["scale"], **kwargs)``), where ``v``
+        maps ``"scale"`` and each name of ``inputs`` to its ``pm.Data`` tensor: build it
+        from ``v`` (not from NumPy constants) so that a compiled model follows new data
+        (:class:`CompiledSampler`). ``kwargs`` carry the chart (``default_transform``)
+        and the point's ``dims``.
     name : str
-        Name of the manifold-valued deterministic.
+        Name of the manifold-valued variable.
     inputs : dict of str to array, optional
         The density's data-dependent arrays (a footpoint, the data), each a
         ``pm.Data`` of that name.
@@ -202,53 +183,30 @@ def polar_model(manifold, center, scale, log_density, *, domain=None, name="rele
     Returns
     -------
     pm.Model
-        With deterministics ``name`` (the point), ``distance`` (to the centre) and,
-        with a domain, ``in_domain``. Its ``pm.Data`` are :func:`polar_data`'s: the
-        scale, the chart at ``center`` and ``inputs``; nothing else depends on them.
+        With the variable ``name`` (dims :func:`point_dims`), deterministics
+        ``chart_coords`` (normal coordinates at the centre, dim ``coord``) and
+        ``distance`` (to the centre). Its ``pm.Data`` are :func:`polar_data`'s.
+        Parameter checks are left to the caller (``check_bounds=False``): a mechanism
+        checks its data before any sampling.
     """
-    d = manifold.dim
+    from pymc_manidp.mechanisms.transforms import PolarChart, chart_coords
+
     values = polar_data(manifold, center, scale, inputs)
-    with pm.Model() as model:
+    dims = point_dims(manifold)
+    coords = {"coord": np.arange(manifold.dim), **dims}
+    with pm.Model(coords=coords, check_bounds=False) as model:
         v = {key: pm.Data(key, val) for key, val in values.items()}
-        scale = v["scale"]
         frame = {key[len("chart_") :]: t for key, t in v.items() if key.startswith("chart_")}
-        if d == 1:
-            u = pm.Flat("u", shape=1, initval=np.array([1.0]))
-            c = scale * u
-            t = pt.abs(c[0])
-            log_jac = pt.log(scale) + manifold.pt_log_volume_density(c)
-        else:
-            z = pm.Flat("direction", shape=d, initval=np.full(d, 1.0 / np.sqrt(d)))
-            s = pm.Flat("log_radius", initval=0.0)
-            nz = pt.sqrt(pt.sum(z**2))
-            # z ~ N(0, I_d): its direction is uniform and independent of |z|, and NUTS
-            # turns it in few steps; a thin shell |z| ~ N(1, 0.1^2) forced 0.1-sized
-            # steps (module docstring).
-            pm.Potential("uniform_direction", -0.5 * pt.sum(z**2))
-            big_t = manifold.injectivity_radius
-            if np.isfinite(big_t):
-                # t = T tanh(scale e^s / T): like scale e^s at the cusp, but never past
-                # the injectivity radius T, where the chart (and volume density) ends
-                y = scale * pt.exp(s) / big_t
-                t = big_t * pt.tanh(y)
-                log_sech2 = 2.0 * (np.log(2.0) - y - pt.log1p(pt.exp(-2.0 * y)))
-                log_dt_ds = pt.log(scale) + s + log_sech2
-            else:
-                t = scale * pt.exp(s)
-                log_dt_ds = pt.log(t)
-            c = t * z / nz
-            log_jac = (d - 1) * pt.log(t) + log_dt_ds + manifold.pt_log_volume_density(c)
-        x = manifold.pt_exp_frame(frame, c)
-        if inputs is None:
-            logp = log_density(x)
-        else:
-            logp = log_density(x, {k: t for k, t in v.items() if not k.startswith("chart_")})
-        pm.Potential("target", logp + log_jac)
-        pm.Deterministic(name, x)
-        pm.Deterministic("distance", t)
-        if domain is not None:
-            inside = manifold.pt_dist(pt.as_tensor_variable(domain.center), x) <= domain.radius
-            pm.Deterministic("in_domain", pt.cast(inside, "int8"))
+        chart = PolarChart(manifold, frame, scale=v["scale"])
+        params = {k: t for k, t in v.items() if not k.startswith("chart_")}
+        # PyMC rewrites the logp in a FunctionGraph whose inputs are the roots of the
+        # variable's own graph; the chart's pm.Data must be among them, or replacing
+        # the value by the transform fails (MissingInputError). A zero-weight term
+        # puts them there without changing sigma.
+        params["scale"] = v["scale"] + 0.0 * sum(pt.sum(t) for t in frame.values())
+        x = law(name, params, default_transform=chart, dims=tuple(dims))
+        c = pm.Deterministic("chart_coords", chart_coords(manifold, frame, x), dims="coord")
+        pm.Deterministic("distance", pt.sqrt(pt.sum(c**2, axis=-1)))
     return model
 
 

@@ -71,7 +71,7 @@ def test_model_reads_the_data_only_through_pm_data(cls):
     rng = np.random.default_rng(2)
     moved = 0
     for _ in range(5):
-        point = {"direction": rng.normal(size=2), "log_radius": rng.normal()}
+        point = {"release_polar__": rng.normal(size=3)}  # (direction, log-radius)
         (lp_old, lp_new, _), (x_old, x_new, x_first) = (
             [f(point) for f in fs] for fs in (logps, points)
         )

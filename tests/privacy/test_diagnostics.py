@@ -18,7 +18,6 @@ import xarray as xr
 
 import pymc_manidp as pmd
 from pymc_manidp.privacy.diagnostics import (
-    TAIL_PROB,
     chart_draws,
     check_run,
     report,
@@ -108,9 +107,9 @@ def test_table_matches_an_independent_computation(rep, laplace_run):
         np.testing.assert_allclose(row["mean"], v.mean(), rtol=1e-10, atol=1e-14)
         np.testing.assert_allclose(row["sd"], v.std(ddof=1), rtol=1e-3)
         np.testing.assert_allclose(row["ess_bulk"], az.ess(v), rtol=1e-10)
-        np.testing.assert_allclose(
-            row["ess_tail"], az.ess(v, method="tail", prob=TAIL_PROB), rtol=1e-10
-        )
+        ds = xr.Dataset({"v": (("chain", "draw"), v)})
+        expected = az.summary(ds, kind="diagnostics", round_to="none")
+        np.testing.assert_allclose(row["ess_tail"], expected.loc["v", "ess_tail"], rtol=1e-10)
         np.testing.assert_allclose(row["r_hat"], az.rhat(v), rtol=1e-10)
         np.testing.assert_allclose(
             [row["hdi94_lb"], row["hdi94_ub"]], az.hdi(v.ravel(), prob=0.94), rtol=1e-10
@@ -226,3 +225,37 @@ def test_summary_lists_distance_and_embedding_coordinates(laplace_run):
         laplace_run[0].posterior["distance"].values.mean(),
         rtol=1e-2,
     )
+
+
+def test_gate_numbers_are_az_summary_numbers():
+    # the gate reads R-hat and both ESS exactly as az.summary prints them (issue 11)
+    rng = np.random.default_rng(5)
+    walk = np.cumsum(rng.normal(size=(2, 600)), axis=1) * 0.05 + rng.normal(size=(2, 600))
+    x = np.stack([walk, rng.normal(size=(2, 600)), np.ones((2, 600))], -1)
+    idata = xr.DataTree.from_dict(
+        {
+            "posterior": xr.Dataset(
+                {
+                    "release": (("chain", "draw", "ambient"), x),
+                    "distance": (("chain", "draw"), walk**2),
+                }
+            )
+        }
+    )
+    rep = check_run(idata)
+    table = az.summary(
+        xr.Dataset(
+            {
+                "distance": (("chain", "draw"), walk**2),
+                "r0": (("chain", "draw"), walk),
+                "r1": (("chain", "draw"), x[..., 1]),
+            }
+        ),
+        kind="diagnostics",
+        round_to="none",
+    )
+    for key, col in (("distance", "distance"), ("release[0]", "r0"), ("release[1]", "r1")):
+        assert np.isclose(rep.rhat[key], table.loc[col, "r_hat"], rtol=1e-12)
+        assert np.isclose(rep.ess_bulk[key], table.loc[col, "ess_bulk"], rtol=1e-12)
+        assert np.isclose(rep.ess_tail[key], table.loc[col, "ess_tail"], rtol=1e-12)
+    assert "release[2]" not in rep.rhat  # a constant coordinate is not monitored
