@@ -134,6 +134,7 @@ class KNGMechanism:
         chains=4,
         clip=False,
         skip_diagnostics=False,
+        estimate_delta=False,
     ):
         """Release a private mean (``mechanisms.common.release``); returns a Release.
 
@@ -150,4 +151,5 @@ class KNGMechanism:
             chains=chains,
             clip=clip,
             skip_diagnostics=skip_diagnostics,
+            estimate_delta=estimate_delta,  # issue 17
         )

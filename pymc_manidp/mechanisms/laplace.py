@@ -181,6 +181,7 @@ class LaplaceMechanism:
         chains=4,
         clip=False,
         skip_diagnostics=False,
+        estimate_delta=False,
     ):
         """Release a private Fréchet mean (``mechanisms.common.release``): a Release.
 
@@ -197,4 +198,5 @@ class LaplaceMechanism:
             chains=chains,
             clip=clip,
             skip_diagnostics=skip_diagnostics,
+            estimate_delta=estimate_delta,  # issue 17
         )
