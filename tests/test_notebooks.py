@@ -27,6 +27,7 @@ EXPECTED = (
     "01_sphere_mean_direction.ipynb",
     "02_spd_covariance.ipynb",
     "03_cell_shapes.ipynb",
+    "05_mcmc_privacy_diagnostics.ipynb",
 )
 
 # plt.show() under Agg only warns that it cannot show anything
@@ -134,3 +135,21 @@ def test_cells_notebook():
     assert 0 < ns["outside"].sum() < ns["n"]
     d = ns["mean_distance"]
     assert 0 < d["KNG"] < d["landmark-wise Laplace"]
+
+
+def test_mcmc_privacy_notebook():
+    ns = run("05_mcmc_privacy_diagnostics.ipynb")
+    S, north, radius = ns["S"], ns["north"], ns["radius"]
+    rel, est = ns["rel"], ns["rel"].delta_estimate
+    assert rel.delta is None and rel.sampler == "nuts"
+    assert S.dist(north, rel.value) <= radius
+    assert est["label"].startswith("ESTIMATE") and est["t"] == 1000
+    assert 0.0 <= est["delta_hat"] < 0.1  # a tuned chain from PyMC's start, 1,000 steps
+    assert "tv_bound" in ns["rep"].figures
+    # the short chain is caught, the long one cleared
+    assert ns["short"].delta_hat > 1.0 and ns["long"].delta_hat < 0.05
+    # the bound lies above the simulated TV to the exact law, which starts near 1
+    assert np.all(ns["tv_sim"] <= ns["bound"].upper(2.0) + 0.04)
+    assert ns["tv_sim"][0] > 0.9
+    assert ns["rel_exact"].delta == 0.0
+    assert "delta_estimate" not in ns["public"]

@@ -592,26 +592,36 @@ def tv_bound(meeting_times, lag, t):
 
 
 def plot_tv_bound(bound, *, ax=None, t_mark=None, z=2.0):
-    """Plot the TV bound against ``t`` with a ``± z·se`` band; mark ``t_mark`` if given."""
+    """Plot the TV bound against ``t`` with a ``± z·se`` band; mark ``t_mark`` if given.
+
+    ``bound`` is a :class:`TVBound`, a :class:`DeltaEstimate` or the dict of
+    ``Release.delta_estimate`` (its ``curve``; then ``t_mark`` defaults to its ``t``).
+    Returns the matplotlib ``Axes``.
+    """
     import matplotlib.pyplot as plt
 
+    if isinstance(bound, DeltaEstimate):
+        bound = bound.as_dict()
+    if isinstance(bound, TVBound):
+        t, est, se = bound.t, bound.estimate, bound.se
+        lag, reps = bound.lag, bound.meeting_times.size
+    else:
+        curve = bound["curve"]
+        t, est, se = (np.asarray(curve[k], float) for k in ("t", "tv_hat", "se"))
+        lag, reps = bound["lag"], bound["reps"]
+        t_mark = bound["t"] if t_mark is None else t_mark
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(bound.t, bound.estimate, color="C0", label="L-lag TV bound (estimate)")
+    ax.plot(t, est, color="C0", label="L-lag TV bound (estimate)")
     ax.fill_between(
-        bound.t,
-        np.maximum(bound.estimate - z * bound.se, 0),
-        bound.upper(z),
-        color="C0",
-        alpha=0.25,
-        label=f"± {z:g} s.e.",
+        t, np.maximum(est - z * se, 0), est + z * se, color="C0", alpha=0.25, label=f"± {z:g} s.e."
     )
     if t_mark is not None:
         ax.axvline(t_mark, color="k", ls=":", label=f"t = {t_mark}")
     ax.set_xlabel("iteration t")
     ax.set_ylabel("upper bound on TV(π_t, π)")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"L-lag coupling bound (L = {bound.lag}, R = {bound.meeting_times.size})")
+    ax.set_title(f"L-lag coupling bound (L = {lag}, R = {reps})")
     ax.legend()
     return ax
 
@@ -662,6 +672,11 @@ class DeltaEstimate:
             "lag": self.bound.lag,
             "reps": int(self.bound.meeting_times.size),
             "kernel": dict(self.kernel),
+            "curve": {
+                "t": self.bound.t.tolist(),
+                "tv_hat": self.bound.estimate.tolist(),
+                "se": self.bound.se.tolist(),
+            },
         }
 
 

@@ -10,6 +10,8 @@ up to its sampling noise, so a valid bound must lie above it at every t.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -305,3 +307,16 @@ def test_release_records_delta_estimate_for_the_curator_only():
     assert "delta_hat" not in str(public) and "ESTIMATE" not in str(public)
     with pytest.raises(ValueError, match="MCMC samplers"):
         mech.release(data, estimate_delta=True)
+    # the curator report shows the estimate and its curve; a release without one does not
+    from pymc_manidp.privacy.diagnostics import report
+
+    rep = report(rel)
+    try:
+        assert "tv_bound" in rep.figures and "delta ESTIMATE" in str(rep)
+        ax = rep.figures["tv_bound"].axes[0]
+        np.testing.assert_allclose(ax.lines[0].get_ydata(), est["curve"]["tv_hat"])
+    finally:
+        rep.close()
+    rep = report(dataclasses.replace(rel, delta_estimate=None))
+    assert "tv_bound" not in rep.figures and "ESTIMATE" not in str(rep)
+    rep.close()
