@@ -250,28 +250,59 @@ def test_estimate_catches_a_short_chain_and_clears_a_long_one():
     assert record["t"] == 1000 and record["lag"] == 1000 and record["reps"] == 100
 
 
+def laplace_case(name):
+    """Unrestricted Laplace on SPD(2) (n = 50) or Kendall(8) (n = 200), seed 12."""
+    rng = np.random.default_rng(12)
+    if name == "SPD2":
+        P = pmd.SPD(k=2)
+        a = rng.normal(size=(50, 2, 2)) * 0.2
+        data = P.exp(np.eye(2), a + np.swapaxes(a, 1, 2))
+        return P, pmd.LaplaceMechanism(P, epsilon=1.0, center=np.eye(2), radius=1.5), data
+    K = pmd.KendallShape(k_landmarks=8)
+    angles = np.arange(8) * 2 * np.pi / 8
+    base = np.stack([np.cos(angles), 0.6 * np.sin(angles)], axis=1)
+    data = base + rng.normal(size=(200, 8, 2)) * 0.01
+    return K, pmd.LaplaceMechanism(K, epsilon=1.0, center=K.validate(base), radius=0.2), data
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["SPD2", "Kendall8"])
+def test_tv_bound_above_true_tv_on_spd_and_kendall(case):
+    # as on S^2, with a tuned RWMH started far away (log-radius + 4: 55 sigma on SPD(2),
+    # about 50 sigma on Kendall(8)), R = 300, L = 50, 12 times spanning the transient;
+    # 5,000 chains vs 5,000 exact draws, 20 bins (noise floor about 0.035; allowed twice
+    # that, times sqrt 2, plus 2 s.e.).
+    M, mech, data = laplace_case(case)
+    target = cp.BatchTarget(mech.model(data))
+    init = far_init(target)
+    kernel = cp.tune_kernel(target, "rwmh", random_seed=15)
+    lag, n = 50, 5000
+    tau = cp.meeting_times(target, kernel, lag=lag, reps=300, init=init, random_seed=16)
+    ts = np.unique(np.linspace(0, np.quantile(tau - lag, 0.99), 12).astype(int))
+    bound = cp.tv_bound(tau, lag, ts)
+    states = cp.draw_chain(target, kernel, int(ts[-1]), n, init=init, random_seed=17, record=ts)
+    exact = M.dist(mech.footpoint(data)[1], mech.sample(data, n, random_seed=18))
+    edges = np.quantile(exact, np.linspace(0, 1, 21))
+    edges[0], edges[-1] = 0.0, np.inf
+    tv = np.array(
+        [histogram_tv(target.deterministic("distance", states[t]), exact, edges) for t in ts]
+    )
+    slack = 2 * histogram_noise(n, 20) * np.sqrt(2)
+    assert tv[0] > 0.9  # the start is far: the transient is tested
+    assert np.all(tv <= bound.upper(2.0) + slack), (ts, tv, bound.estimate)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["S2-hmc", "SPD2", "Kendall8"])
 def test_bound_vanishes_by_the_default_tune_length(case):
     # tuned kernel, PyMC's default initial law, R = 100, L = t = 1,000: every pair met
     # within 1,000 coupled steps, so the estimate (and its s.e.) is 0; at t = 0 the
     # bound is positive (the chain does start away from the target).
-    rng = np.random.default_rng(12)
     if case == "S2-hmc":
         _, mech, data = sphere_laplace()
         kind = "hmc"
-    elif case == "SPD2":
-        P = pmd.SPD(k=2)
-        a = rng.normal(size=(50, 2, 2)) * 0.2
-        data = P.exp(np.eye(2), a + np.swapaxes(a, 1, 2))
-        mech = pmd.LaplaceMechanism(P, epsilon=1.0, center=np.eye(2), radius=1.5)
-        kind = "rwmh"
     else:
-        K = pmd.KendallShape(k_landmarks=8)
-        angles = np.arange(8) * 2 * np.pi / 8
-        base = np.stack([np.cos(angles), 0.6 * np.sin(angles)], axis=1)
-        data = base + rng.normal(size=(200, 8, 2)) * 0.01
-        mech = pmd.LaplaceMechanism(K, epsilon=1.0, center=K.validate(base), radius=0.2)
+        _, mech, data = laplace_case(case)
         kind = "rwmh"
     est = cp.estimate_delta(
         mech.model(data), epsilon=1.0, t=1000, kernel=kind, reps=100, random_seed=13
