@@ -28,6 +28,7 @@ EXPECTED = (
     "02_spd_covariance.ipynb",
     "03_cell_shapes.ipynb",
     "04_noise_aware_inference.ipynb",
+    "05_mcmc_privacy_diagnostics.ipynb",
 )
 
 # plt.show() under Agg only warns that it cannot show anything
@@ -149,3 +150,21 @@ def test_noise_aware_notebook():
     assert np.median(ns["d_post"]) < np.median(ns["d_prior"])
     ranks = ns["ranks"]
     assert len(ranks) == 30 and np.all((0 <= ranks) & (ranks <= 100))
+
+
+def test_mcmc_privacy_notebook():
+    ns = run("05_mcmc_privacy_diagnostics.ipynb")
+    S, north, radius = ns["S"], ns["north"], ns["radius"]
+    rel, est = ns["rel"], ns["rel"].delta_estimate
+    assert rel.delta is None and rel.sampler == "nuts"
+    assert S.dist(north, rel.value) <= radius
+    assert est["label"].startswith("ESTIMATE") and est["t"] == 1000
+    assert 0.0 <= est["delta_hat"] < 0.1  # a tuned chain from PyMC's start, 1,000 steps
+    assert "tv_bound" in ns["rep"].figures
+    # the short chain is caught, the long one cleared
+    assert ns["short"].delta_hat > 1.0 and ns["long"].delta_hat < 0.05
+    # the bound lies above the simulated TV to the exact law, which starts near 1
+    assert np.all(ns["tv_sim"] <= ns["bound"].upper(2.0) + 0.04)
+    assert ns["tv_sim"][0] > 0.9
+    assert ns["rel_exact"].delta == 0.0
+    assert "delta_estimate" not in ns["public"]

@@ -143,6 +143,7 @@ class Mechanism:
         chains=4,
         clip=False,
         skip_diagnostics=False,
+        estimate_delta=False,
     ):
         """Release a private value of ``data``; returns a :class:`~pymc_manidp.Release`.
 
@@ -150,7 +151,10 @@ class Mechanism:
         statistics in ``Release.sampler_info``; ``"nuts"``/``"metropolis"``: MCMC,
         approximately DP (``delta=None``, see its notes). ``random_seed`` makes the
         release reproducible, for tests only: anyone who guesses the seed can
-        reproduce the noise. The procedure is :func:`pymc_manidp.mechanisms.common.release`.
+        reproduce the noise. ``estimate_delta=True`` (MCMC only) draws the released
+        value from a fixed coupled kernel and records its L-lag coupling estimate δ̂
+        in ``Release.delta_estimate`` (curator side, an estimate; ``delta`` stays
+        ``None``). The procedure is :func:`pymc_manidp.mechanisms.common.release`.
         """
         return _release_procedure(
             self,
@@ -162,4 +166,5 @@ class Mechanism:
             chains=chains,
             clip=check_bool(clip, "clip"),
             skip_diagnostics=check_bool(skip_diagnostics, "skip_diagnostics"),
+            estimate_delta=check_bool(estimate_delta, "estimate_delta"),
         )

@@ -10,6 +10,8 @@ when the law is restricted): an approximately DP release.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from pymc_manidp.geometry.validation import check_positive_int
@@ -57,7 +59,17 @@ def check_sampler_args(sampler, draws, tune, chains, manifold=None):
 
 
 def release(
-    mech, data, *, sampler, random_seed, draws, tune, chains, clip, skip_diagnostics
+    mech,
+    data,
+    *,
+    sampler,
+    random_seed,
+    draws,
+    tune,
+    chains,
+    clip,
+    skip_diagnostics,
+    estimate_delta=False,
 ) -> Release:
     """The release procedure of any mechanism object.
 
@@ -72,9 +84,17 @@ def release(
     An MCMC release compiles ``model(data)`` on the mechanism's first release of
     ``n`` points with that sampler and reuses it for later data sets of the same
     size, every ``pm.Data`` replaced by the new data's values before sampling.
+
+    ``estimate_delta=True`` (MCMC only, issue 17): after the gate passed, the released
+    value is instead drawn at time ``tune`` from a fixed coupled kernel (HMC for
+    ``"nuts"``, random-walk Metropolis for ``"metropolis"``) whose L-lag coupling
+    estimate δ̂ is recorded in ``Release.delta_estimate`` (curator side; ``delta``
+    stays ``None``). See :func:`pymc_manidp.privacy.coupling.coupled_release`.
     """
     draws, tune, chains = check_sampler_args(sampler, draws, tune, chains, mech.manifold)
     resolve_rng(random_seed)  # a bad seed is refused before any work on the data
+    if estimate_delta and sampler in EXACT_SAMPLERS:  # issue 17
+        raise ValueError("estimate_delta=True is for MCMC samplers: an exact release has delta = 0")
     data = mech.domain.check(data, clip=clip)
     n = len(data)
     sigma = mech.scale(n)  # raises before sampling if the law does not exist
@@ -82,7 +102,7 @@ def release(
         return exact_release(mech, data, sigma, random_seed, clip)
     center, rate, inputs = mech.mcmc_inputs(data)
     compiled = mech.mcmc_cache.get(n, sampler, lambda: mech.model(data))
-    return mcmc_release(
+    rel = mcmc_release(
         mech,
         compiled,
         mcmc.polar_data(mech.manifold, center, rate, inputs),
@@ -96,6 +116,31 @@ def release(
         skip_diagnostics=skip_diagnostics,
         opt_outs=("clip",) if clip else (),
     )
+    if estimate_delta:  # issue 17: the value comes from the chain whose delta is estimated
+        rel = with_delta_estimate(rel, mech.model(data), tune, mech.restricted, random_seed)
+    return rel
+
+
+def with_delta_estimate(rel, model, tune, restricted, random_seed) -> Release:
+    """``rel`` with its value redrawn from a coupled kernel at time ``tune`` and δ̂ recorded.
+
+    ``model`` is a fresh model of the same data (the cached compiled one may hold
+    another data set's values). Issue 17; :func:`privacy.coupling.coupled_release`.
+    """
+    from pymc_manidp.privacy.coupling import coupled_release
+
+    rng, _ = resolve_rng(random_seed)
+    rng = np.random.default_rng([int(rng.integers(2**63 - 1)), 17])  # apart from the run's
+    value, record = coupled_release(
+        model,
+        epsilon=rel.epsilon,
+        t=max(int(tune), 1),
+        kernel="hmc" if rel.sampler == "nuts" else "rwmh",
+        restricted=restricted,
+        random_seed=rng,
+    )
+    # the record carries its own note; Release.notes are published, the estimate is not
+    return dataclasses.replace(rel, value=np.asarray(value), delta_estimate=record)
 
 
 def exact_release(mech, data, sigma, random_seed, clip) -> Release:

@@ -166,15 +166,21 @@ class CuratorReport:
     verdict : DiagnosticsReport
         The release gate's checks on the same run (:func:`check_run`).
     figures : dict
-        ``{"trace": Figure, "rank": Figure}`` (matplotlib).
+        ``{"trace": Figure, "rank": Figure}`` (matplotlib), and ``"tv_bound"`` for a
+        release made with ``estimate_delta=True``.
     files : tuple of Path
         PNG files written (empty without ``out``).
+    delta_estimate : dict or None
+        ``Release.delta_estimate`` of the reported release (an estimate, see
+        ``privacy.coupling``).
     """
 
     table: object
     verdict: DiagnosticsReport
     figures: dict
     files: tuple = ()
+    # issue 17: the release's L-lag coupling estimate of delta (an estimate, curator only)
+    delta_estimate: dict | None = None
 
     def __str__(self) -> str:
         head = (
@@ -182,6 +188,12 @@ class CuratorReport:
             if self.verdict.passed
             else "gate: FAILED - " + "; ".join(self.verdict.failures)
         )
+        if self.delta_estimate is not None:  # issue 17
+            e = self.delta_estimate
+            head += (
+                f"\ndelta ESTIMATE (L-lag coupling, not a proof): {e['delta_hat']:.3g} "
+                f"± {e['delta_se']:.2g} at t = {e['t']} (R = {e['reps']}, L = {e['lag']})"
+            )
         return f"{self.table.to_string(float_format=lambda v: f'{v:.4g}')}\n{head}"
 
     def close(self) -> None:
@@ -279,6 +291,11 @@ def report(run, *, footpoint=None, manifold=None, out=None, name="release", ci_p
     )
     rank.suptitle("Rank plots (thinned): per-chain ECDF of fractional ranks minus uniform")
     figures = {"trace": trace, "rank": rank}
+    estimate = getattr(run, "delta_estimate", None)
+    if estimate is not None:  # issue 17: the coupling bound of an estimate_delta release
+        from pymc_manidp.privacy.coupling import plot_tv_bound
+
+        figures["tv_bound"] = plot_tv_bound(estimate).figure
     for fig in figures.values():
         fig.set_layout_engine("constrained")
     files = ()
@@ -288,4 +305,4 @@ def report(run, *, footpoint=None, manifold=None, out=None, name="release", ci_p
         files = tuple(out / f"{key}.png" for key in figures)
         for path, fig in zip(files, figures.values(), strict=True):
             fig.savefig(path, dpi=100)
-    return CuratorReport(table, check_run(idata, name), figures, files)
+    return CuratorReport(table, check_run(idata, name), figures, files, estimate)

@@ -62,6 +62,11 @@ class Release:
         Exact samplers' rejection statistics (proposals, acceptance rates), or the
         MCMC checks that failed under ``skip_diagnostics``. They depend on the data:
         for the curator only, like ``diagnostics``.
+    delta_estimate : dict or None
+        MCMC releases made with ``estimate_delta=True``: the L-lag coupling
+        **estimate** δ̂ (``privacy.coupling.coupled_release``), with its standard
+        error. An estimate, not a proof, and computed from the data: for the curator
+        only; ``delta`` stays ``None`` and :meth:`public` leaves it out.
     """
 
     value: np.ndarray
@@ -77,6 +82,8 @@ class Release:
     opt_outs: tuple = ()
     notes: tuple = field(default_factory=tuple)
     sampler_info: dict | None = None
+    # issue 17: curator-side estimate of delta; never published (public() lists its keys)
+    delta_estimate: dict | None = None
 
     def public(self) -> dict:
         """What may be published: the value and its provenance, no data-dependent run."""

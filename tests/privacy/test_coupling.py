@@ -1,0 +1,353 @@
+"""L-lag coupling bounds on TV(pi_t, pi) and the estimated delta of MCMC releases.
+
+Oracles: PyMC's own compiled log-density and gradient (the batched target), the
+closed-form meeting probability of a maximal coupling, an independent formula for the
+L-lag bound, and, on the sphere, the exact sampler: the chain's time-t law is simulated
+by many independent chains and compared with exact draws on a 1-D statistic (distance
+to the footpoint). Every histogram TV is a lower bound of the true TV (data processing)
+up to its sampling noise, so a valid bound must lie above it at every t.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import stats
+
+import pymc_manidp as pmd
+from pymc_manidp.privacy import coupling as cp
+
+ALPHA = 0.01
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def sphere_laplace():
+    """Unrestricted Laplace on S^2, n = 50 records near the north pole (seed 0)."""
+    rng = np.random.default_rng(0)
+    S = pmd.Sphere(dim=2)
+    north = np.array([0.0, 0.0, 1.0])
+    tangent = np.concatenate([rng.normal(size=(50, 2)) * 0.1, np.zeros((50, 1))], axis=1)
+    data = S.exp(north, tangent)
+    mech = pmd.LaplaceMechanism(S, epsilon=1.0, center=north, radius=np.pi / 8)
+    return S, mech, data
+
+
+def far_init(target, shift=4.0):
+    """PyMC's jittered start, with the log-radius moved up by ``shift``: far from the mode.
+
+    On the polar model the last coordinate is the log-radius; ``shift = 4`` puts the
+    chains about 1.9 rad from the footpoint, where the target (sigma = 0.024) has no mass.
+    """
+    assert target.names[-1][0] == "log_radius"
+
+    def init(size, rng):
+        q = target.start + rng.uniform(-1.0, 1.0, size=(size, target.dim))
+        q[:, -1] += shift
+        return q
+
+    return init
+
+
+def histogram_tv(a, b, edges):
+    pa = np.histogram(a, edges)[0] / len(a)
+    pb = np.histogram(b, edges)[0] / len(b)
+    return 0.5 * np.abs(pa - pb).sum()
+
+
+def histogram_noise(n, bins):
+    """Expected histogram TV of two independent samples of size n from one law.
+
+    With equiprobable bins E|p_a - p_b| ~ sqrt(2 p (1 - p) / n) sqrt(2/pi) per bin.
+    """
+    p = 1.0 / bins
+    return 0.5 * bins * np.sqrt(2 * p * (1 - p) / n) * np.sqrt(2 / np.pi)
+
+
+# ------------------------------------------------------------------ building blocks
+
+
+def test_batch_target_matches_pymc_compiled_logp_and_gradient():
+    # a model with a transform (log for HalfNormal) and a vector variable
+    with pm.Model() as model:
+        a = pm.Normal("a", 1.0, 2.0, shape=2)
+        b = pm.HalfNormal("b", 1.5)
+        pm.Normal("c", a.sum(), b, shape=3)
+    target = cp.BatchTarget(model)
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(7, target.dim))
+    lp, grad = target.logp_grad(q)
+    f, df = model.compile_logp(jacobian=True), model.compile_dlogp(jacobian=True)
+    from pymc.blocking import DictToArrayBijection, RaveledVars
+
+    info = DictToArrayBijection.map(model.initial_point()).point_map_info
+    for i in range(len(q)):
+        point = DictToArrayBijection.rmap(RaveledVars(q[i], info))
+        assert np.isclose(lp[i], f(point), rtol=1e-10)
+        np.testing.assert_allclose(grad[i], df(point), rtol=1e-10)
+    np.testing.assert_allclose(target.logp(q), lp)
+    # a deterministic of the free variables: b = exp(b_log__)
+    with model:
+        pm.Deterministic("b_again", b * 1.0)
+    np.testing.assert_allclose(target.deterministic("b_again", q), np.exp(q[:, 2]))
+
+
+def test_tv_bound_matches_the_tail_sum_formula():
+    # independent form: E[ceil((tau - L - t)/L)^+] = sum_{j >= 0} P(tau > L + t + j L)
+    rng = np.random.default_rng(2)
+    lag = 7
+    tau = lag + rng.geometric(0.05, size=300)
+    ts = np.arange(0, 120, 5)
+    b = cp.tv_bound(tau, lag, ts)
+    for t, est in zip(ts, b.estimate, strict=True):
+        tail = sum(np.mean(tau > lag + t + j * lag) for j in range(200))
+        assert np.isclose(est, tail)
+    assert np.all(np.diff(b.estimate) <= 0)  # a bound on a non-increasing TV
+    with pytest.raises(ValueError, match="smaller than the lag"):
+        cp.tv_bound(tau, lag + 100, ts)
+
+
+def test_reflection_maximal_coupling_marginals_and_meeting_probability():
+    # N = 20,000 pairs, alpha = 0.01. Both marginals are N(mu, s^2 I) and the proposals
+    # coincide with probability 1 - TV = 2 Phi(-|mu_x - mu_y| / (2 s)), the maximum.
+    rng = np.random.default_rng(3)
+    n, s = 20_000, 0.7
+    mu_x = np.tile([0.3, -0.2, 0.5], (n, 1))
+    mu_y = np.tile([0.9, 0.1, 0.2], (n, 1))
+    x, y, same = cp.reflection_maximal(mu_x, mu_y, s, rng)
+    for draws, mu in ((x, mu_x), (y, mu_y)):
+        for j in range(3):
+            assert stats.kstest((draws[:, j] - mu[0, j]) / s, "norm").pvalue > ALPHA
+    assert np.array_equal(same, np.all(x == y, axis=1))
+    p = 2 * stats.norm.cdf(-np.linalg.norm(mu_x[0] - mu_y[0]) / (2 * s))
+    assert stats.binomtest(int(same.sum()), n, p).pvalue > ALPHA
+    # a coupling that is not maximal (independent proposals) never meets: caught
+    indep = mu_y + s * rng.standard_normal(mu_y.shape)
+    assert stats.binomtest(int(np.all(x == indep, axis=1).sum()), n, p).pvalue < ALPHA
+
+
+@pytest.mark.parametrize("kernel", [cp.RWMH(1.2), cp.HMC(0.4, 4, mh_prob=0.2)], ids=["rwmh", "hmc"])
+def test_kernels_leave_the_target_invariant_and_keep_met_pairs_together(kernel):
+    # 2,000 independent chains of a N(1, 2^2) x N(0, 1) target from far away (x + 8):
+    # KS of each coordinate against its law at t = 150 (alpha = 0.01), and at t = 2
+    # the same test rejects (the transient is seen).
+    with pm.Model() as model:
+        pm.Normal("a", 1.0, 2.0)
+        pm.Normal("b", 0.0, 1.0)
+    target = cp.BatchTarget(model)
+
+    def init(size, rng):
+        return rng.normal(size=(size, 2)) + 8.0
+
+    out = cp.draw_chain(target, kernel, 150, 2000, init=init, random_seed=4, record=[2])
+    assert stats.kstest((out[150][:, 0] - 1.0) / 2.0, "norm").pvalue > ALPHA
+    assert stats.kstest(out[150][:, 1], "norm").pvalue > ALPHA
+    assert stats.kstest(out[2][:, 1], "norm").pvalue < ALPHA
+    # coupled steps: equal pairs stay equal, unequal pairs meet eventually
+    rng = np.random.default_rng(5)
+    q = rng.normal(size=(50, 2))
+    lp = target.logp(q)
+    qx, _, qy, _ = kernel.coupled_step(target, q, lp, q.copy(), lp.copy(), rng)
+    assert np.array_equal(qx, qy)
+    tau = cp.meeting_times(target, kernel, lag=5, reps=50, random_seed=6, max_iter=5000)
+    assert np.all(tau > 5)
+
+
+def test_unmet_pairs_raise_instead_of_giving_a_bound():
+    with pm.Model() as model:
+        pm.Normal("a", 0.0, 1.0, shape=3)
+    target = cp.BatchTarget(model)
+    with pytest.raises(cp.CouplingError, match="did not meet"):
+        cp.meeting_times(target, cp.RWMH(0.01), lag=1, reps=20, max_iter=3, random_seed=0)
+
+
+# ------------------------------------------------------------- validation against the exact law
+
+
+@pytest.fixture(scope="module")
+def sphere_run():
+    """Meeting times (R = 500, L = 20) and 20,000 chains of RWMH(0.5) on the S^2 Laplace."""
+    S, mech, data = sphere_laplace()
+    model = mech.model(data)
+    target = cp.BatchTarget(model)
+    init = far_init(target)
+    kernel = cp.RWMH(0.5)
+    lag, ts = 20, np.arange(0, 120, 6)
+    tau = cp.meeting_times(target, kernel, lag=lag, reps=500, init=init, random_seed=1)
+    states = cp.draw_chain(target, kernel, ts[-1], 20_000, init=init, random_seed=2, record=ts)
+    exact = S.dist(mech.footpoint(data)[1], mech.sample(data, 20_000, random_seed=3))
+    edges = np.quantile(exact, np.linspace(0, 1, 21))
+    edges[0], edges[-1] = 0.0, np.inf
+    tv = np.array(
+        [histogram_tv(target.deterministic("distance", states[t]), exact, edges) for t in ts]
+    )
+    return dict(
+        model=model, target=target, init=init, kernel=kernel, lag=lag, ts=ts, tau=tau,
+        exact=exact, edges=edges, tv=tv,
+    )  # fmt: skip
+
+
+def test_tv_bound_lies_above_the_true_tv_across_the_transient(sphere_run):
+    # 20 equiprobable bins, 20,000 chain states vs 20,000 exact draws: the histogram TV
+    # has a noise floor of about 0.014; allowed: twice that, plus 2 s.e. of the bound.
+    r = sphere_run
+    bound = cp.tv_bound(r["tau"], r["lag"], r["ts"])
+    slack = 2 * histogram_noise(20_000, 20) * np.sqrt(2)
+    assert np.all(r["tv"] <= bound.upper(2.0) + slack), (r["tv"], bound.estimate)
+    # the transient is real: the chain starts far (TV near 1) and the bound follows it
+    assert r["tv"][0] > 0.9 and bound.estimate[0] > 0.9
+    assert r["tv"][-1] < 0.05 and bound.estimate[-1] < 0.01
+    # a deliberately wrong bound (meeting times counted from the start of the coupled
+    # phase, i.e. off by one lag: the bound at t + L) falls below the true TV
+    wrong = cp.tv_bound(r["tau"], r["lag"], r["ts"] + r["lag"])
+    assert np.any(r["tv"] > wrong.upper(2.0) + slack)
+
+
+def test_comparison_catches_a_chain_of_the_wrong_law(sphere_run):
+    # the same chains with half the rate: they meet and the bound vanishes, but their
+    # law is not the mechanism's; the exact-law comparison shows it (what the validation
+    # above would report for a wrong model).
+    r = sphere_run
+    model = r["model"]
+    sigma = float(model["scale"].get_value())
+    try:
+        pm.set_data({"scale": sigma / 2}, model=model)
+        far = cp.draw_chain(r["target"], r["kernel"], 120, 20_000, init=r["init"], random_seed=7)
+        tv = histogram_tv(r["target"].deterministic("distance", far), r["exact"], r["edges"])
+        tau = cp.meeting_times(
+            r["target"], r["kernel"], lag=20, reps=200, init=r["init"], random_seed=8
+        )
+    finally:
+        pm.set_data({"scale": sigma}, model=model)
+    assert cp.tv_bound(tau, 20, [120]).upper(2.0)[0] < 0.05
+    assert tv > 0.3
+
+
+def test_estimate_catches_a_short_chain_and_clears_a_long_one():
+    # Laplace on S^2 (n = 50, epsilon = 1), tuned RWMH from far away (init as above),
+    # R = 100 pairs. t = 5: well inside the transient, delta_hat must be large;
+    # t = 1,000 (the default tune length, L = 1,000): the bound must vanish.
+    _, mech, data = sphere_laplace()
+    target = cp.BatchTarget(mech.model(data))
+    init = far_init(target)
+    kernel = cp.tune_kernel(target, "rwmh", init=init, random_seed=9)
+    short = cp.estimate_delta(
+        target, epsilon=1.0, t=5, kernel=kernel, reps=100, init=init, random_seed=10
+    )
+    long = cp.estimate_delta(
+        target, epsilon=1.0, t=1000, kernel=kernel, reps=100, init=init, random_seed=11
+    )
+    factor = 1 + np.e
+    assert short.tv > 0.9 and short.delta_hat == pytest.approx(factor * short.tv)
+    assert short.delta_hat - 2 * short.delta_se > 1.0
+    assert long.tv == 0.0 and long.delta_upper() == 0.0
+    record = long.as_dict()
+    assert record["label"].startswith("ESTIMATE") and record["kernel"]["kernel"] == "RWMH"
+    assert record["t"] == 1000 and record["lag"] == 1000 and record["reps"] == 100
+
+
+def laplace_case(name):
+    """Unrestricted Laplace on SPD(2) (n = 50) or Kendall(8) (n = 200), seed 12."""
+    rng = np.random.default_rng(12)
+    if name == "SPD2":
+        P = pmd.SPD(k=2)
+        a = rng.normal(size=(50, 2, 2)) * 0.2
+        data = P.exp(np.eye(2), a + np.swapaxes(a, 1, 2))
+        return P, pmd.LaplaceMechanism(P, epsilon=1.0, center=np.eye(2), radius=1.5), data
+    K = pmd.KendallShape(k_landmarks=8)
+    angles = np.arange(8) * 2 * np.pi / 8
+    base = np.stack([np.cos(angles), 0.6 * np.sin(angles)], axis=1)
+    data = base + rng.normal(size=(200, 8, 2)) * 0.01
+    return K, pmd.LaplaceMechanism(K, epsilon=1.0, center=K.validate(base), radius=0.2), data
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["SPD2", "Kendall8"])
+def test_tv_bound_above_true_tv_on_spd_and_kendall(case):
+    # as on S^2, with a tuned RWMH started far away (log-radius + 4: 55 sigma on SPD(2),
+    # about 50 sigma on Kendall(8)), R = 300, L = 50, 12 times spanning the transient;
+    # 5,000 chains vs 5,000 exact draws, 20 bins (noise floor about 0.035; allowed twice
+    # that, times sqrt 2, plus 2 s.e.).
+    M, mech, data = laplace_case(case)
+    target = cp.BatchTarget(mech.model(data))
+    init = far_init(target)
+    kernel = cp.tune_kernel(target, "rwmh", random_seed=15)
+    lag, n = 50, 5000
+    tau = cp.meeting_times(target, kernel, lag=lag, reps=300, init=init, random_seed=16)
+    ts = np.unique(np.linspace(0, np.quantile(tau - lag, 0.99), 12).astype(int))
+    bound = cp.tv_bound(tau, lag, ts)
+    states = cp.draw_chain(target, kernel, int(ts[-1]), n, init=init, random_seed=17, record=ts)
+    exact = M.dist(mech.footpoint(data)[1], mech.sample(data, n, random_seed=18))
+    edges = np.quantile(exact, np.linspace(0, 1, 21))
+    edges[0], edges[-1] = 0.0, np.inf
+    tv = np.array(
+        [histogram_tv(target.deterministic("distance", states[t]), exact, edges) for t in ts]
+    )
+    slack = 2 * histogram_noise(n, 20) * np.sqrt(2)
+    assert tv[0] > 0.9  # the start is far: the transient is tested
+    assert np.all(tv <= bound.upper(2.0) + slack), (ts, tv, bound.estimate)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["S2-hmc", "SPD2", "Kendall8"])
+def test_bound_vanishes_by_the_default_tune_length(case):
+    # tuned kernel, PyMC's default initial law, R = 100, L = t = 1,000: every pair met
+    # within 1,000 coupled steps, so the estimate (and its s.e.) is 0; at t = 0 the
+    # bound is positive (the chain does start away from the target).
+    if case == "S2-hmc":
+        _, mech, data = sphere_laplace()
+        kind = "hmc"
+    else:
+        _, mech, data = laplace_case(case)
+        kind = "rwmh"
+    est = cp.estimate_delta(
+        mech.model(data), epsilon=1.0, t=1000, kernel=kind, reps=100, random_seed=13
+    )
+    assert est.tv == 0.0 and est.delta_upper() == 0.0
+    assert est.bound.estimate[0] > 0.0
+
+
+# ------------------------------------------------------------------ the Release record
+
+
+def test_release_records_delta_estimate_for_the_curator_only():
+    # KNG on S^2, PyMC Metropolis (gate skipped: a short run), estimate_delta=True:
+    # the value comes from the assessed chain at t = tune and lies in the public ball;
+    # the estimate is recorded, labelled, and absent from public().
+    S, _, data = sphere_laplace()
+    mech = pmd.KNGMechanism(S, epsilon=1.0, center=[0, 0, 1.0], radius=np.pi / 8)
+    rel = mech.release(
+        data, sampler="metropolis", draws=300, tune=200, chains=2, random_seed=14,
+        skip_diagnostics=True, estimate_delta=True,
+    )  # fmt: skip
+    est = rel.delta_estimate
+    assert rel.delta is None
+    assert est["label"].startswith("ESTIMATE") and est["kernel"]["kernel"] == "RWMH"
+    assert est["t"] == 200 and est["reps"] == 200 and 0 < est["inside_fraction"] <= 1
+    assert est["delta_hat"] == pytest.approx(
+        (1 + np.e) * min(1.0, 2 * est["tv_hat"] / est["inside_fraction"])
+    )
+    assert est["delta_hat"] < 0.05  # a tuned chain from PyMC's start has long converged
+    assert S.dist([0, 0, 1.0], rel.value) <= np.pi / 8
+    public = rel.public()
+    assert "delta_estimate" not in public and public["delta"] is None
+    assert "delta_hat" not in str(public) and "ESTIMATE" not in str(public)
+    with pytest.raises(ValueError, match="MCMC samplers"):
+        mech.release(data, estimate_delta=True)
+    # the curator report shows the estimate and its curve; a release without one does not
+    from pymc_manidp.privacy.diagnostics import report
+
+    rep = report(rel)
+    try:
+        assert "tv_bound" in rep.figures and "delta ESTIMATE" in str(rep)
+        ax = rep.figures["tv_bound"].axes[0]
+        np.testing.assert_allclose(ax.lines[0].get_ydata(), est["curve"]["tv_hat"])
+    finally:
+        rep.close()
+    rep = report(dataclasses.replace(rel, delta_estimate=None))
+    assert "tv_bound" not in rep.figures and "ESTIMATE" not in str(rep)
+    rep.close()
