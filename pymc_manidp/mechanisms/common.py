@@ -117,11 +117,13 @@ def release(
         opt_outs=("clip",) if clip else (),
     )
     if estimate_delta:  # issue 17: the value comes from the chain whose delta is estimated
-        rel = with_delta_estimate(rel, mech.model(data), tune, mech.restricted, random_seed)
+        rel = with_delta_estimate(
+            rel, mech.model(data), tune, mech.domain if mech.restricted else None, random_seed
+        )
     return rel
 
 
-def with_delta_estimate(rel, model, tune, restricted, random_seed) -> Release:
+def with_delta_estimate(rel, model, tune, domain, random_seed) -> Release:
     """``rel`` with its value redrawn from a coupled kernel at time ``tune`` and δ̂ recorded.
 
     ``model`` is a fresh model of the same data (the cached compiled one may hold
@@ -136,7 +138,7 @@ def with_delta_estimate(rel, model, tune, restricted, random_seed) -> Release:
         epsilon=rel.epsilon,
         t=max(int(tune), 1),
         kernel="hmc" if rel.sampler == "nuts" else "rwmh",
-        restricted=restricted,
+        domain=domain,
         random_seed=rng,
     )
     # the record carries its own note; Release.notes are published, the estimate is not

@@ -784,7 +784,7 @@ def coupled_release(
     epsilon,
     t,
     kernel="hmc",
-    restricted=False,
+    domain=None,
     name="release",
     reps=200,
     chains=200,
@@ -795,7 +795,7 @@ def coupled_release(
     The value is the state at time ``t`` of a fresh chain of the coupled kernel (its
     ``name`` deterministic), started from the initial law: exactly the law
     :math:`\pi_t` whose distance to the mechanism's law :func:`estimate_delta`
-    bounds. For a restricted law (the model's ``in_domain`` flag) the value is drawn
+    bounds. For a law restricted to a public ball (``domain``) the value is drawn
     from :math:`\pi_t` conditioned on the ball ``A``: among ``chains`` independent
     chains the first inside is released, and since
     :math:`\mathrm{TV}(\pi_t(\cdot\mid A), \pi(\cdot\mid A)) \le 2\gamma/\pi_t(A)`
@@ -809,7 +809,8 @@ def coupled_release(
     t : int
         Steps of the released chain (a release's tune length).
     kernel : "hmc", "rwmh", RWMH or HMC
-    restricted : bool
+    domain : DataDomain, optional
+        The public ball of a restricted law (the model samples the unrestricted one).
     name : str
         The manifold-valued deterministic.
     reps : int
@@ -838,9 +839,9 @@ def coupled_release(
         f"the released value: the state at t = {est.t} of a fresh chain of this kernel "
         "from PyMC's jittered initial point"
     )
-    if not restricted:
+    if domain is None:
         return points[0], record
-    inside = target.deterministic("in_domain", q).astype(bool)
+    inside = np.asarray(domain.distances(points) <= domain.radius)
     if not inside.any():
         raise CouplingError(
             f"none of {chains} chains at t = {est.t} lies inside the public ball: "

@@ -40,10 +40,11 @@ def sphere_laplace():
 def far_init(target, shift=4.0):
     """PyMC's jittered start, with the log-radius moved up by ``shift``: far from the mode.
 
-    On the polar model the last coordinate is the log-radius; ``shift = 4`` puts the
-    chains about 1.9 rad from the footpoint, where the target (sigma = 0.024) has no mass.
+    In the polar chart (``PolarChart``: unconstrained value ``(z, s)``) the last
+    coordinate is the log-radius ``s``; ``shift = 4`` puts the chains about 1.9 rad
+    from the footpoint, where the target (sigma = 0.024) has no mass.
     """
-    assert target.names[-1][0] == "log_radius"
+    assert target.names[-1][0] == "release_polar__"
 
     def init(size, rng):
         q = target.start + rng.uniform(-1.0, 1.0, size=(size, target.dim))
