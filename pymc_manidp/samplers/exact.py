@@ -56,6 +56,7 @@ from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import as_points, check_positive_int, check_positive_real
 from pymc_manidp.rng import as_generator
+from pymc_manidp.stats import reductions
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import ConvergenceWarning, frechet_mean
 
@@ -81,6 +82,8 @@ EXACT_MANIFOLDS: tuple[type, ...] = (Euclidean, Sphere, KendallShape, SPD)
 DEFAULT_MAX_ATTEMPTS = 10_000
 # proposals per batch are capped so that a KNG batch (batch x n log maps) stays small
 _MAX_BATCH_ELEMENTS = 4_000_000
+# KNG proposals whose gradients one pass over Dask data evaluates at most
+_DASK_BATCH = 64
 
 
 class ExactSamplingError(RuntimeError):
@@ -488,11 +491,12 @@ def kng_envelope_slope(domain: DataDomain) -> float:
 
 
 def _grad_norms(M, x, data):
-    """``|grad F(x)| = |(1/n) Σ log_x(x_i)|_x`` for a batch ``x`` ``(m, *shape)``."""
-    nd = len(M.point_shape)
-    n = data.shape[0]
-    g = np.sum(M.log(np.expand_dims(x, -nd - 1), data), axis=-nd - 1) / n
-    return M.norm(x, g)
+    """``|grad F(x)| = |(1/n) Σ log_x(x_i)|_x`` for a batch ``x`` ``(m, *shape)``.
+
+    One pass over the data for the whole batch (NumPy or Dask, see
+    :func:`pymc_manidp.stats.reductions.grad_norms`).
+    """
+    return reductions.grad_norms(M, x, data)
 
 
 def sample_kng(
@@ -527,8 +531,9 @@ def sample_kng(
     Parameters
     ----------
     M : Sphere, KendallShape, SPD or Euclidean
-    data : array, shape ``(n, *point_shape)``
-        Records, all inside ``domain`` (checked).
+    data : array or dask.array.Array, shape ``(n, *point_shape)``
+        Records, all inside ``domain`` (checked). A Dask array is never gathered:
+        each batch of proposals costs one pass over it.
     sigma : float
         KNG's rate (``2Δ/ε``).
     size : int
@@ -570,23 +575,30 @@ def sample_kng(
     max_attempts = _check_max_attempts(max_attempts)
     data = domain.check(data)
     rng = as_generator(rng)
-    n = data.shape[0]
+    n = reductions.n_rows(data)
     H = kng_envelope_slope(domain)
 
     with warnings.catch_warnings():
         # an unconverged mean is still a valid envelope centre: its error is bounded below
         warnings.simplefilter("ignore", ConvergenceWarning)
-        x_hat = frechet_mean(M, data, tol=1e-12, atol=1e-3 * sigma * H).mean
+        mean = frechet_mean(M, data, tol=1e-12, atol=1e-3 * sigma * H)
+    x_hat, g_hat_norm = mean.mean, mean.grad_norm  # the mean's last gradient: no extra pass
     if not domain.distances(x_hat) <= domain.radius:
         x_hat = domain.check(x_hat[None], clip=True)[0]  # Lemma 1 needs x_hat in the ball
-    g_hat, _ = M.frechet_gradient(x_hat, data, np.full(n, 1.0 / n))
+        g_hat_norm = float(_grad_norms(M, x_hat[None], data)[0])
     # e >= rho(x_hat, x_bar); the slack absorbs the rounding of |grad F| and rho
     # (a few ulps of r), so rounding cannot push an acceptance ratio above 1
-    e = domain.footpoint_error(float(M.norm(x_hat, g_hat))) + 1e-9 * domain.radius
+    e = domain.footpoint_error(g_hat_norm) + 1e-9 * domain.radius
     t_max = _ball_cover(M, x_hat, domain)
     env_sigma = sigma / H
     stats = {"inside": 0, "proposals": 0}
-    batch_cap = max(16, _MAX_BATCH_ELEMENTS // (n * int(np.prod(M.point_shape))))
+    # in memory a proposal's gradient costs as much as a pass: batches stay small for
+    # large n; over Dask reading the data dominates, so each pass serves a batch
+    if reductions.is_dask(data):
+        batch_cap, min_batch = _DASK_BATCH, 4
+    else:
+        batch_cap = max(1, _MAX_BATCH_ELEMENTS // (n * int(np.prod(M.point_shape))))
+        min_batch = 2
 
     def propose(m):
         c, st = _laplace_coords(M, env_sigma, m, rng, t_max, max_attempts)
@@ -610,7 +622,9 @@ def sample_kng(
         return x, keep
 
     # each proposal costs n log maps: small first batches suit single releases
-    pts, proposed = _rejection(propose, size, max_attempts, "KNG", batch_cap=batch_cap, min_batch=2)
+    pts, proposed = _rejection(
+        propose, size, max_attempts, "KNG", batch_cap=batch_cap, min_batch=min_batch
+    )
     info = {
         "acceptance_rate": size / proposed,
         "inside_ball_rate": stats["inside"] / stats["proposals"],
