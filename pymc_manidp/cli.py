@@ -59,7 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
         "The centre and radius of the public ball must be chosen without looking at "
         "the data.",
     )
-    p.add_argument("data", help="data file, .npy or .csv, one record per row")
+    p.add_argument(
+        "data",
+        help="data file, .npy or .csv, one record per row; or data too big for memory, read "
+        "in passes with Dask: a folder or glob of .npy shards, a .zarr store, Parquet files",
+    )
     p.add_argument("--manifold", required=True, choices=MANIFOLDS)
     p.add_argument("--epsilon", required=True, type=float, help="privacy budget (> 0)")
     p.add_argument(
@@ -84,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip-diagnostics",
         action="store_true",
         help="release even if the MCMC diagnostics fail (recorded in the output)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the passes over sharded data on this distributed cluster "
+        "(e.g. tcp://10.0.0.5:8786; default: Dask's local scheduler)",
     )
     p.add_argument("--out", default="release.json", help="output JSON file ('-': stdout)")
     p.add_argument("--report", default=None, help="MCMC: folder for the curator's plots")
@@ -156,10 +167,22 @@ def demo(args) -> int:
 
 def release(args) -> int:
     """``pymc-manidp release``: a user's data in, the public release as JSON out."""
+    import contextlib
+
     import pymc_manidp as pmd
     from pymc_manidp.files import manifold_for, parse_center, read_points, release_json
+    from pymc_manidp.io import is_lazy_source, open_points, source_name
+    from pymc_manidp.stats import reductions
 
-    M, data = manifold_for(args.manifold, read_points(args.data))
+    lazy = is_lazy_source(args.data)
+    if args.scheduler is not None and not lazy:
+        raise ValueError(
+            "--scheduler runs the passes over sharded data (a folder or glob of .npy "
+            "shards, .zarr, Parquet): a single .npy/.csv file is released in memory"
+        )
+    M, data = manifold_for(
+        args.manifold, open_points(args.data) if lazy else read_points(args.data)
+    )
     center = parse_center(args.center, M)
     if args.mechanism == "kng":
         mech = pmd.KNGMechanism(M, epsilon=args.epsilon, center=center, radius=args.radius)
@@ -167,7 +190,15 @@ def release(args) -> int:
         mech = pmd.LaplaceMechanism(
             M, epsilon=args.epsilon, center=center, radius=args.radius, restrict=args.restrict
         )
-    with _status()(f"releasing with the {args.sampler} sampler"):
+    with contextlib.ExitStack() as stack:
+        if lazy:  # a progress bar per pass over the data instead of the spinner
+            if args.scheduler is not None:
+                from distributed import Client
+
+                stack.enter_context(Client(args.scheduler))
+            stack.enter_context(reductions.progress())
+        else:
+            stack.enter_context(_status()(f"releasing with the {args.sampler} sampler"))
         rel = mech.release(
             data,
             sampler=args.sampler,
@@ -185,7 +216,7 @@ def release(args) -> int:
         center=center,
         radius=args.radius,
         options={"restrict": bool(mech.restricted), "clip": args.clip},
-        source=Path(args.data).name,
+        source=source_name(args.data),
     )
     text = json.dumps(doc, indent=2)
     if args.out == "-":

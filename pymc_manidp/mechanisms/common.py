@@ -22,6 +22,7 @@ from pymc_manidp.privacy.release import (
 )
 from pymc_manidp.rng import resolve_rng
 from pymc_manidp.samplers import exact, mcmc
+from pymc_manidp.stats import reductions
 
 __all__ = [
     "EXACT_SAMPLERS",
@@ -78,6 +79,11 @@ def release(
     size, every ``pm.Data`` replaced by the new data's values before sampling.
     """
     draws, tune, chains = check_sampler_args(sampler, draws, tune, chains, mech.manifold)
+    if sampler not in EXACT_SAMPLERS and reductions.is_dask(data):
+        raise ValueError(
+            f"the {sampler} sampler keeps the data in its model: with a Dask array use "
+            "sampler='exact', which reads it in passes and never gathers it"
+        )
     data = mech.domain.check(data, clip=clip)
     n = len(data)
     sigma = mech.scale(n)  # raises before sampling if the law does not exist

@@ -143,8 +143,9 @@ def _run_pass(data, chunk_fn, label: str, *args):
         from distributed import progress as dist_progress
 
         futures = client.compute(parts)
-        dist_progress(futures)
-        print(file=sys.stderr)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout may carry the release
+            dist_progress(futures)
+            print()
         return client.gather(futures)
     from dask.diagnostics import ProgressBar
 
