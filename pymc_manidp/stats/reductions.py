@@ -52,6 +52,7 @@ __all__ = [
     "grad_norms",
     "is_dask",
     "n_rows",
+    "pass_count",
     "progress",
     "scan_domain",
     "weighted_sum",
@@ -96,6 +97,12 @@ def _point_chunks(data, point_shape):
 
 # --- running a pass ----------------------------------------------------------------------
 _PROGRESS = {"on": False, "count": 0}
+_PASSES = [0]  # every pass of this process, NumPy or Dask (for benchmarks and docs)
+
+
+def pass_count() -> int:
+    """Passes over data run so far in this process (each function here counts one)."""
+    return _PASSES[0]
 
 
 @contextlib.contextmanager
@@ -105,12 +112,12 @@ def progress(enabled: bool = True):
     With a current ``distributed`` client the bar is ``distributed.progress``;
     otherwise Dask's local ``ProgressBar``. NumPy passes show nothing.
     """
-    old = _PROGRESS["on"]
-    _PROGRESS["on"] = bool(enabled)
+    old = dict(_PROGRESS)
+    _PROGRESS.update(on=bool(enabled), count=0)  # passes numbered from 1 in each block
     try:
         yield
     finally:
-        _PROGRESS["on"] = old
+        _PROGRESS.update(old)
 
 
 def _client():
@@ -162,13 +169,17 @@ def _gradient_block(M, xs, block, w):
     return g, e
 
 
-def _gradient_rows(M, xs, data, w, inv_n):
-    """Sums over the rows of ``data`` (in cache blocks) for every point of ``xs``."""
+def _gradient_rows(M, xs, data, w, inv_n, validate=False):
+    """Sums over the rows of ``data`` (in cache blocks) for every point of ``xs``.
+
+    ``validate``: the rows are raw records that a check pass accepted; each block
+    is validated (projected onto the manifold) here, while it is in cache.
+    """
     rows = _rows_per_block(M.point_shape)
     g = np.zeros(xs.shape)
     e = np.zeros(len(xs))
     for s in range(0, len(data), rows):
-        b = data[s : s + rows]
+        b = M.validate(data[s : s + rows]) if validate else data[s : s + rows]
         wb = np.full(len(b), inv_n) if w is None else w[s : s + rows]
         gb, eb = _gradient_block(M, xs, b, wb)
         g += gb
@@ -176,21 +187,24 @@ def _gradient_rows(M, xs, data, w, inv_n):
     return g, e
 
 
-def _gradient_chunk(block, index, offset, M, xs, inv_n):
-    return _gradient_rows(M, xs, np.asarray(block), None, inv_n)
+def _gradient_chunk(block, index, offset, M, xs, inv_n, validate):
+    return _gradient_rows(M, xs, np.asarray(block), None, inv_n, validate)
 
 
 def _gradients(M, xs, data, weights):
     """``(g, energy)`` at each point of ``xs`` ``(m, *shape)``: ``(m, *shape)``, ``(m,)``."""
     xs = np.asarray(xs, dtype=float)
     n = n_rows(data)
+    _PASSES[0] += 1
     if is_dask(data):
         if weights is not None:
             raise ValueError(
                 "weights are not supported with Dask data: Dask releases use equal weights"
             )
-        data = _point_chunks(data, M.point_shape)
-        parts = _run_pass(data, _gradient_chunk, "Fréchet gradient", M, xs, 1.0 / n)
+        raw = _raw_of(data)  # checked data: validate block by block inside the pass
+        data = _point_chunks(data if raw is None else raw, M.point_shape)
+        label = "Fréchet gradient" if len(xs) == 1 else f"gradients at {len(xs)} proposals"
+        parts = _run_pass(data, _gradient_chunk, label, M, xs, 1.0 / n, raw is not None)
         g = np.sum([p[0] for p in parts], axis=0)
         e = np.sum([p[1] for p in parts], axis=0)
         return g, e
@@ -244,6 +258,7 @@ def grad_norms(M, xs, data):
 def weighted_sum(data, weights=None):
     """``sum_i w_i x_i`` in the ambient space (default ``w_i = 1/n``): one pass."""
     n = n_rows(data)
+    _PASSES[0] += 1
     if is_dask(data):
         if weights is not None:
             raise ValueError("weights are not supported with Dask data")
@@ -397,6 +412,7 @@ def scan_domain(domain, data, *, clip: bool = False):
     n = n_rows(data)
     if n == 0:
         raise ValueError("data is empty: nothing to summarize")
+    _PASSES[0] += 1
     if not is_dask(data):
         out = np.empty(data.shape)
         scan = _scan_rows(domain, data, out)
@@ -438,10 +454,11 @@ def scan_domain(domain, data, *, clip: bool = False):
     if outside:
         points = data.map_blocks(_clip_chunk, domain, dtype=float)
         summary = _summary(domain, n, scans, clipped=True)
+        _remember(points, domain, summary)
     else:
         points = data.map_blocks(_validate_chunk, domain, dtype=float)
         summary = _summary(domain, n, scans)
-    _remember(points, domain, summary)
+        _remember(points, domain, summary, raw=data)
     return points, summary
 
 
@@ -463,9 +480,22 @@ def _summary(domain, n, scans, clipped=False):
 _CHECKED: dict[int, tuple] = {}
 
 
-def _remember(points, domain, summary):
+def _remember(points, domain, summary, raw=None):
+    """Record that ``points`` passed ``domain``'s check (``raw``: the Dask records that
+    ``points`` validates lazily; passes read them and validate block by block)."""
     key = id(points)
-    _CHECKED[key] = (weakref.ref(points, lambda _: _CHECKED.pop(key, None)), domain, summary)
+    ref = weakref.ref(points, lambda _: _CHECKED.pop(key, None))
+    _CHECKED[key] = (ref, domain, summary, raw)
+
+
+def _entry(data):
+    entry = _CHECKED.get(id(data))
+    return None if entry is None or entry[0]() is not data else entry
+
+
+def _raw_of(data):
+    entry = _entry(data)
+    return None if entry is None else entry[3]
 
 
 def _same_domain(a, b) -> bool:
@@ -483,10 +513,10 @@ def checked_summary(data, domain=None, manifold=None):
     With ``domain``: only if it was checked against an equal domain; with
     ``manifold``: only if it was validated on an equal manifold. None otherwise.
     """
-    entry = _CHECKED.get(id(data))
-    if entry is None or entry[0]() is not data:
+    entry = _entry(data)
+    if entry is None:
         return None
-    _, dom, summary = entry
+    _, dom, summary, _ = entry
     if domain is not None and not _same_domain(dom, domain):
         return None
     if manifold is not None and dom.manifold != manifold:
