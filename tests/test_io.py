@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import pymc_manidp as pmd
-from pymc_manidp.cli import main
 from pymc_manidp.datasets import generators
 from pymc_manidp.io import is_lazy_source, open_points
 from pymc_manidp.stats import reductions
+from tests.test_cli import release_args, run
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -71,40 +71,15 @@ def test_bad_sources_are_named(tmp_path):
     assert is_lazy_source(tmp_path) and not is_lazy_source(tmp_path / "a.npy")
 
 
-def _run(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def _args(path, *extra):
-    return [
-        "release",
-        str(path),
-        "--manifold",
-        "sphere",
-        "--epsilon",
-        "1",
-        "--center",
-        "0,0,1",
-        "--radius",
-        "0.4",
-        "--out",
-        "-",
-        "--seed",
-        "3",
-        *extra,
-    ]
+    return release_args(path, "--seed", "3", *extra)
 
 
 def test_cli_releases_shards_on_a_cluster_with_progress(shards, points, capsys):
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
     ) as cluster:
-        code, out, err = _run(_args(shards, "--scheduler", cluster.scheduler_address), capsys)
+        code, out, err = run(_args(shards, "--scheduler", cluster.scheduler_address), capsys)
     assert code == 0, err
     doc = json.loads(out)
     assert doc["release"]["n"] == 1000 and doc["provenance"]["source"] == "shards"
@@ -113,7 +88,7 @@ def test_cli_releases_shards_on_a_cluster_with_progress(shards, points, capsys):
     value = np.array(doc["release"]["value"])
     assert S2.dist(value, pmd.frechet_mean(S2, points).mean) < 0.1
     # the same shards on the local scheduler; the in-memory file gives the same n
-    code, out, err = _run(_args(shards), capsys)
+    code, out, err = run(_args(shards), capsys)
     assert code == 0, err and json.loads(out)["release"]["n"] == 1000
 
 
@@ -121,8 +96,8 @@ def test_cli_refuses_bad_shards_with_chunk_and_row(shards, points, capsys):
     bad = points[250:500].copy()
     bad[17] = [1.0, 0.0, 0.0]
     np.save(shards / "part-01.npy", bad)
-    code, _, err = _run(_args(shards), capsys)
+    code, _, err = run(_args(shards), capsys)
     assert code == 2
     assert "chunk 1, row 17 of the chunk" in err and "row 267 overall" in err
-    code, _, err = _run(_args(shards / "part-01.npy", "--scheduler", "tcp://x:1"), capsys)
+    code, _, err = run(_args(shards / "part-01.npy", "--scheduler", "tcp://x:1"), capsys)
     assert code == 2 and "--scheduler" in err

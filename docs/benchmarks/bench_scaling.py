@@ -16,7 +16,12 @@ The three are interleaved, ``REPEATS`` rounds, each figure the median over round
 the passes over the data per release are counted
 (``pymc_manidp.stats.reductions.pass_count``).
 
-Run:  PYTHONPATH=. .venv/bin/python docs/benchmarks/bench_scaling.py   (about a minute)
+A second table times passes over the same data as a Dask array (4 chunks of
+250,000 rows, Dask's local threaded scheduler, 2 threads): the check pass, a Fréchet
+gradient pass over checked data (each cache block validated inside the pass) and a
+KNG release.
+
+Run:  PYTHONPATH=. .venv/bin/python docs/benchmarks/bench_scaling.py   (about two minutes)
 """
 
 from __future__ import annotations
@@ -75,6 +80,38 @@ def main():
             f"{int(np.median(passes[name]))} |"
         )
     print(f"KNG envelope proposals per release: mean {np.mean(proposals):.2f}")
+    dask_table(S, kng, data, med["pass"])
+
+
+def dask_table(S, kng, data, one_pass):
+    import dask.array as da
+
+    lazy = da.from_array(data, chunks=(N // 4, 3))
+    x = np.array([0.0, 0.0, 1.0])
+
+    def median_time(f, k=5):
+        ts = []
+        for _ in range(k):
+            t = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t)
+        return float(np.median(ts))
+
+    checked = kng.domain.check(lazy)
+    rows = [
+        ("check pass", median_time(lambda: reductions.scan_domain(kng.domain, lazy))),
+        (
+            "gradient pass (checked data)",
+            median_time(lambda: reductions.frechet_gradient(S, x, checked)),
+        ),
+        ("KNG exact release", median_time(lambda: kng.release(lazy, random_seed=0))),
+    ]
+    print()
+    print(f"Dask array, {N:,} rows in 4 chunks, local threaded scheduler (median of 5)")
+    print("| | time | ÷ one NumPy pass | million points / s |")
+    print("|---|---|---|---|")
+    for label, t in rows:
+        print(f"| {label} | {1e3 * t:.0f} ms | {t / one_pass:.1f} | {N / t / 1e6:.1f} |")
 
 
 if __name__ == "__main__":

@@ -80,8 +80,9 @@ __all__ = [
 EXACT_MANIFOLDS: tuple[type, ...] = (Euclidean, Sphere, KendallShape, SPD)
 
 DEFAULT_MAX_ATTEMPTS = 10_000
-# proposals per batch are capped so that a KNG batch (batch x n log maps) stays small
-_MAX_BATCH_ELEMENTS = 4_000_000
+# KNG in memory: a batch of proposals costs at most this many log maps (a proposal
+# costs a pass over the data, so for large n proposals go one at a time)
+_KNG_BATCH_LOG_MAPS = 250_000
 # KNG proposals whose gradients one pass over Dask data evaluates at most
 _DASK_BATCH = 64
 
@@ -597,7 +598,7 @@ def sample_kng(
     if reductions.is_dask(data):
         batch_cap, min_batch = _DASK_BATCH, 4
     else:
-        batch_cap = max(1, _MAX_BATCH_ELEMENTS // (n * int(np.prod(M.point_shape))))
+        batch_cap = max(1, _KNG_BATCH_LOG_MAPS // (n * int(np.prod(M.point_shape))))
         min_batch = 2
 
     def propose(m):

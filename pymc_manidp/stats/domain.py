@@ -99,6 +99,13 @@ class DataDomain:
             each outside point moves along its geodesic from the centre onto the
             boundary: a per-record map, so the privacy guarantee still holds.
 
+        Returns
+        -------
+        ndarray or dask.array.Array
+            The validated points. Accepted NumPy data come back as a new read-only
+            array (what was checked cannot change afterwards); Dask data as a lazy
+            array that validates (or clips) chunk by chunk in each later pass.
+
         Raises
         ------
         ValueError
