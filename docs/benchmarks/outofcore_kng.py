@@ -34,6 +34,13 @@ from pymc_manidp.stats import reductions
 NORTH = np.array([0.0, 0.0, 1.0])
 
 
+def _peak_rss() -> int:
+    """The calling process's peak resident memory in bytes (Linux: ru_maxrss in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def write_shards(folder: Path, n: int, shard: int) -> float:
     folder.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
@@ -85,7 +92,7 @@ def main():
                 rel = mech.release(data, random_seed=1)
             elapsed = time.perf_counter() - t
             passes = reductions.pass_count() - p0
-            peak = client.run(lambda: __import__("psutil").Process().memory_info().rss)
+            peak = client.run(_peak_rss)
             print(
                 f"released {np.array2string(rel.value, precision=8)} (n = {rel.n:,}, "
                 f"eps = {rel.epsilon}, delta = {rel.delta})"
@@ -96,9 +103,9 @@ def main():
                 f"{args.n * passes / elapsed / 1e6:.1f} million points per second"
             )
             print(
-                f"proposals: {rel.sampler_info['proposals']}; worker memory after the run "
-                f"(RSS): {', '.join(f'{v / 1e6:.0f} MB' for v in peak.values())} "
-                f"(limit {args.memory_limit})"
+                f"proposals: {rel.sampler_info['proposals']}; workers' peak memory "
+                f"(max RSS): {', '.join(f'{v / 1e6:.0f} MB' for v in peak.values())} "
+                f"(limit {args.memory_limit}); workers alive: {len(peak)} of 2"
             )
         print(f"load average after: {os.getloadavg()[0]:.1f}")
     finally:
