@@ -145,7 +145,7 @@ class DataDomain:
                 f"points (first at row {int(np.argmax(bad))}): they are too ill-conditioned "
                 "to place in or out of the ball"
             )
-        outside = self._outside(d)
+        outside = self.outside(d)
         if not np.any(outside):
             return x
         if not clip:
@@ -158,8 +158,8 @@ class DataDomain:
             )
         return self._clip(x, d, outside)
 
-    def _outside(self, d):
-        """Records not provably inside the ball (NaN-safe), from their distances ``d``."""
+    def outside(self, d):
+        """Mask of records not provably inside the ball (NaN-safe), from their distances ``d``."""
         return ~(d <= self.radius)
 
     def _clip(self, x, d, outside):

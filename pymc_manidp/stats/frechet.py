@@ -134,8 +134,7 @@ def frechet_mean(
         pass  # validated by DataDomain.check
     elif reductions.is_dask(data):
         # validated chunk by chunk inside each pass (DataDomain.check names bad rows)
-        data = reductions._point_chunks(data, manifold.point_shape)
-        data = data.map_blocks(manifold.validate, dtype=float)
+        data = reductions.lazy_validate(manifold, data)
     else:
         data = manifold.validate(data)
     if data.ndim != len(manifold.point_shape) + 1:

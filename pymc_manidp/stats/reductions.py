@@ -51,6 +51,7 @@ __all__ = [
     "frechet_gradient",
     "grad_norms",
     "is_dask",
+    "lazy_validate",
     "n_rows",
     "pass_count",
     "progress",
@@ -93,6 +94,15 @@ def _point_chunks(data, point_shape):
     if any(len(c) > 1 for c in data.chunks[1:]):
         data = data.rechunk({i: -1 for i in range(1, data.ndim)})
     return data
+
+
+def lazy_validate(M, data):
+    """A Dask array of points validated chunk by chunk when a pass reads them (lazy).
+
+    For Dask data that no check pass saw: an invalid record then raises inside the
+    pass (``DataDomain.check`` names the chunk and row instead).
+    """
+    return _point_chunks(data, M.point_shape).map_blocks(M.validate, dtype=float)
 
 
 # --- running a pass ----------------------------------------------------------------------
@@ -347,7 +357,7 @@ def _scan_rows(domain, data, out, offset=0):
         if not finite.all():
             scan.problem, scan.problem_row = "distance", s + int(np.argmin(finite))
             return scan
-        outside = domain._outside(d)
+        outside = domain.outside(d)
         if outside.any():
             if scan.outside == 0:
                 scan.first_outside = s + int(np.argmax(outside))
