@@ -70,7 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
         "The centre and radius of the public ball must be chosen without looking at "
         "the data.",
     )
-    p.add_argument("data", help="data file, .npy or .csv, one record per row")
+    p.add_argument(
+        "data",
+        help="data file, .npy or .csv, one record per row; or data too big for memory, read "
+        "in passes with Dask: a folder or glob of .npy shards, a .zarr store, Parquet files",
+    )
     p.add_argument("--manifold", required=True, choices=MANIFOLDS)
     p.add_argument("--epsilon", required=True, type=float, help="privacy budget (> 0)")
     p.add_argument(
@@ -95,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip-diagnostics",
         action="store_true",
         help="release even if the MCMC diagnostics fail (recorded in the output)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the passes over sharded data on this distributed cluster "
+        "(e.g. tcp://10.0.0.5:8786; default: Dask's local scheduler)",
     )
     p.add_argument("--out", default="release.json", help="output JSON file ('-': stdout)")
     p.add_argument("--report", default=None, help="MCMC: folder for the curator's plots")
@@ -242,8 +253,12 @@ def _check_out(args) -> Path | None:
 
 def release(args) -> int:
     """``pymc-manidp release``: a user's data in, the public release as JSON out."""
+    import contextlib
+
     import pymc_manidp as pmd
     from pymc_manidp.files import manifold_for, parse_center, read_points, release_json
+    from pymc_manidp.io import is_lazy_source, open_points, source_name
+    from pymc_manidp.stats import reductions
 
     _refuse_ignored_options(args)
     out = _check_out(args)
@@ -253,7 +268,18 @@ def release(args) -> int:
             "anyone who guesses the seed; never publish it",
             file=sys.stderr,
         )
-    M, data = manifold_for(args.manifold, read_points(args.data, header=args.header or None))
+    lazy = is_lazy_source(args.data)
+    if args.scheduler is not None and not lazy:
+        raise ValueError(
+            "--scheduler runs the passes over sharded data (a folder or glob of .npy "
+            "shards, .zarr, Parquet): a single .npy/.csv file is released in memory"
+        )
+    if lazy and args.header:
+        raise ValueError("--header is for .csv files: sharded data have no header")
+    M, data = manifold_for(
+        args.manifold,
+        open_points(args.data) if lazy else read_points(args.data, header=args.header or None),
+    )
     center = parse_center(args.center, M)
     if args.mechanism == "kng":
         mech = pmd.KNGMechanism(M, epsilon=args.epsilon, center=center, radius=args.radius)
@@ -264,7 +290,15 @@ def release(args) -> int:
     mcmc = {
         k: v if getattr(args, k) is None else getattr(args, k) for k, v in MCMC_SETTINGS.items()
     }
-    with _status()(f"releasing with the {args.sampler} sampler"):
+    with contextlib.ExitStack() as stack:
+        if lazy:  # a progress bar per pass over the data instead of the spinner
+            if args.scheduler is not None:
+                from distributed import Client
+
+                stack.enter_context(Client(args.scheduler))
+            stack.enter_context(reductions.progress())
+        else:
+            stack.enter_context(_status()(f"releasing with the {args.sampler} sampler"))
         rel = mech.release(
             data,
             sampler=args.sampler,
@@ -280,7 +314,7 @@ def release(args) -> int:
         center=center,
         radius=args.radius,
         options={"restrict": bool(mech.restricted), "clip": args.clip},
-        source=Path(args.data).name,
+        source=source_name(args.data),
     )
     text = json.dumps(doc, indent=2)
     if out is None:

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from pymc_manidp.geometry import SPD, Euclidean, KendallShape, Sphere
+from pymc_manidp.stats import reductions
 
 __all__ = ["MANIFOLDS", "manifold_for", "parse_center", "read_points", "release_json"]
 
@@ -127,7 +128,8 @@ def manifold_for(name: str, data: np.ndarray):
     """
     if name not in MANIFOLDS:
         raise ValueError(f"unknown manifold {name!r}: choose one of {', '.join(MANIFOLDS)}")
-    data = np.asarray(data, dtype=float)
+    if not reductions.is_dask(data):  # a Dask array (pymc_manidp.io) stays lazy
+        data = np.asarray(data, dtype=float)
     if data.ndim < 2 or len(data) == 0:
         raise ValueError(f"data must hold one record per row, got shape {data.shape}")
     n, rest = data.shape[0], data.shape[1:]

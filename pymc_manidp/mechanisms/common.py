@@ -19,6 +19,7 @@ from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
 from pymc_manidp.privacy.release import Release, build_release
 from pymc_manidp.rng import resolve_rng
 from pymc_manidp.samplers import exact, mcmc
+from pymc_manidp.stats import reductions
 
 __all__ = [
     "EXACT_SAMPLERS",
@@ -95,6 +96,11 @@ def release(
     resolve_rng(random_seed)  # a bad seed is refused before any work on the data
     if estimate_delta and sampler in EXACT_SAMPLERS:  # issue 17
         raise ValueError("estimate_delta=True is for MCMC samplers: an exact release has delta = 0")
+    if sampler not in EXACT_SAMPLERS and reductions.is_dask(data):
+        raise ValueError(
+            f"the {sampler} sampler keeps the data in its model: with a Dask array use "
+            "sampler='exact', which reads it in passes and never gathers it"
+        )
     data = mech.domain.check(data, clip=clip)
     n = len(data)
     sigma = mech.scale(n)  # raises before sampling if the law does not exist

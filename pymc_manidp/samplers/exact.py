@@ -61,6 +61,7 @@ from pymc_manidp.geometry.validation import (
     check_rate,
 )
 from pymc_manidp.rng import as_generator
+from pymc_manidp.stats import reductions
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import ConvergenceWarning, frechet_mean
 
@@ -84,8 +85,11 @@ __all__ = [
 EXACT_MANIFOLDS: tuple[type, ...] = (Euclidean, Sphere, KendallShape, SPD)
 
 DEFAULT_MAX_ATTEMPTS = 10_000
-# proposals per batch are capped so that a KNG batch (batch x n log maps) stays small
-_MAX_BATCH_ELEMENTS = 4_000_000
+# KNG in memory: a batch of proposals costs at most this many log maps (a proposal
+# costs a pass over the data, so for large n proposals go one at a time)
+_KNG_BATCH_LOG_MAPS = 250_000
+# KNG proposals whose gradients one pass over Dask data evaluates at most
+_DASK_BATCH = 64
 
 
 class ExactSamplingError(RuntimeError):
@@ -505,11 +509,12 @@ def kng_envelope_slope(domain: DataDomain) -> float:
 
 
 def _grad_norms(M, x, data):
-    """``|grad F(x)| = |(1/n) Σ log_x(x_i)|_x`` for a batch ``x`` ``(m, *shape)``."""
-    nd = len(M.point_shape)
-    n = data.shape[0]
-    g = np.sum(M.log(np.expand_dims(x, -nd - 1), data), axis=-nd - 1) / n
-    return M.norm(x, g)
+    """``|grad F(x)| = |(1/n) Σ log_x(x_i)|_x`` for a batch ``x`` ``(m, *shape)``.
+
+    One pass over the data for the whole batch (NumPy or Dask, see
+    :func:`pymc_manidp.stats.reductions.grad_norms`).
+    """
+    return reductions.grad_norms(M, x, data)
 
 
 def _gamma_interval(shape, scale, lo, hi, m, rng):
@@ -523,13 +528,15 @@ def _gamma_interval(shape, scale, lo, hi, m, rng):
     return np.clip(scale * special.gammainccinv(shape, u), lo, hi)
 
 
-def _kng_shells(M, sigma, H, r, rho_data, e, t_max):
+def _kng_shells(M, sigma, H, r, rho_data, e, t_max, rho_weights=None):
     r"""The piecewise-linear lower bound ``g`` of ``|grad F|`` used as KNG's envelope.
 
     Returns ``(edges, slopes, offsets, log_weights)``: on shell ``k``
     (``edges[k] < t <= edges[k+1]``, ``t = ρ(x_hat, x)``)
     ``|grad F(x)| >= g(t) = offsets[k] + slopes[k] t``, and ``log_weights[k]`` is the
-    log mass of ``e^{-g(t)/σ} t^{d-1}`` on the shell.
+    log mass of ``e^{-g(t)/σ} t^{d-1}`` on the shell. ``rho_data`` are the distances
+    ``ρ(x_hat, x_i)`` (or upper bounds of them, with ``rho_weights`` summing to 1:
+    :func:`~pymc_manidp.stats.reductions.distance_profile` over Dask).
 
     Why it is a valid bound (a local form of 2022 Lemma 1). Let ``x`` be in the ball,
     ``x_bar`` the exact mean (``ρ(x_hat, x_bar) <= e``), ``γ`` the unit-speed
@@ -551,7 +558,8 @@ def _kng_shells(M, sigma, H, r, rho_data, e, t_max):
     d = M.dim
 
     def lam(tau):
-        return max(float(np.mean(_h(np.minimum(2.0 * r, rho_data + e + tau), kappa))), H)
+        h = _h(np.minimum(2.0 * r, rho_data + e + tau), kappa)
+        return max(float(np.mean(h) if rho_weights is None else np.dot(rho_weights, h)), H)
 
     # grid in u = t - e: doubling from a fraction of the law's scale
     tau = [0.0]
@@ -610,8 +618,9 @@ def sample_kng(
     Parameters
     ----------
     M : Sphere, KendallShape, SPD or Euclidean
-    data : array, shape ``(n, *point_shape)``
-        Records, all inside ``domain`` (checked).
+    data : array or dask.array.Array, shape ``(n, *point_shape)``
+        Records, all inside ``domain`` (checked). A Dask array is never gathered:
+        each batch of proposals costs one pass over it.
     sigma : float
         KNG's rate (``2Δ/ε``).
     size : int
@@ -653,27 +662,36 @@ def sample_kng(
     max_attempts = _check_max_attempts(max_attempts)
     data = domain.check(data)
     rng = as_generator(rng)
-    n = data.shape[0]
+    n = reductions.n_rows(data)
     H = kng_envelope_slope(domain)
 
     with warnings.catch_warnings():
         # an unconverged mean is still a valid envelope centre: its error is bounded below
         warnings.simplefilter("ignore", ConvergenceWarning)
-        x_hat = frechet_mean(M, data, tol=1e-12, atol=1e-3 * sigma * H).mean
+        mean = frechet_mean(M, data, tol=1e-12, atol=1e-3 * sigma * H)
+    x_hat, g_hat_norm = mean.mean, mean.grad_norm  # the mean's last gradient: no extra pass
     if not domain.distances(x_hat) <= domain.radius:
         x_hat = domain.check(x_hat[None], clip=True)[0]  # Lemma 1 needs x_hat in the ball
-    g_hat, _ = M.frechet_gradient(x_hat, data, np.full(n, 1.0 / n))
+        g_hat_norm = float(_grad_norms(M, x_hat[None], data)[0])
     # e >= rho(x_hat, x_bar); the slack absorbs the rounding of |grad F| and rho (a
     # few hundred ulps of r at most), so rounding cannot push a ratio above 1
-    e = domain.footpoint_error(float(M.norm(x_hat, g_hat))) + 1e-12 * domain.radius
+    e = domain.footpoint_error(g_hat_norm) + 1e-12 * domain.radius
     t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
     stats = {"inside": 0, "proposals": 0}
-    batch_cap = max(16, _MAX_BATCH_ELEMENTS // (n * int(np.prod(M.point_shape))))
+    # in memory a proposal's gradient costs as much as a pass: batches stay small for
+    # large n; over Dask reading the data dominates, so each pass serves a batch
+    if reductions.is_dask(data):
+        batch_cap, min_batch = _DASK_BATCH, 4
+    else:
+        batch_cap = max(1, _KNG_BATCH_LOG_MAPS // (n * int(np.prod(M.point_shape))))
+        min_batch = 2
     what = f"KNG's exact sampler on {M}"
     curved = M.curvature_bounds[1] > 0
     if curved:  # local slopes; the chart's volume density is <= 1 here
-        rho = M.dist(x_hat, data)
-        edges, slopes, offsets, log_w = _kng_shells(M, sigma, H, domain.radius, rho, e, t_max)
+        rho, rho_w = reductions.distance_profile(M, x_hat, data, 2.0 * domain.radius)
+        edges, slopes, offsets, log_w = _kng_shells(
+            M, sigma, H, domain.radius, rho, e, t_max, rho_weights=rho_w
+        )
         weights = np.exp(log_w - np.max(log_w))
         weights /= weights.sum()
         local_slope = float(slopes[0])
@@ -735,7 +753,7 @@ def sample_kng(
 
     # each proposal costs n log maps: small first batches suit single releases
     pts, proposed = _rejection(
-        propose, size, max_attempts, what, batch_cap=batch_cap, min_batch=2, explain=explain
+        propose, size, max_attempts, what, batch_cap=batch_cap, min_batch=min_batch, explain=explain
     )
     info = {
         "acceptance_rate": size / proposed,

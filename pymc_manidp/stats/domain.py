@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_manidp.geometry.validation import check_bool, check_positive_real
+from pymc_manidp.stats import reductions
 from pymc_manidp.stats import sensitivity as sens
 
 __all__ = ["DataDomain", "DomainError"]
@@ -82,14 +83,28 @@ class DataDomain:
     def check(self, data, *, clip: bool = False) -> np.ndarray:
         """Validate data against the manifold and the ball; return the data to use.
 
+        One pass over the data (:func:`~pymc_manidp.stats.reductions.scan_domain`),
+        which also sums the Fréchet gradient at the centre for the mean's first step.
+        Data this method returned are not checked again.
+
         Parameters
         ----------
-        data : array, shape ``(n, *point_shape)``
+        data : array or dask.array.Array, shape ``(n, *point_shape)``
+            A Dask array (chunked along ``n``) is checked chunk by chunk, never
+            gathered; its errors name the chunk and the row, and the result is a
+            lazy Dask array (clipped lazily with ``clip=True``).
         clip : bool
             If False (default) any point outside the closed ball raises
             :class:`DomainError`, naming how many and the worst distance. If True,
             each outside point moves along its geodesic from the centre onto the
             boundary: a per-record map, so the privacy guarantee still holds.
+
+        Returns
+        -------
+        ndarray or dask.array.Array
+            The validated points. Accepted NumPy data come back as a new read-only
+            array (what was checked cannot change afterwards); Dask data as a lazy
+            array that validates (or clips) chunk by chunk in each later pass.
 
         Raises
         ------
@@ -101,6 +116,21 @@ class DataDomain:
         """
         M = self.manifold
         clip = check_bool(clip, "clip")  # "no" is truthy: never coerce
+        if reductions.checked_summary(data, domain=self) is not None:
+            return data
+        if reductions.is_dask(data):
+            return reductions.scan_domain(self, data, clip=clip)[0]
+        if (
+            isinstance(data, np.ndarray)
+            and data.dtype.kind == "f"
+            and data.ndim == len(M.point_shape) + 1
+            and data.shape[1:] == tuple(M.point_shape)
+            and len(data)
+        ):
+            points, _ = reductions.scan_domain(self, data)
+            if points is not None:
+                return points
+            # data that fail take the path below, which names what failed
         x = M.validate(data)
         if x.ndim != len(M.point_shape) + 1:
             raise ValueError(
@@ -116,7 +146,7 @@ class DataDomain:
                 f"points (first at row {int(np.argmax(bad))}): they are too ill-conditioned "
                 "to place in or out of the ball"
             )
-        outside = ~(d <= self.radius)  # NaN-safe: anything not provably inside is outside
+        outside = self.outside(d)
         if not np.any(outside):
             return x
         if not clip:
@@ -136,6 +166,10 @@ class DataDomain:
                 )
             )
         return self._clip(x, d, outside)
+
+    def outside(self, d):
+        """Mask of records not provably inside the ball (NaN-safe), from their distances ``d``."""
+        return ~(d <= self.radius)
 
     def _clip(self, x, d, outside):
         M = self.manifold

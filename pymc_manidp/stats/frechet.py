@@ -21,6 +21,7 @@ import numpy as np
 
 import pymc_manidp.geometry as geo
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp.stats import reductions
 
 __all__ = ["ConvergenceWarning", "FrechetResult", "frechet_mean"]
 
@@ -56,7 +57,7 @@ class FrechetResult:
 
 def _weights(weights, n):
     if weights is None:
-        return np.full(n, 1.0 / n)
+        return None  # equal weights, 1/n each (never materialized: n may be 10^10)
     w = np.asarray(weights, dtype=float)
     if w.shape != (n,):
         raise ValueError(f"weights must have shape ({n},), one per point, got {w.shape}")
@@ -66,8 +67,8 @@ def _weights(weights, n):
 
 
 def _grad(M, x, data, w):
-    """``-grad F(x)`` (the mean log vector), its norm and ``F(x)``."""
-    g, energy = M.frechet_gradient(x, data, w)
+    """``-grad F(x)`` (the mean log vector), its norm and ``F(x)``: one pass."""
+    g, energy = reductions.frechet_gradient(M, x, data, w)
     return g, float(M.norm(x, g)), energy
 
 
@@ -87,10 +88,14 @@ def frechet_mean(
     Parameters
     ----------
     manifold : Manifold
-    data : array, shape ``(n, *point_shape)``
+    data : array or dask.array.Array, shape ``(n, *point_shape)``
         Points (validated: off-manifold, non-finite or wrongly shaped input raises).
+        A Dask array chunked along ``n`` is never gathered: each gradient step is one
+        pass (:mod:`pymc_manidp.stats.reductions`). Data returned by
+        ``DataDomain.check`` are not validated again, and the descent starts at the
+        domain's centre with the gradient the check pass summed.
     weights : array, shape ``(n,)``, optional
-        Non-negative weights; normalized to sum to one.
+        Non-negative weights; normalized to sum to one (NumPy data only).
     method : {"gradient", "supplement"}
         ``"gradient"`` (default): Riemannian gradient descent with unit step (the
         Karcher flow, exact for flat spaces) and Armijo backtracking, stopped when
@@ -124,13 +129,20 @@ def frechet_mean(
     """
     if method not in ("gradient", "supplement"):
         raise ValueError(f"method must be 'gradient' or 'supplement', got {method!r}")
-    data = manifold.validate(data)
+    summary = reductions.checked_summary(data, manifold=manifold)
+    if summary is not None:
+        pass  # validated by DataDomain.check
+    elif reductions.is_dask(data):
+        # validated chunk by chunk inside each pass (DataDomain.check names bad rows)
+        data = reductions.lazy_validate(manifold, data)
+    else:
+        data = manifold.validate(data)
     if data.ndim != len(manifold.point_shape) + 1:
         raise ValueError(
             f"data must have shape (n, {', '.join(map(str, manifold.point_shape))}), "
             f"got {data.shape}"
         )
-    n = data.shape[0]
+    n = reductions.n_rows(data)
     if n == 0:
         raise ValueError("data is empty: the Fréchet mean needs at least one point")
     w = _weights(weights, n)
@@ -139,7 +151,7 @@ def frechet_mean(
     if atol < 0 or not np.isfinite(atol):
         raise ValueError(f"atol must be a finite number >= 0, got {atol}")
 
-    closed = _closed_form(manifold, data, w)
+    closed = _closed_form(manifold, data, w, summary)
     if closed is not None:
         _, gnorm, _ = _grad(manifold, closed, data, w)
         if not np.isfinite(gnorm):  # e.g. |x| ~ 1e200: squares overflow
@@ -153,45 +165,65 @@ def frechet_mean(
         return FrechetResult(closed, 0, gnorm, True, "closed-form")
 
     if method == "supplement":
-        x = data[0] if init is None else manifold.validate(init)
+        x = np.asarray(data[0]) if init is None else manifold.validate(init)
         return _supplement(manifold, data, w, x)
-    x = _extrinsic_start(manifold, data, w) if init is None else manifold.validate(init)
+    if init is None and w is None and summary is not None and summary.center_gradient is not None:
+        # the check pass already summed the gradient at the public centre: start there
+        g0 = summary.center_gradient
+        first = (g0, float(manifold.norm(summary.center, g0)), summary.center_energy)
+        return _gradient_descent(manifold, data, w, summary.center, tol, atol, max_iter, first)
+    if init is None:
+        x = _extrinsic_start(manifold, data, w, summary)
+    else:
+        x = manifold.validate(init)
     return _gradient_descent(manifold, data, w, x, tol, atol, max_iter)
 
 
-def _closed_form(M, data, w):
+def _closed_form(M, data, w, summary=None):
     if isinstance(M, geo.Euclidean):
-        return np.tensordot(w, data, axes=(0, 0))
-    positive = np.flatnonzero(w > 0)
+        if w is None and summary is not None:
+            return summary.mean_ambient
+        return reductions.weighted_sum(data, w)
+    if w is None:
+        n = reductions.n_rows(data)
+        positive, wj = (np.arange(n), 0.5) if n <= 2 else ((), None)
+    else:
+        positive = np.flatnonzero(w > 0)
+        wj = w[positive[1]] if len(positive) == 2 else None
     if len(positive) == 1:
-        return data[positive[0]]
+        return np.asarray(data[positive[0]])
     if len(positive) == 2:
-        i, j = positive
+        a, b = np.asarray(data[positive[0]]), np.asarray(data[positive[1]])
         # the weighted geodesic point: minimizes w_i d(x, a)^2 + w_j d(x, b)^2
-        x = M.exp(data[i], w[j] * M.log(data[i], data[j]))
+        x = M.exp(a, wj * M.log(a, b))
         return M.validate(x)
     return None
 
 
-def _extrinsic_start(M, data, w):
+def _extrinsic_start(M, data, w, summary=None):
     """A cheap start close to the mean: saves a few Karcher steps (each an eigh per point).
 
     SPD: the arithmetic mean (SPD matrices form a convex cone). Sphere: the
     normalized Euclidean mean, when it is not near the origin. Otherwise the
     first point.
     """
+    if not isinstance(M, (geo.SPD, geo.Sphere)):
+        return np.asarray(data[0])
+    if w is None and summary is not None:
+        m = summary.mean_ambient
+    else:
+        m = reductions.weighted_sum(data, w)
     if isinstance(M, geo.SPD):
-        return M.validate(np.tensordot(w, data, axes=(0, 0)))
-    if isinstance(M, geo.Sphere):
-        m = np.tensordot(w, data, axes=(0, 0))
-        norm = np.linalg.norm(m)
-        if norm > 0.5 * M.radius:
-            return m * (M.radius / norm)
-    return data[0]
+        return M.validate(m)
+    norm = np.linalg.norm(m)
+    if norm > 0.5 * M.radius:
+        return m * (M.radius / norm)
+    return np.asarray(data[0])
 
 
-def _gradient_descent(M, data, w, x, tol, atol, max_iter):
-    g, gnorm, energy = _grad(M, x, data, w)
+def _gradient_descent(M, data, w, x, tol, atol, max_iter, first=None):
+    """Karcher flow with Armijo backtracking; ``first``: ``_grad`` at ``x`` if known."""
+    g, gnorm, energy = _grad(M, x, data, w) if first is None else first
     # the gradient of nearly identical points is rounding noise: do not ask for less
     floor = 64.0 * np.finfo(float).eps * getattr(M, "radius", 1.0)
     it = 0

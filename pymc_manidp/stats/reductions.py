@@ -1,0 +1,570 @@
+r"""Passes over the data: each one function, for a NumPy array or a Dask array.
+
+Every statistic a release needs is a sum (or a maximum) over the records: the
+domain check (finite, on the manifold, inside the public ball), the Fréchet
+gradient and energy
+
+.. math:: g(x) = \sum_i w_i \log_x(x_i), \qquad F(x) = \tfrac12 \sum_i w_i \rho^2(x, x_i),
+
+and KNG's gradient norms at a batch of proposals. One call here is one *pass*:
+
+- a NumPy array is walked in cache-sized blocks of rows (``BLOCK_ELEMENTS``
+  floats), so the temporaries of the log maps stay in cache;
+- a ``dask.array.Array`` of shape ``(n, *point_shape)`` chunked along ``n`` is
+  reduced chunk by chunk: each chunk yields a few numbers (a ``d``-vector per
+  proposal, counts, a maximum), added up on the client in chunk order. The data
+  are read once per pass and never gathered. Without a ``distributed`` client
+  Dask's local scheduler runs the pass; with one (``distributed.Client(...)``
+  made current) the cluster does.
+
+A check pass remembers its result for the array it returns (a read-only NumPy
+array or a new Dask array): later steps of the same release (the sampler's own
+check, the Fréchet mean's validation) do not repeat the pass, and the Fréchet
+mean starts from the public centre with the gradient the check already summed
+(:func:`checked_summary`).
+
+Examples
+--------
+>>> import numpy as np
+>>> import pymc_manidp as pmd
+>>> S = pmd.Sphere(dim=2)
+>>> data = np.array([[0.0, 0.0, 1.0], [0.0, 0.6, 0.8]])
+>>> g, energy = frechet_gradient(S, np.array([0.0, 0.0, 1.0]), data)
+>>> bool(np.allclose(g, 0.5 * S.log([0.0, 0.0, 1.0], data[1])))
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "BLOCK_ELEMENTS",
+    "CheckSummary",
+    "checked_summary",
+    "distance_profile",
+    "frechet_gradient",
+    "grad_norms",
+    "is_dask",
+    "lazy_validate",
+    "n_rows",
+    "pass_count",
+    "progress",
+    "scan_domain",
+    "weighted_sum",
+]
+
+#: floats per block of a NumPy pass (256 KiB): measured fastest on S^2 and SPD(2)
+#: between 2^13 and 2^18 (docs/scaling.md)
+BLOCK_ELEMENTS = 1 << 15
+
+
+def is_dask(x) -> bool:
+    """Whether ``x`` is a ``dask.array.Array`` (never imports Dask)."""
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(x, da.Array)
+
+
+def n_rows(data) -> int:
+    """Number of records of a NumPy or Dask array (Dask chunks must be known)."""
+    n = data.shape[0]
+    if isinstance(n, float) and math.isnan(n):
+        raise ValueError(
+            "the Dask array's chunk sizes are unknown: call data.compute_chunk_sizes() "
+            "(or load it with pymc_manidp.io) so that n, and so the sensitivity, is known"
+        )
+    return int(n)
+
+
+def _rows_per_block(point_shape, m: int = 1) -> int:
+    return max(1, BLOCK_ELEMENTS // (math.prod(point_shape) * max(m, 1)))
+
+
+def _point_chunks(data, point_shape):
+    """A Dask array chunked along ``n`` only (one chunk over each point axis)."""
+    if data.ndim != len(point_shape) + 1 or tuple(data.shape[1:]) != tuple(point_shape):
+        raise ValueError(
+            f"data must have shape (n, {', '.join(map(str, point_shape))}), got {data.shape}"
+        )
+    if any(len(c) > 1 for c in data.chunks[1:]):
+        data = data.rechunk({i: -1 for i in range(1, data.ndim)})
+    return data
+
+
+def lazy_validate(M, data):
+    """A Dask array of points validated chunk by chunk when a pass reads them (lazy).
+
+    For Dask data that no check pass saw: an invalid record then raises inside the
+    pass (``DataDomain.check`` names the chunk and row instead).
+    """
+    return _point_chunks(data, M.point_shape).map_blocks(M.validate, dtype=float)
+
+
+# --- running a pass ----------------------------------------------------------------------
+_PROGRESS = {"on": False, "count": 0}
+_PASSES = [0]  # every pass of this process, NumPy or Dask (for benchmarks and docs)
+
+
+def pass_count() -> int:
+    """Passes over data run so far in this process (each function here counts one)."""
+    return _PASSES[0]
+
+
+@contextlib.contextmanager
+def progress(enabled: bool = True):
+    """Show a progress bar (on stderr) for every Dask pass run inside the block.
+
+    With a current ``distributed`` client the bar is ``distributed.progress``;
+    otherwise Dask's local ``ProgressBar``. NumPy passes show nothing.
+    """
+    old = dict(_PROGRESS)
+    _PROGRESS.update(on=bool(enabled), count=0)  # passes numbered from 1 in each block
+    try:
+        yield
+    finally:
+        _PROGRESS.update(old)
+
+
+def _client():
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import get_client
+
+    try:
+        return get_client()
+    except ValueError:
+        return None
+
+
+def _run_pass(data, chunk_fn, label: str, *args):
+    """``[chunk_fn(block, chunk_index, row_offset, *args) for each chunk]`` computed by Dask."""
+    import dask
+
+    blocks = data.to_delayed().ravel()
+    offsets = np.concatenate([[0], np.cumsum(data.chunks[0])[:-1]]).astype(int)
+    fn = dask.delayed(chunk_fn, pure=True)
+    parts = [
+        fn(b, i, int(off), *args) for i, (b, off) in enumerate(zip(blocks, offsets, strict=True))
+    ]
+    _PROGRESS["count"] += 1
+    client = _client()
+    if not _PROGRESS["on"]:
+        return list(dask.compute(*parts))
+    print(f"pass {_PROGRESS['count']}: {label} over {len(parts)} chunks", file=sys.stderr)
+    if client is not None:
+        from distributed import progress as dist_progress
+
+        futures = client.compute(parts)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout may carry the release
+            dist_progress(futures)
+            print()
+        return client.gather(futures)
+    from dask.diagnostics import ProgressBar
+
+    with ProgressBar(out=sys.stderr):
+        return list(dask.compute(*parts))
+
+
+# --- Fréchet gradient and KNG gradient norms ---------------------------------------------
+def _gradient_block(M, xs, block, w):
+    g = np.zeros(xs.shape)
+    e = np.zeros(len(xs))
+    for j in range(len(xs)):
+        g[j], e[j] = M.frechet_gradient(xs[j], block, w)
+    return g, e
+
+
+def _gradient_rows(M, xs, data, w, inv_n, validate=False):
+    """Sums over the rows of ``data`` (in cache blocks) for every point of ``xs``.
+
+    ``validate``: the rows are raw records that a check pass accepted; each block
+    is validated (projected onto the manifold) here, while it is in cache.
+    """
+    rows = _rows_per_block(M.point_shape)
+    g = np.zeros(xs.shape)
+    e = np.zeros(len(xs))
+    for s in range(0, len(data), rows):
+        b = M.validate(data[s : s + rows]) if validate else data[s : s + rows]
+        wb = np.full(len(b), inv_n) if w is None else w[s : s + rows]
+        gb, eb = _gradient_block(M, xs, b, wb)
+        g += gb
+        e += eb
+    return g, e
+
+
+def _gradient_chunk(block, index, offset, M, xs, inv_n, validate):
+    return _gradient_rows(M, xs, np.asarray(block), None, inv_n, validate)
+
+
+def _gradients(M, xs, data, weights):
+    """``(g, energy)`` at each point of ``xs`` ``(m, *shape)``: ``(m, *shape)``, ``(m,)``."""
+    xs = np.asarray(xs, dtype=float)
+    n = n_rows(data)
+    _PASSES[0] += 1
+    if is_dask(data):
+        if weights is not None:
+            raise ValueError(
+                "weights are not supported with Dask data: Dask releases use equal weights"
+            )
+        raw = _raw_of(data)  # checked data: validate block by block inside the pass
+        data = _point_chunks(data if raw is None else raw, M.point_shape)
+        label = "Fréchet gradient" if len(xs) == 1 else f"gradients at {len(xs)} proposals"
+        parts = _run_pass(data, _gradient_chunk, label, M, xs, 1.0 / n, raw is not None)
+        g = np.sum([p[0] for p in parts], axis=0)
+        e = np.sum([p[1] for p in parts], axis=0)
+        return g, e
+    return _gradient_rows(M, xs, data, weights, 1.0 / n)
+
+
+def frechet_gradient(M, x, data, weights=None):
+    r"""Mean log vector ``g = sum_i w_i log_x(x_i)`` and energy ``F(x)``: one pass.
+
+    Parameters
+    ----------
+    M : Manifold
+    x : array, shape ``point_shape``
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        Validated points (e.g. from ``DataDomain.check``).
+    weights : array, shape ``(n,)``, optional
+        Normalized weights (NumPy data only); default ``1/n`` each.
+
+    Returns
+    -------
+    g : ndarray, shape ``point_shape``
+    energy : float
+    """
+    g, e = _gradients(M, np.asarray(x, dtype=float)[None], data, weights)
+    return g[0], float(e[0])
+
+
+def grad_norms(M, xs, data):
+    r"""``|grad F(x)| = |(1/n) sum_i log_x(x_i)|_x`` at each of ``m`` points: one pass.
+
+    .. math:: \|\nabla F(x_j)\|_{x_j} = \Big\|\frac1n \sum_i \log_{x_j}(x_i)\Big\|_{x_j}
+
+    The pass reads each block of data once and evaluates every point of ``xs`` on
+    it, so a batch of KNG proposals costs one read of the data.
+
+    Parameters
+    ----------
+    M : Manifold
+    xs : array, shape ``(m, *point_shape)``
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+
+    Returns
+    -------
+    ndarray, shape ``(m,)``
+    """
+    xs = np.asarray(xs, dtype=float)
+    g, _ = _gradients(M, xs, data, None)
+    return M.norm(xs, g)
+
+
+def distance_profile(M, x, data, top, bins=1024):
+    """Distances from ``x`` to the records, capped at ``top``: ``(values, weights)``, one pass.
+
+    In memory: the exact (capped) distances, each with weight ``1/n``. Over Dask: a
+    histogram on ``[0, top]`` whose bins are represented by their upper edges, so the
+    data are never gathered; a function that decreases with the distance, averaged with
+    these weights, is then a lower bound of its true average (what the KNG envelope's
+    local slopes need, :func:`pymc_manidp.samplers.exact.sample_kng`).
+
+    Parameters
+    ----------
+    M : Manifold
+    x : array, shape ``point_shape``
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+    top : float
+    bins : int
+
+    Returns
+    -------
+    values, weights : ndarray, shape ``(n,)`` in memory or ``(bins,)`` over Dask
+    """
+    x = np.asarray(x, dtype=float)
+    if not is_dask(data):
+        d = np.minimum(M.dist(x, data), top)
+        return d, np.full(len(d), 1.0 / len(d))
+    edges = np.linspace(0.0, top, bins + 1)
+    counts = np.sum(_run_pass(data, _histogram_chunk, "distances", M, x, edges), axis=0)
+    return edges[1:], counts / counts.sum()
+
+
+def _histogram_chunk(block, index, offset, M, x, edges):
+    d = np.minimum(M.dist(x, np.asarray(block, dtype=float)), edges[-1])
+    return np.histogram(d, bins=edges)[0]
+
+
+def weighted_sum(data, weights=None):
+    """``sum_i w_i x_i`` in the ambient space (default ``w_i = 1/n``): one pass."""
+    n = n_rows(data)
+    _PASSES[0] += 1
+    if is_dask(data):
+        if weights is not None:
+            raise ValueError("weights are not supported with Dask data")
+        return np.asarray(data.sum(axis=0).compute()) / n
+    if weights is None:
+        return np.asarray(data).sum(axis=0) / n
+    return np.tensordot(weights, data, axes=(0, 0))
+
+
+# --- the domain check ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class CheckSummary:
+    """What one check pass learnt about data it accepted.
+
+    Attributes
+    ----------
+    n : int
+    max_distance : float
+        Largest distance of a record from the public centre.
+    center : ndarray
+        The public centre ``m0``.
+    center_gradient : ndarray or None
+        ``(1/n) sum_i log_{m0}(x_i)``: the first step of the Fréchet mean from ``m0``
+        (None when the data were clipped).
+    center_energy : float or None
+        ``F(m0)``.
+    mean_ambient : ndarray
+        ``(1/n) sum_i x_i`` in the embedding (the Euclidean mean, a start point).
+    """
+
+    n: int
+    max_distance: float
+    center: np.ndarray
+    center_gradient: np.ndarray | None
+    center_energy: float | None
+    mean_ambient: np.ndarray
+
+
+@dataclass
+class _ChunkScan:
+    rows: int = 0
+    problem: str | None = None  # "invalid", "distance", or None
+    problem_row: int = -1
+    problem_message: str = ""
+    outside: int = 0
+    first_outside: int = -1
+    max_distance: float = 0.0
+    g: np.ndarray | None = None
+    e: float = 0.0
+    ambient: np.ndarray | None = None
+
+
+def _first_invalid(M, b):
+    """Row (in ``b``) and message of the first record ``M.validate`` refuses."""
+    trailing = tuple(range(1, b.ndim))
+    finite = np.isfinite(b).all(axis=trailing)
+    if not finite.all():
+        i = int(np.argmin(finite))
+        return i, "it holds NaN or infinite values"
+    for i in range(len(b)):
+        try:
+            M.validate(b[i])
+        except (ValueError, TypeError) as err:
+            return i, str(err)
+    return 0, "the block failed validation"  # pragma: no cover - validate is per row
+
+
+def _scan_rows(domain, data, out, offset=0):
+    """Scan ``data`` block by block; write validated points into ``out`` (if given)."""
+    M = domain.manifold
+    rows = _rows_per_block(M.point_shape)
+    scan = _ChunkScan(rows=len(data), max_distance=-np.inf)
+    g = np.zeros(M.point_shape)
+    ambient = np.zeros(M.point_shape)
+    fused = True
+    for s in range(0, len(data), rows):
+        raw = np.asarray(data[s : s + rows])
+        try:
+            b = M.validate(raw)
+        except (ValueError, TypeError):
+            i, msg = _first_invalid(M, raw)
+            scan.problem, scan.problem_row, scan.problem_message = "invalid", s + i, msg
+            return scan
+        d = domain.distances(b)
+        finite = np.isfinite(d)
+        if not finite.all():
+            scan.problem, scan.problem_row = "distance", s + int(np.argmin(finite))
+            return scan
+        outside = domain.outside(d)
+        if outside.any():
+            if scan.outside == 0:
+                scan.first_outside = s + int(np.argmax(outside))
+            scan.outside += int(outside.sum())
+            fused = False
+        scan.max_distance = max(scan.max_distance, float(d.max()))
+        ambient += b.sum(axis=0)
+        if fused:
+            # fused with the first Fréchet iteration: the gradient at the public centre
+            try:
+                gb, eb = M.frechet_gradient(domain.center, b, np.ones(len(b)))
+            except ValueError:  # e.g. a cut locus: the Fréchet mean starts elsewhere
+                fused = False
+            else:
+                g += gb
+                scan.e += eb
+        if out is not None:
+            out[s : s + rows] = b
+    scan.g = g if fused else None
+    scan.ambient = ambient
+    return scan
+
+
+def _scan_chunk(block, index, offset, domain):
+    return _scan_rows(domain, np.asarray(block), None)
+
+
+def _validate_chunk(block, domain):
+    return domain.manifold.validate(block)
+
+
+def _clip_chunk(block, domain):
+    return domain.check(np.asarray(block), clip=True)
+
+
+def scan_domain(domain, data, *, clip: bool = False):
+    """One pass: validate the records and place them in ``domain``'s ball.
+
+    Parameters
+    ----------
+    domain : DataDomain
+    data : ndarray (float, shape ``(n, *point_shape)``) or dask.array.Array
+    clip : bool
+        Dask only: return the data with outside records moved onto the boundary
+        (lazily, chunk by chunk) instead of raising.
+
+    Returns
+    -------
+    (points, summary)
+        ``points`` the validated data (NumPy: a new read-only array; Dask: a lazy
+        array) and the :class:`CheckSummary`, or ``(None, None)`` for NumPy data
+        that fail (the caller's own check then raises its usual error).
+
+    Raises
+    ------
+    ValueError, DomainError
+        Dask data that fail: the message names the chunk and the row.
+    """
+    from pymc_manidp.stats.domain import DomainError
+
+    M = domain.manifold
+    n = n_rows(data)
+    if n == 0:
+        raise ValueError("data is empty: nothing to summarize")
+    _PASSES[0] += 1
+    if not is_dask(data):
+        out = np.empty(data.shape)
+        scan = _scan_rows(domain, data, out)
+        if scan.problem or scan.outside:
+            return None, None
+        out.flags.writeable = False  # what was checked cannot change behind our back
+        summary = _summary(domain, n, [scan])
+        _remember(out, domain, summary)
+        return out, summary
+
+    data = _point_chunks(data, M.point_shape)
+    scans = _run_pass(data, _scan_chunk, "data check", domain)
+    offsets = np.concatenate([[0], np.cumsum(data.chunks[0])[:-1]]).astype(int)
+    for i, sc in enumerate(scans):
+        if sc.problem is None:
+            continue
+        where = (
+            f"chunk {i}, row {sc.problem_row} of the chunk (row {offsets[i] + sc.problem_row} "
+            "overall)"
+        )
+        if sc.problem == "invalid":
+            raise ValueError(f"invalid record at {where}: {sc.problem_message}")
+        raise DomainError(
+            f"the distance to the centre could not be computed at {where}: the point is "
+            "too ill-conditioned to place in or out of the ball"
+        )
+    outside = sum(sc.outside for sc in scans)
+    if outside and not clip:
+        i = next(i for i, sc in enumerate(scans) if sc.outside)
+        r = scans[i].first_outside
+        far = max(sc.max_distance for sc in scans)
+        raise DomainError(
+            f"{outside} of {n} points lie outside the public ball of radius "
+            f"{domain.radius:.6g} (farthest at distance {far:.6g}, first at chunk {i}, row "
+            f"{r} of the chunk, row {offsets[i] + r} overall). Pass clip=True to move them "
+            "onto the boundary (a per-record map that keeps the guarantee), or choose a "
+            "larger public radius (below r*) without looking at the data."
+        )
+    if outside:
+        points = data.map_blocks(_clip_chunk, domain, dtype=float)
+        summary = _summary(domain, n, scans, clipped=True)
+        _remember(points, domain, summary)
+    else:
+        points = data.map_blocks(_validate_chunk, domain, dtype=float)
+        summary = _summary(domain, n, scans)
+        _remember(points, domain, summary, raw=data)
+    return points, summary
+
+
+def _summary(domain, n, scans, clipped=False):
+    fused = not clipped and all(sc.g is not None for sc in scans)
+    return CheckSummary(
+        n=n,
+        max_distance=min(max(sc.max_distance for sc in scans), domain.radius)
+        if clipped
+        else max(sc.max_distance for sc in scans),
+        center=domain.center,
+        center_gradient=np.sum([sc.g for sc in scans], axis=0) / n if fused else None,
+        center_energy=float(sum(sc.e for sc in scans)) / n if fused else None,
+        mean_ambient=np.sum([sc.ambient for sc in scans], axis=0) / n,
+    )
+
+
+# --- what was checked ----------------------------------------------------------------------
+_CHECKED: dict[int, tuple] = {}
+
+
+def _remember(points, domain, summary, raw=None):
+    """Record that ``points`` passed ``domain``'s check (``raw``: the Dask records that
+    ``points`` validates lazily; passes read them and validate block by block)."""
+    key = id(points)
+    ref = weakref.ref(points, lambda _: _CHECKED.pop(key, None))
+    _CHECKED[key] = (ref, domain, summary, raw)
+
+
+def _entry(data):
+    entry = _CHECKED.get(id(data))
+    return None if entry is None or entry[0]() is not data else entry
+
+
+def _raw_of(data):
+    entry = _entry(data)
+    return None if entry is None else entry[3]
+
+
+def _same_domain(a, b) -> bool:
+    return a is b or (
+        a.manifold == b.manifold
+        and a.radius == b.radius
+        and np.array_equal(a.center, b.center)
+        and type(a) is type(b)
+    )
+
+
+def checked_summary(data, domain=None, manifold=None):
+    """The :class:`CheckSummary` of ``data`` if a check pass returned this very array.
+
+    With ``domain``: only if it was checked against an equal domain; with
+    ``manifold``: only if it was validated on an equal manifold. None otherwise.
+    """
+    entry = _entry(data)
+    if entry is None:
+        return None
+    _, dom, summary, _ = entry
+    if domain is not None and not _same_domain(dom, domain):
+        return None
+    if manifold is not None and dom.manifold != manifold:
+        return None
+    return summary

@@ -1,0 +1,221 @@
+"""Releases over Dask arrays: same law as in memory, never gathered, bad input refused.
+
+The law tests run on a ``distributed.LocalCluster`` with 2 workers (threads in this
+process: CI has 2 cores); the rest on Dask's local scheduler.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import pymc_manidp as pmd
+from pymc_manidp.datasets import generators
+from pymc_manidp.stats import reductions
+from pymc_manidp.stats.domain import DomainError
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+S2 = pmd.Sphere(dim=2)
+NORTH = np.array([0.0, 0.0, 1.0])
+R = np.pi / 8
+KENDALL_C = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+
+
+def _sphere_data(n, seed=0):
+    return generators.sphere_cap(n, radius=R, center=NORTH, random_seed=seed)
+
+
+@pytest.fixture(scope="module")
+def cluster_client():
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+def _guarded_get(limit=20_000):
+    """A local scheduler that fails if a pass hands the client more than ``limit`` bytes."""
+    seen = []
+
+    def get(dsk, keys, **kwargs):
+        out = dask.threaded.get(dsk, keys, **kwargs)
+        size = len(pickle.dumps(out))
+        seen.append(size)
+        assert size < limit, f"a pass returned {size} bytes to the client"
+        return out
+
+    return get, seen
+
+
+# --- the Fréchet mean and the law ----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("manifold", "data", "center", "radius"),
+    [
+        (S2, _sphere_data(3000), NORTH, R),
+        (
+            pmd.SPD(k=2),
+            generators.wishart_in_ball(2000, radius=1.5, random_seed=1),
+            np.eye(2),
+            1.5,
+        ),
+        (
+            pmd.KendallShape(k_landmarks=4),
+            generators.uniform_radius_ball(
+                pmd.KendallShape(k_landmarks=4), 2000, center=KENDALL_C, radius=0.3, random_seed=2
+            ),
+            KENDALL_C,
+            0.3,
+        ),
+    ],
+    ids=["sphere", "spd2", "kendall4"],
+)
+def test_frechet_mean_dask_equals_numpy(manifold, data, center, radius):
+    dom = pmd.DataDomain(manifold, center, radius)
+    lazy = da.from_array(data, chunks=(700, *data.shape[1:]))
+    get, seen = _guarded_get()
+    with dask.config.set(scheduler=get):
+        checked = dom.check(lazy)
+        assert reductions.is_dask(checked)
+        m_dask = pmd.frechet_mean(manifold, checked)
+        m_plain = pmd.frechet_mean(manifold, lazy)  # unchecked Dask data work too
+    m_np = pmd.frechet_mean(manifold, dom.check(data))
+    assert m_dask.converged and m_np.converged
+    # checked data: the same start (the centre) and steps, only the summation order differs
+    np.testing.assert_allclose(m_dask.mean, m_np.mean, atol=1e-10, rtol=0)
+    # unchecked data start elsewhere: a Kendall mean is then another pre-shape of the
+    # same shape (a rotation), so compare geodesic distances
+    assert float(manifold.dist(m_plain.mean, m_np.mean)) < 1e-10
+    # every pass returned a few numbers per chunk, never the data (24 KB per chunk)
+    assert seen and max(seen) < 20_000
+
+
+def _ks_pvalues(a, b, ref):
+    """KS p-values of two 1-D views of sphere draws: distance to ``ref`` and azimuth."""
+    d_a, d_b = S2.dist(ref, a), S2.dist(ref, b)
+    az_a, az_b = np.arctan2(a[:, 1], a[:, 0]), np.arctan2(b[:, 1], b[:, 0])
+    return stats.ks_2samp(d_a, d_b).pvalue, stats.ks_2samp(az_a, az_b).pvalue
+
+
+@pytest.mark.parametrize("mechanism", ["kng", "laplace"])
+def test_dask_release_law_equals_in_memory_on_a_cluster(cluster_client, mechanism):
+    """Two-sample KS tests (distance to the mean, azimuth), alpha = 0.01 in all
+    (Bonferroni: 0.005 each), 1,500 draws per side, seeds 11 (Dask) and 12 (NumPy).
+    A mechanism with the wrong rate (epsilon halved) is caught by the same test."""
+    size, alpha = 1500, 0.01
+    data = _sphere_data(2000, seed=3)
+    lazy = da.from_array(data, chunks=(500, 3))
+    cls = pmd.KNGMechanism if mechanism == "kng" else pmd.LaplaceMechanism
+    mech = cls(S2, epsilon=1.0, center=NORTH, radius=R)
+    assert distributed.get_client() is cluster_client  # the passes run on the cluster
+    x_dask = mech.sample(lazy, size, random_seed=11)
+    x_np = mech.sample(data, size, random_seed=12)
+    ref = pmd.frechet_mean(S2, data).mean
+    p = _ks_pvalues(x_dask, x_np, ref)
+    assert min(p) > alpha / 2, p
+    # the test has power: half the budget means twice the spread
+    wrong = cls(S2, epsilon=0.5, center=NORTH, radius=R).sample(data, size, random_seed=12)
+    assert min(_ks_pvalues(x_dask, wrong, ref)) < alpha / 2
+    # one release over the cluster: pure eps-DP, the data's size recorded
+    rel = mech.release(lazy, random_seed=5)
+    assert rel.delta == 0.0 and rel.n == 2000
+    assert S2.dist(rel.value, ref) < 0.05
+
+
+# --- bad input ----------------------------------------------------------------------------
+def _bad(kind):
+    data = _sphere_data(2000, seed=4)
+    if kind == "nan":
+        data[1234, 1] = np.nan
+    elif kind == "off-manifold":
+        data[1234] *= 1.01
+    else:
+        data[1234] = [1.0, 0.0, 0.0]  # a quarter circle away: outside B_{pi/8}(north)
+        data[1900] = [0.0, 1.0, 0.0]
+    return data
+
+
+@pytest.mark.parametrize(
+    ("kind", "error", "words"),
+    [
+        ("nan", ValueError, "NaN"),
+        ("off-manifold", ValueError, "not on the sphere"),
+        ("outside", DomainError, "2 of 2000 points lie outside"),
+    ],
+)
+def test_bad_input_over_dask_is_refused_naming_chunk_and_row(kind, error, words):
+    data = _bad(kind)
+    lazy = da.from_array(data, chunks=(500, 3))  # row 1234 = chunk 2, row 234
+    for cls in (pmd.KNGMechanism, pmd.LaplaceMechanism):
+        mech = cls(S2, epsilon=1.0, center=NORTH, radius=R)
+        with pytest.raises(error) as info:
+            mech.release(lazy, random_seed=0)
+        msg = str(info.value)
+        assert words in msg
+        assert "chunk 2, row 234 of the chunk" in msg and "row 1234 overall" in msg
+        with pytest.raises(error):  # refused in memory too
+            mech.release(data, random_seed=0)
+
+
+def test_unknown_chunk_sizes_are_refused():
+    lazy = da.from_array(_sphere_data(100), chunks=(30, 3))
+    lazy = lazy[lazy[:, 2] > -2.0]  # a boolean mask: n is unknown until computed
+    with pytest.raises(ValueError, match="chunk sizes are unknown"):
+        pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R).release(lazy)
+
+
+def test_mcmc_samplers_refuse_dask_data():
+    lazy = da.from_array(_sphere_data(100), chunks=(30, 3))
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R)
+    with pytest.raises(ValueError, match="sampler='exact'"):
+        mech.release(lazy, sampler="nuts")
+
+
+def test_clip_is_lazy_and_matches_in_memory():
+    data = _bad("outside")
+    dom = pmd.DataDomain(S2, NORTH, R)
+    lazy = da.from_array(data, chunks=(500, 3))
+    out = dom.check(lazy, clip=True)
+    assert reductions.is_dask(out)  # nothing computed beyond the check pass
+    expected = dom.check(data, clip=True)
+    np.testing.assert_allclose(out.compute(), expected, atol=1e-15)
+    assert np.all(dom.distances(out.compute()) <= R)
+    # a clipped release follows the in-memory one's mean
+    mean_dask = pmd.frechet_mean(S2, out).mean
+    np.testing.assert_allclose(mean_dask, pmd.frechet_mean(S2, expected).mean, atol=1e-10)
+
+
+# --- fewer passes ---------------------------------------------------------------------------
+def test_a_checked_array_is_not_checked_again_and_is_read_only():
+    dom = pmd.DataDomain(S2, NORTH, R)
+    data = _sphere_data(500)
+    checked = dom.check(data)
+    assert checked is not data and not checked.flags.writeable
+    assert dom.check(checked) is checked  # no second pass
+    summary = reductions.checked_summary(checked, domain=dom)
+    # the check pass summed the gradient at the centre: compare with a direct sum
+    direct = np.mean(S2.log(NORTH, checked), axis=0)
+    np.testing.assert_allclose(summary.center_gradient, direct, atol=1e-15)
+    # another domain (or a copy of the data) is checked anew
+    other = pmd.DataDomain(S2, NORTH, R / 2)
+    assert reductions.checked_summary(checked, domain=other) is None
+    with pytest.raises(DomainError):
+        other.check(checked)
+    assert reductions.checked_summary(checked.copy(), domain=dom) is None
+
+
+def test_grad_norms_batch_matches_per_point_log_maps():
+    data = _sphere_data(1000)
+    xs = S2.exp_coords(NORTH, np.random.default_rng(1).normal(size=(7, 2)) * 0.1)
+    direct = S2.norm(xs, np.mean(S2.log(xs[:, None], data[None]), axis=1))
+    np.testing.assert_allclose(reductions.grad_norms(S2, xs, data), direct, rtol=1e-12)
+    lazy = da.from_array(data, chunks=(300, 3))
+    np.testing.assert_allclose(reductions.grad_norms(S2, xs, lazy), direct, rtol=1e-12)
