@@ -72,7 +72,7 @@ def test_bad_sources_are_named(tmp_path):
 
 
 def _args(path, *extra):
-    return release_args(path, "--seed", "3", *extra)
+    return release_args(path, "--seed", "3", "--allow-fixed-seed", *extra)
 
 
 def test_cli_releases_shards_on_a_cluster_with_progress(shards, points, capsys):
