@@ -17,11 +17,31 @@ __all__ = ["Manifold", "ManifoldBase", "max_radius_from"]
 
 
 def max_radius_from(injectivity_radius: float, kappa_max: float) -> float:
-    r"""Radius ``r*`` of Assumption 1 (both papers).
+    r"""Return the radius ``r*`` of Assumption 1 (both papers).
 
     .. math:: r^* = \tfrac12 \min\{\mathrm{inj}\,\mathcal M,\ \pi / (2\sqrt{\kappa_{\max}})\},
 
     with ``pi / (2 sqrt(kappa))`` read as ``+inf`` when ``kappa_max <= 0``.
+
+    Parameters
+    ----------
+    injectivity_radius : float
+        Injectivity radius of the manifold (``inf`` allowed).
+    kappa_max : float
+        Upper bound of the sectional curvature.
+
+    Returns
+    -------
+    float
+        ``r*``: data balls must have a radius below it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(max_radius_from(np.pi, 1.0))  # the unit sphere: pi/4
+    0.7853981633974483
+    >>> float(max_radius_from(np.inf, 0.0))
+    inf
     """
     curv = np.pi / (2.0 * np.sqrt(kappa_max)) if kappa_max > 0 else np.inf
     return 0.5 * min(injectivity_radius, curv)
