@@ -95,7 +95,39 @@ numpydoc_validation_checks = {"all", "ES01", "SA01", "EX01", "GL01", "PR09", "RT
 #: privacy/, stats/domain.py, stats/frechet.py, experiments/, baselines.py) whose
 #: docstrings fail the checks above. One entry per object; empty this list once those
 #: modules are merged and fixed. Do not add entries for new code.
-NUMPYDOC_TEMPORARY_EXCLUDE: list[str] = []
+NUMPYDOC_TEMPORARY_EXCLUDE: list[str] = [
+    "pymc_manidp.baselines.EuclideanLaplace",
+    "pymc_manidp.baselines.LandmarkLaplace",
+    "pymc_manidp.baselines.ProjectedLaplace",
+    "pymc_manidp.baselines.knorm_noise",
+    "pymc_manidp.baselines.unvech",
+    "pymc_manidp.baselines.vech",
+    "pymc_manidp.experiments.local_linear_smooth",
+    "pymc_manidp.experiments.run",
+    "pymc_manidp.experiments.self_intersects",
+    "pymc_manidp.mechanisms.ChartTransform",
+    "pymc_manidp.mechanisms.KNG",
+    "pymc_manidp.mechanisms.KNGMechanism",
+    "pymc_manidp.mechanisms.LaplaceMechanism",
+    "pymc_manidp.mechanisms.ManifoldLaplace",
+    "pymc_manidp.mechanisms.kng_logp",
+    "pymc_manidp.mechanisms.laplace_logp",
+    "pymc_manidp.privacy.DiagnosticsReport",
+    "pymc_manidp.privacy.NeighbourPair",
+    "pymc_manidp.privacy.boundary_pair",
+    "pymc_manidp.privacy.check_run",
+    "pymc_manidp.privacy.neighbour_pairs",
+    "pymc_manidp.privacy.quadrature_audit",
+    "pymc_manidp.privacy.sample_test",
+    "pymc_manidp.samplers.euclidean_laplace",
+    "pymc_manidp.samplers.has_exact_sampler",
+    "pymc_manidp.samplers.kng_envelope_slope",
+    "pymc_manidp.samplers.laplace_coords",
+    "pymc_manidp.samplers.sample_kng",
+    "pymc_manidp.samplers.sample_laplace",
+    "pymc_manidp.stats.DataDomain",
+    "pymc_manidp.stats.frechet_mean",
+]
 # A record class (a dataclass users read, not build) documents its fields under Attributes.
 numpydoc_validation_overrides = {"PR01": [r"Attributes\n\s*-{3,}"]}
 #: Scope: the full checks apply to every name in a package's ``__all__`` (classes,
@@ -111,7 +143,10 @@ numpydoc_validation_exclude = {MEMBERS, *PROTOCOLS} | {
 
 #: TEMPORARY, same owners: cross-references in those docstrings to names that are not
 #: part of the public API (so have no page). One entry per (role, target).
-NITPICK_TEMPORARY_IGNORE: list[tuple[str, str]] = []
+NITPICK_TEMPORARY_IGNORE: list[tuple[str, str]] = [
+    ("py:attr", "last_sampler_info"),  # mechanisms/kng.py, KNGMechanism.sample
+    ("py:func", "polar_grid"),  # privacy/audit.py, quadrature_audit
+]
 nitpick_ignore = list(NITPICK_TEMPORARY_IGNORE)
 
 # --- intersphinx, offline --------------------------------------------------------------
@@ -190,7 +225,6 @@ else:
         inv = DOCS / "_build" / "inventories" / f"{name}.inv"
         write_inventory(inv, name, entries)
         intersphinx_mapping[name] = (url, str(inv))
-intersphinx_disabled_reftypes = ["*"]  # only explicit external names, never a guess
 
 # --- the API pages: one per package, listing its __all__ ---------------------------
 #: The packages of the API reference, bottom layer first.
@@ -258,15 +292,9 @@ def package_page(modname: str) -> str:
             "   :toctree: .",
             "   :nosignatures:",
         ]
-        # "~a.b.NAME" shows NAME; constants are documented where their #: comment is
-        out += (
-            [""]
-            + [
-                f"   ~{modname}.{n}" if "." not in n else f"   ~{n}"
-                for n in sorted(names, key=str.lower)
-            ]
-            + [""]
-        )
+        # constants are documented where their #: comment is (relative: "cities.ATTRIBUTION")
+        out += [""] + [f"   {n.removeprefix(modname + '.')}" for n in sorted(names, key=str.lower)]
+        out += [""]
     return "\n".join(out)
 
 

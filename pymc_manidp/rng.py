@@ -56,7 +56,7 @@ def as_generator(random_seed) -> np.random.Generator:
     Parameters
     ----------
     random_seed : int, numpy.random.Generator or None
-        As in :func:`resolve_rng`.
+        As in :func:`~pymc_manidp.rng.resolve_rng`.
 
     Returns
     -------
