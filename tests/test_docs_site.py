@@ -86,7 +86,8 @@ def internal_targets(page_path: Path, page: Page):
 
 
 def broken_links(site: Path) -> list[str]:
-    pages = {p.resolve(): parse(p) for p in site.rglob("*.html")}
+    # the pages, not the theme's Jinja templates that it copies into _static/
+    pages = {p.resolve(): parse(p) for p in site.rglob("*.html") if "_static" not in p.parts}
     broken = []
     for path, page in pages.items():
         for link, target, fragment in internal_targets(path, page):
