@@ -9,8 +9,6 @@ notebook is never run twice), an API reference generated from every package's
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import importlib
 import inspect
 import os
@@ -28,6 +26,9 @@ ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))  # document this checkout, not an installed copy
 
 import pymc_manidp  # noqa: E402
+
+sys.path.insert(0, str(DOCS))
+import sitecache  # noqa: E402  (not "from": a conf name jupyter_cache is a MyST-NB option)
 
 logger = logging.getLogger("pymc_manidp.docs")
 
@@ -66,8 +67,9 @@ nitpicky = True
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 #: The notebook tests (tests/test_notebooks.py) execute each notebook once with nbclient
-#: and store it here; the docs build then finds it and does not execute it again.
-JUPYTER_CACHE = DOCS / "_build" / ".jupyter_cache"
+#: and store it here; the docs build then finds it and does not execute it again. One
+#: cache per version of the package's code (docs/sitecache.py): outputs never go stale.
+JUPYTER_CACHE = sitecache.jupyter_cache()
 nb_execution_mode = "cache"
 nb_execution_cache_path = str(JUPYTER_CACHE)
 nb_execution_timeout = 600
@@ -338,35 +340,6 @@ html_show_sourcelink = False
 GALLERY = DOCS / "_generated" / "gallery"
 
 
-def code_without_docstrings(source: str) -> str:
-    """The module's syntax tree without docstrings: docstring edits keep the figures."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
-
-
-def source_digest() -> str:
-    """A hash of the package's code and data: the reproduction is redone when it changes."""
-    h = hashlib.sha256()
-    pkg = ROOT / "pymc_manidp"
-    for path in sorted(p for p in pkg.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(path.relative_to(pkg).as_posix().encode())
-        if path.suffix == ".py":
-            h.update(code_without_docstrings(path.read_text(encoding="utf-8")).encode())
-        else:
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def reproduce_figures(app) -> None:
     """Run ``pymc-manidp reproduce all --quick`` (cached by source hash); write the gallery.
 
@@ -374,7 +347,7 @@ def reproduce_figures(app) -> None:
     checkout; ``gallery.md`` includes one generated ``_generated/gallery/<experiment>.md``
     per experiment, under a section that states what the paper shows.
     """
-    cache = DOCS / "_build" / "reproduction" / source_digest()
+    cache = DOCS / "_build" / "reproduction" / sitecache.source_digest()
     if not (cache / "done").exists():
         shutil.rmtree(cache.parent, ignore_errors=True)
         cache.mkdir(parents=True)

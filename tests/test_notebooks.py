@@ -6,7 +6,7 @@ the last cell, the test asks the same kernel for a few computed quantities and c
 them (a release off the manifold or outside the public ball, a share outside [0, 1], ...).
 
 The executed notebook is then stored in the site's jupyter-cache (``docs/_build/
-.jupyter_cache``, ``nb_execution_cache_path`` in docs/conf.py), so ``bash .ci/run`` (tests,
+.jupyter_cache/<hash of the package's code>``, see docs/sitecache.py), so ``bash .ci/run`` (tests,
 then the docs) runs each notebook once: the docs build finds it there and renders its
 outputs without executing it again.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import importlib.util
 import pickle
 import time
 from pathlib import Path
@@ -28,8 +29,17 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-# the same folder as nb_execution_cache_path in docs/conf.py
-JUPYTER_CACHE = ROOT / "docs" / "_build" / ".jupyter_cache"
+
+
+def _sitecache():
+    spec = importlib.util.spec_from_file_location("sitecache", ROOT / "docs" / "sitecache.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# the same folder as nb_execution_cache_path in docs/conf.py (keyed by the package's code)
+JUPYTER_CACHE = _sitecache().jupyter_cache()
 ALL = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 
 
