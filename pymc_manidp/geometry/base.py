@@ -17,11 +17,31 @@ __all__ = ["Manifold", "ManifoldBase", "max_radius_from"]
 
 
 def max_radius_from(injectivity_radius: float, kappa_max: float) -> float:
-    r"""Radius ``r*`` of Assumption 1 (both papers).
+    r"""Return the radius ``r*`` of Assumption 1 (both papers).
 
     .. math:: r^* = \tfrac12 \min\{\mathrm{inj}\,\mathcal M,\ \pi / (2\sqrt{\kappa_{\max}})\},
 
     with ``pi / (2 sqrt(kappa))`` read as ``+inf`` when ``kappa_max <= 0``.
+
+    Parameters
+    ----------
+    injectivity_radius : float
+        Injectivity radius of the manifold (``inf`` allowed).
+    kappa_max : float
+        Upper bound of the sectional curvature.
+
+    Returns
+    -------
+    float
+        ``r*``: data balls must have a radius below it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(max_radius_from(np.pi, 1.0))  # the unit sphere: pi/4
+    0.7853981633974483
+    >>> float(max_radius_from(np.inf, 0.0))
+    inf
     """
     curv = np.pi / (2.0 * np.sqrt(kappa_max)) if kappa_max > 0 else np.inf
     return 0.5 * min(injectivity_radius, curv)
@@ -40,31 +60,81 @@ class Manifold(Protocol):
     point_shape: tuple[int, ...]
 
     @property
-    def injectivity_radius(self) -> float: ...
+    def injectivity_radius(self) -> float:
+        """Injectivity radius: ``exp_x`` is a diffeomorphism on tangent balls this small."""
 
     @property
-    def curvature_bounds(self) -> tuple[float, float]: ...
+    def curvature_bounds(self) -> tuple[float, float]:
+        """``(kappa_min, kappa_max)``: bounds of the sectional curvature."""
 
     @property
-    def max_radius(self) -> float: ...
+    def max_radius(self) -> float:
+        """``r*`` of Assumption 1: data radii must stay strictly below it."""
 
-    def validate(self, points): ...
+    def validate(self, points):
+        """Check points and return them standardized, shape ``(..., *point_shape)``.
 
-    def exp(self, x, v): ...
+        Raises ``ValueError`` naming the first bad row (non-finite, off the manifold, ...).
+        """
 
-    def log(self, x, y): ...
+    def exp(self, x, v):
+        """Exponential map ``exp_x(v)``: points ``(..., *point_shape)``."""
 
-    def dist(self, x, y): ...
+    def log(self, x, y):
+        """Logarithm ``log_x(y)``, the inverse of ``exp_x``: tangent vectors at ``x``."""
 
-    def inner(self, x, u, v): ...
+    def dist(self, x, y):
+        """Geodesic distance ``rho(x, y)``, shape ``(...)``."""
 
-    def norm(self, x, v): ...
+    def inner(self, x, u, v):
+        """Riemannian inner product of tangent vectors ``u, v`` at ``x``, shape ``(...)``."""
 
-    def to_tangent(self, x, v): ...
+    def norm(self, x, v):
+        """Riemannian norm of tangent vectors ``v`` at ``x``, shape ``(...)``."""
 
-    def tangent_basis(self, x): ...
+    def to_tangent(self, x, v):
+        """Project ambient vectors ``v`` onto the tangent space at ``x``."""
 
-    def log_volume_density(self, coords): ...
+    def tangent_basis(self, x):
+        """Orthonormal frame at ``x``, shape ``(dim, *point_shape)``: the chart's axes."""
+
+    def log_volume_density(self, coords):
+        """Log density of the exp chart in normal coordinates ``(..., dim)``, shape ``(...)``."""
+
+
+class PyTensorTwins(Protocol):
+    """The PyTensor versions of the maps, for log-density graphs (same shapes as NumPy).
+
+    Each takes arrays or tensors and returns a tensor; gradients are defined everywhere
+    the mechanisms evaluate them (series branches near 0).
+    """
+
+    def pt_exp_coords(self, center, coords):
+        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+
+    def pt_log(self, x, y):
+        """``log_x(y)`` as a tensor."""
+
+    def pt_dist(self, x, y):
+        """Geodesic distance ``rho(x, y)`` as a tensor, shape ``(...)``."""
+
+    def pt_inner(self, x, u, v):
+        """Riemannian inner product at ``x`` as a tensor, shape ``(...)``."""
+
+    def pt_norm(self, x, v):
+        """Riemannian norm at ``x`` as a tensor, shape ``(...)``."""
+
+    def pt_log_volume_density(self, coords):
+        """Log volume density of the exp chart at coordinates ``(..., dim)``, a tensor."""
+
+
+def _member_docs() -> dict[str, str]:
+    docs = {}
+    for proto in (Manifold, PyTensorTwins):
+        for name, member in vars(proto).items():
+            if not name.startswith("_") and getattr(member, "__doc__", None):
+                docs[name] = member.__doc__
+    return docs
 
 
 class ManifoldBase:
@@ -76,6 +146,18 @@ class ManifoldBase:
 
     dim: int
     point_shape: tuple[int, ...]
+
+    def __init_subclass__(cls, **kwargs):
+        # One description per member: a space's exp, log, pt_dist... that has no docstring
+        # of its own gets the protocol's (help(), the API reference).
+        super().__init_subclass__(**kwargs)
+        docs = _member_docs()
+        for name, member in vars(cls).items():
+            if name in docs and not getattr(member, "__doc__", None):
+                if isinstance(member, property):
+                    setattr(cls, name, property(member.fget, member.fset, member.fdel, docs[name]))
+                elif callable(member):
+                    member.__doc__ = docs[name]
 
     @property
     def max_radius(self) -> float:

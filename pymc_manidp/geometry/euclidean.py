@@ -20,6 +20,11 @@ class Euclidean(ManifoldBase):
     ``exp_x(v) = x + v``, ``log_x(y) = y - x``; the chart frame is the standard
     basis and the volume density is 1.
 
+    Parameters
+    ----------
+    dim : int
+        Dimension, at least 1.
+
     Examples
     --------
     >>> E = Euclidean(dim=2)

@@ -49,7 +49,30 @@ def _check_radius(manifold, r):
 
 
 def curvature_factor(r: float, kappa_max: float) -> float:
-    """``H = h_max(2r, kappa_max)``; in ``(0, 1]`` for ``r < r*``."""
+    r"""Curvature factor ``H = h_max(2r, kappa_max)`` of both papers' sensitivity bounds.
+
+    .. math:: H = 2r\sqrt{\kappa_{\max}}\,\cot\bigl(2r\sqrt{\kappa_{\max}}\bigr)
+              \quad (\kappa_{\max} > 0), \qquad H = 1 \quad (\kappa_{\max} \le 0).
+
+    Parameters
+    ----------
+    r : float
+        Radius of the public data ball ``B_r(m0)``, below ``r*``.
+    kappa_max : float
+        Upper bound of the sectional curvature.
+
+    Returns
+    -------
+    float
+        ``H``, in ``(0, 1]`` for ``r < r*``.
+
+    Examples
+    --------
+    >>> curvature_factor(0.5, 0.0)
+    1.0
+    >>> round(curvature_factor(0.25, 1.0), 6)  # cot(1/2) / 2
+    0.915244
+    """
     if kappa_max <= 0:
         return 1.0
     s = 2.0 * r * np.sqrt(kappa_max)
@@ -57,7 +80,30 @@ def curvature_factor(r: float, kappa_max: float) -> float:
 
 
 def curvature_factor_min(r: float, kappa_min: float) -> float:
-    """``H_min = h_min(2r, kappa_min)``; ``>= 1`` (2022, Lemma 1)."""
+    r"""Curvature factor ``H_min = h_min(2r, kappa_min)`` of the 2022 paper's Lemma 1.
+
+    .. math:: H_{\min} = 2r\sqrt{|\kappa_{\min}|}\,\coth\bigl(2r\sqrt{|\kappa_{\min}|}\bigr)
+              \quad (\kappa_{\min} < 0), \qquad H_{\min} = 1 \quad (\kappa_{\min} \ge 0).
+
+    Parameters
+    ----------
+    r : float
+        Radius of the public data ball ``B_r(m0)``.
+    kappa_min : float
+        Lower bound of the sectional curvature.
+
+    Returns
+    -------
+    float
+        ``H_min >= 1``.
+
+    Examples
+    --------
+    >>> curvature_factor_min(0.5, 1.0)
+    1.0
+    >>> round(curvature_factor_min(1.0, -0.5), 6)  # sqrt(2) coth(sqrt(2))
+    1.591892
+    """
     if kappa_min >= 0:
         return 1.0
     s = 2.0 * r * np.sqrt(-kappa_min)
@@ -68,6 +114,28 @@ def laplace_sensitivity(manifold, n: int, r: float) -> float:
     r"""Sensitivity of the Fréchet mean (2021, Theorem 2).
 
     .. math:: \Delta = \frac{2r(2 - H)}{nH}
+
+    with ``H`` from :func:`curvature_factor`; ``2r/n`` on flat and negatively curved spaces.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The space; its ``max_radius`` and ``curvature_bounds`` are used.
+    n : int
+        Number of records (public).
+    r : float
+        Radius of the public data ball ``B_r(m0)``; must be below ``manifold.max_radius``.
+
+    Returns
+    -------
+    float
+        ``Delta``, the largest distance between the Fréchet means of two neighbouring
+        datasets in the ball.
+
+    Raises
+    ------
+    ValueError
+        If ``r >= r*`` or ``n < 1``.
 
     Examples
     --------
@@ -85,6 +153,34 @@ def kng_sensitivity(manifold, n: int, r: float) -> float:
     r"""Sensitivity of the KNG gradient (2022, Theorem 2).
 
     .. math:: \Delta = \frac{2r(2 - H)}{n}
+
+    with ``H`` from :func:`curvature_factor`: the largest change of the gradient
+    ``sum_i Log_x(x_i) / n`` when one record of a dataset in the ball is replaced.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The space; its ``max_radius`` and ``curvature_bounds`` are used.
+    n : int
+        Number of records (public).
+    r : float
+        Radius of the public data ball ``B_r(m0)``; must be below ``manifold.max_radius``.
+
+    Returns
+    -------
+    float
+        ``Delta``.
+
+    Raises
+    ------
+    ValueError
+        If ``r >= r*`` or ``n < 1``.
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> kng_sensitivity(pmd.Euclidean(dim=2), n=10, r=1.0)  # flat: 2r/n
+    0.2
     """
     n = check_positive_int(n, "n")
     r = _check_radius(manifold, r)
@@ -93,10 +189,32 @@ def kng_sensitivity(manifold, n: int, r: float) -> float:
 
 
 def rate(delta: float, epsilon: float, *, footpoint_free_normalizer: bool = False) -> float:
-    """Rate ``sigma`` of the mechanism's density from sensitivity and budget.
+    r"""Rate ``sigma`` of the mechanism's density from sensitivity and budget.
 
-    ``2 Delta / eps`` unless ``footpoint_free_normalizer`` (then ``Delta / eps``),
-    which the caller may claim only for an unrestricted Laplace on a homogeneous space.
+    .. math:: \sigma = 2\Delta/\varepsilon, \quad \text{or } \Delta/\varepsilon
+              \text{ when the normalizing constant does not depend on the footpoint.}
+
+    Parameters
+    ----------
+    delta : float
+        Sensitivity ``Delta > 0``.
+    epsilon : float
+        Privacy budget ``eps > 0``.
+    footpoint_free_normalizer : bool, default False
+        Claim that the density's normalizing constant does not depend on its footpoint;
+        true only for an unrestricted Laplace on a homogeneous space.
+
+    Returns
+    -------
+    float
+        ``sigma``.
+
+    Examples
+    --------
+    >>> rate(0.1, 1.0)
+    0.2
+    >>> rate(0.1, 1.0, footpoint_free_normalizer=True)
+    0.1
     """
     delta = check_positive_real(delta, "sensitivity")
     epsilon = check_positive_real(epsilon, "epsilon")
@@ -104,15 +222,48 @@ def rate(delta: float, epsilon: float, *, footpoint_free_normalizer: bool = Fals
 
 
 def ambient_radius_spd(r: float) -> float:
-    """Frobenius radius of the smallest ball around ``I`` containing ``B_r(I)``: ``e^r - 1``.
+    """Return the Frobenius radius of the smallest ball around ``I`` containing ``B_r(I)``.
 
-    2021 supplement, Proposition 1.
+    The radius is ``e^r - 1`` (2021 supplement, Proposition 1).
+
+    Parameters
+    ----------
+    r : float
+        Geodesic radius of the ball ``B_r(I)`` in SPD(k).
+
+    Returns
+    -------
+    float
+        ``e^r - 1``.
+
+    Examples
+    --------
+    >>> ambient_radius_spd(1.0) == float(np.expm1(1.0))
+    True
     """
     return float(np.expm1(check_positive_real(r, "radius")))
 
 
 def ambient_radius_sphere(r: float, radius: float = 1.0) -> float:
-    """Chord length ``2R sin(r / (2R))`` of a geodesic radius ``r`` (2021 supplement §1.3.2)."""
+    """Chord length ``2R sin(r / (2R))`` of a geodesic radius ``r`` (2021 supplement §1.3.2).
+
+    Parameters
+    ----------
+    r : float
+        Geodesic radius on the sphere.
+    radius : float, default 1.0
+        Radius ``R`` of the sphere.
+
+    Returns
+    -------
+    float
+        The ambient (Euclidean) radius of the cap ``B_r``.
+
+    Examples
+    --------
+    >>> round(ambient_radius_sphere(np.pi / 2), 6)  # sqrt(2)
+    1.414214
+    """
     r = check_positive_real(r, "radius")
     return float(2.0 * radius * np.sin(r / (2.0 * radius)))
 
@@ -130,6 +281,20 @@ def empirical_sphere_log_spread(r: float, grid: int = 720, footpoints: int = 41)
     maximum is a grid search, so a tiny under-estimate is possible: the result is
     never used to claim privacy by default (see the mechanisms' ``bound`` option).
     Cached per arguments.
+
+    Parameters
+    ----------
+    r : float
+        Radius of the ball, below ``pi / 4``.
+    grid : int, default 720
+        Points on the boundary circle.
+    footpoints : int, default 41
+        Radii of the footpoint ``x`` in ``[0, r]``.
+
+    Returns
+    -------
+    float
+        The largest ``|log_x(y) - log_x(z)|`` found; at most ``2r(2 - H)``.
     """
     from pymc_manidp.geometry.sphere import Sphere
 
