@@ -254,3 +254,24 @@ def test_user_kng_samples_without_divergences_and_follows_the_exact_law():
     _, pvalue, ess = mcmc_ks(d, ecdf_of(0.1))
     assert ess >= 400 and pvalue > 0.01, (pvalue, ess)
     assert mcmc_ks(d, ecdf_of(0.05))[1] < 0.01
+
+
+def test_kng_data_as_pm_data_is_checked_in_the_graph():
+    from pymc.logprob.utils import ParameterValueError
+
+    dom = pmd.DataDomain(S2, NORTH, 0.4)
+    rng = np.random.default_rng(6)
+    d1 = S2.exp_coords(NORTH, rng.uniform(-0.1, 0.1, size=(20, 2)))
+    x = S2.exp_coords(NORTH, np.array([0.05, 0.02]))
+    with pm.Model() as m:
+        data = pm.Data("data", d1)
+        pmd.KNG("k", S2, data, 0.1, dom, observed=x)
+    v1 = m.compile_logp()({})
+    # the KNG formula, written independently: -|sum_i log_x(x_i)| / (sigma n)
+    assert np.isclose(v1, -np.linalg.norm(S2.log(x, d1).sum(0)) / (0.1 * 20))
+    d2 = S2.exp_coords(NORTH, rng.uniform(-0.1, 0.1, size=(30, 2)))
+    pm.set_data({"data": d2}, model=m)
+    assert np.isclose(m.compile_logp()({}), -np.linalg.norm(S2.log(x, d2).sum(0)) / (0.1 * 30))
+    pm.set_data({"data": np.vstack([d2, [[1.0, 0.0, 0.0]]])}, model=m)  # a datum outside
+    with pytest.raises(ParameterValueError, match="public ball"):
+        m.compile_logp()({})
