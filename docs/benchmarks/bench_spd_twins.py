@@ -5,7 +5,8 @@ point ``x`` for n data matrices. Routes:
 
 - ``eigh``: the general route (``pt_numerics._matrix_function_op``: PyTensor's batched
   ``eigh``, a Daleckii–Krein pullback), forced with ``k=None`` on dynamic shapes;
-- ``closed``: the route ``SPD(k)`` twins take (the 2 x 2 closed forms for k = 2).
+- ``closed, matmul``: the 2 x 2 closed-form ``logm`` with batched matrix products;
+- ``twin``: what ``SPD(k).pt_log`` does (k = 2: closed forms and elementwise congruences).
 
 Each compiled with PyTensor's default (C) backend and, when numba is importable, the
 NUMBA backend (what nutpie uses). Median of repeated calls, same process, same data.
@@ -31,9 +32,14 @@ def kng_graph(k, route):
     P = pmd.SPD(k=k)
     x = pt.matrix("x")
     y = pt.tensor3("y")
-    kk = None if route == "eigh" else k
-    xs, xi = ptn.sqrtm(x, k=kk), ptn.invsqrtm(x, k=kk)
-    logs = ptn.sym(xs @ ptn.logm(xi @ y @ xi, k=kk) @ xs)
+    if route == "eigh":
+        xs, xi = ptn.sqrtm(x), ptn.invsqrtm(x)
+        logs = ptn.sym(xs @ ptn.logm(xi @ y @ xi) @ xs)
+    elif route == "closed, matmul":  # closed-form logm, batched matrix products
+        xs, xi = ptn.sqrtm(x, k=k), ptn.invsqrtm(x, k=k)
+        logs = ptn.sym(xs @ ptn.logm(xi @ y @ xi, k=k) @ xs)
+    else:  # what SPD(k).pt_log does
+        logs = P.pt_log(x, y)
     lp = -P.pt_norm(x, pt.sum(logs, axis=0))
     return x, y, lp, pt.grad(lp, x)
 
@@ -66,7 +72,7 @@ def main(ns=(100, 1000), ks=(2, 3)):
         for n in ns:
             v = 0.3 * np.einsum("na,aij->nij", rng.normal(size=(n, P.dim)), P._frame)
             data = P.exp(np.broadcast_to(x0, (n, k, k)), v)
-            routes = ["eigh", "closed"] if k == 2 else ["eigh"]
+            routes = ["eigh", "closed, matmul", "twin"] if k == 2 else ["eigh"]
             for route in routes:
                 for mode in modes:
                     x, y, lp, g = kng_graph(k, route)

@@ -49,6 +49,7 @@ __all__ = [
     "spectral_sum",
     "sqrtm",
     "sym",
+    "sym2_congruence",
     "sym2_parts",
     "theta_over_sin",
 ]
@@ -269,6 +270,17 @@ def _sym2_function(name, x):
     row0 = pt.stack([mean_f + dd * h, off], axis=-1)
     row1 = pt.stack([off, mean_f - dd * h], axis=-1)
     return pt.stack([row0, row1], axis=-2)
+
+
+def sym2_congruence(x, y):
+    """``x sym(y) x`` for symmetric ``x`` ``(..., 2, 2)`` and ``y`` ``(..., 2, 2)``
+    (broadcast), in elementwise ops: no batched matrix products."""
+    al, be, ga = x[..., 0, 0], 0.5 * (x[..., 0, 1] + x[..., 1, 0]), x[..., 1, 1]
+    p, q, r = sym2_parts(y)[:3]
+    z00 = al * al * p + 2.0 * al * be * q + be * be * r
+    z11 = be * be * p + 2.0 * be * ga * q + ga * ga * r
+    z01 = al * be * p + (al * ga + be * be) * q + be * ga * r
+    return pt.stack([pt.stack([z00, z01], axis=-1), pt.stack([z01, z11], axis=-1)], axis=-2)
 
 
 def _is_2x2(x, k):

@@ -252,6 +252,9 @@ class SPD(ManifoldBase):
     def pt_log(self, x, y):
         x = pt.as_tensor_variable(x)
         xs, xi = ptn.sqrtm(x, k=self.k), ptn.invsqrtm(x, k=self.k)
+        if self.k == 2:  # elementwise congruences: no batched matmuls over the data
+            y = pt.as_tensor_variable(y)
+            return ptn.sym2_congruence(xs, ptn.logm(ptn.sym2_congruence(xi, y), k=2))
         return ptn.sym(xs @ ptn.logm(xi @ y @ xi, k=self.k) @ xs)
 
     def pt_dist(self, x, y):

@@ -145,3 +145,14 @@ def test_log_sinhc_sqrt_and_friends_match_numpy():
     want = np.log1p(excess[:-1])
     np.testing.assert_allclose(log_sinhc_[:-1], want, rtol=1e-13, atol=1e-16)
     np.testing.assert_allclose(log_sinhc_[-1], 30 - np.log(60) + np.log1p(-np.exp(-60)), rtol=1e-14)
+
+
+def test_congruence_matches_matrix_products():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 2))
+    x = x + x.T
+    y = rng.normal(size=(6, 2, 2))  # not symmetric: the congruence reads sym(y)
+    xx, yy = pt.matrix("x"), pt.tensor3("y")
+    got = pytensor.function([xx, yy], ptn.sym2_congruence(xx, yy))(x, y)
+    ys = 0.5 * (y + np.swapaxes(y, -1, -2))
+    np.testing.assert_allclose(got, x @ ys @ x, rtol=1e-13, atol=1e-14)
