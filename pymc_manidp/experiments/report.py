@@ -16,6 +16,7 @@ copied by hand:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
@@ -196,12 +197,20 @@ def _fig2021(res):
         f"(paper: about 25% at n = 20–40; {count} replicates per cell):\n\n"
     )
     out.append(_md(header, rows))
-    near = min(reach, key=lambda k: abs(reach[k] - 0.25))
-    where = "Fréchet" if near[0] == L.NON_PD_FRECHET else "ambient"
-    out.append(
-        f"\nClosest to 25% over n = 20–40: noise on the {where} mean at ε = {near[1]:g} "
-        f"({_pct(reach[near])}).\n"
-    )
+    # where the paper's "about 25%" (averaged over n = 20-40) is reached, per protocol
+    for m, where in (
+        (L.NON_PD_FRECHET, "the Fréchet mean (paper)"),
+        (L.NON_PD_AMBIENT, "the ambient mean (ours)"),
+    ):
+        avg = [(e, reach[(m, e)]) for e in eps]
+        hit = [f"ε = {e:g}" for e, v in avg if abs(v - 0.25) <= 0.02]
+        cross = [
+            f"between ε = {a:g} ({_pct(va)}) and ε = {b:g} ({_pct(vb)})"
+            for (a, va), (b, vb) in itertools.pairwise(avg)
+            if (va - 0.25) * (vb - 0.25) < 0
+        ]
+        found = hit or cross or ["at none of the ε shown"]
+        out.append(f"\nNoise on {where}: 25% over n = 20–40 is reached {'; '.join(found)}.\n")
 
     util = table[(table.panel == "utility") & (table.space == "SPD(2)")]
     w = util.pivot(index="n", columns="method", values="mean")

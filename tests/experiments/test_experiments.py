@@ -309,7 +309,7 @@ def test_report_renders_the_2021_numbers_from_the_table(quick_run):
     ]["mean"].iloc[0]
     row = next(line for line in block.splitlines() if line.startswith("| 20 |"))
     assert row.split(" | ")[1] == f"{100 * share:.1f}%"
-    assert "Closest to 25%" in block and "largest pair / bound" in block
+    assert "25% over n = 20–40 is reached" in block and "largest pair / bound" in block
 
 
 def test_report_renders_the_2022_orderings():
