@@ -106,6 +106,8 @@ def release(
     sigma = mech.scale(n)  # raises before sampling if the law does not exist
     if sampler in EXACT_SAMPLERS:
         return exact_release(mech, data, sigma, random_seed, clip)
+    # one pass over the data per leapfrog step: refuse runs that would take hours
+    mcmc.check_mcmc_budget(mech.manifold, n, chains=chains, tune=tune, draws=draws)
     center, rate, inputs = mech.mcmc_inputs(data)
     compiled = mech.mcmc_cache.get(n, sampler, lambda: mech.model(data))
     rel = mcmc_release(
@@ -194,7 +196,8 @@ def mcmc_release(
     seed = int(rng.integers(2**31 - 1))
     idata = compiled.sample(values, draws=draws, tune=tune, chains=chains, random_seed=seed)
     report = check_run(idata)
-    sampler_info = None
+    # which NUTS implementation drew the run (nutpie or PyMC's): not data-dependent
+    sampler_info = {"backend": compiled.backend}
     if not report.passed:
         if not skip_diagnostics:
             raise DiagnosticsError(
@@ -206,7 +209,7 @@ def mcmc_release(
         # the failures quote data-dependent numbers (R-hat, ESS): the curator keeps
         # them; the published record says only that the check was skipped
         opt_outs = (*opt_outs, "skip_diagnostics")
-        sampler_info = {"failed_checks": list(report.failures)}
+        sampler_info["failed_checks"] = list(report.failures)
     x = np.asarray(idata.posterior["release"].values)
     flat = x.reshape((-1, *manifold.point_shape))
     candidates = np.arange(len(flat))

@@ -109,6 +109,19 @@ def test_diagnostics_gate_refuses_a_short_run_and_records_the_opt_out():
     assert rel.public()["opt_outs"] == ["skip_diagnostics"]
     assert not any(ch.isdigit() for ch in json.dumps(rel.public()["opt_outs"]))
     assert any("ESS" in f for f in rel.sampler_info["failed_checks"])
+    # the release records which NUTS implementation drew it
+    assert rel.sampler_info["backend"] == mcmc.nuts_backend()
+
+
+def test_mcmc_refuses_a_run_over_its_time_budget_before_compiling(monkeypatch):
+    # a budget of 1 ms: any NUTS run over 50 points is "hopeless"; nothing is compiled
+    monkeypatch.setenv(mcmc.MAX_SECONDS_ENV, "0.001")
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
+    with pytest.raises(ValueError, match=r"sampler='exact'"):
+        mech.release(_cap(50), sampler="nuts", random_seed=3)
+    assert len(mech.mcmc_cache) == 0
+    monkeypatch.setenv(mcmc.MAX_SECONDS_ENV, "600")
+    assert mcmc.check_mcmc_budget(S2, 50) < 600  # the same run within the default budget
 
 
 def _distances(model, seed, draws=2000):
