@@ -273,5 +273,8 @@ def test_kng_data_as_pm_data_is_checked_in_the_graph():
     pm.set_data({"data": d2}, model=m)
     assert np.isclose(m.compile_logp()({}), -np.linalg.norm(S2.log(x, d2).sum(0)) / (0.1 * 30))
     pm.set_data({"data": np.vstack([d2, [[1.0, 0.0, 0.0]]])}, model=m)  # a datum outside
+    # PyMC turns a failed check_parameters into -inf in a model's logp, and raises
+    # with the message when the check is evaluated on its own
+    assert m.compile_logp()({}) == -np.inf
     with pytest.raises(ParameterValueError, match="public ball"):
-        m.compile_logp()({})
+        pm.logp(m["k"], x).eval()
