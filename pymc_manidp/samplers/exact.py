@@ -252,7 +252,7 @@ def euclidean_laplace(center, sigma, size, rng=None):
 
 
 def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
-    r"""Draws of the ℓ2 K-norm (Euclidean Laplace) noise on :math:`\mathbb R^D`.
+    r"""Draw the ℓ2 K-norm (Euclidean Laplace) noise on :math:`\mathbb R^D`.
 
     .. math:: f(y) \propto \exp(-\|y\|_2/\sigma), \qquad
               \|Y\| \sim \mathrm{Gamma}(D, \sigma),\ Y/\|Y\| \text{ uniform on } S^{D-1}
@@ -262,11 +262,18 @@ def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
     Parameters
     ----------
     rng : numpy.random.Generator
+        The random source.
     dim : int
         ``D``.
     sigma : float
+        The rate ``sigma > 0``.
     size : tuple of int
         Leading shape; the result has shape ``(*size, D)``.
+
+    Returns
+    -------
+    ndarray, shape ``(*size, D)``
+        The noise vectors ``Y``.
 
     Examples
     --------
