@@ -5,6 +5,10 @@ Sources: the Markdown pages in ``docs/``, the notebooks in ``notebooks/`` (throu
 notebook is never run twice), an API reference generated from every package's
 ``__all__`` (autosummary + numpydoc, validated), and a gallery of the figures that
 ``pymc-manidp reproduce all --quick`` draws.
+
+Quick local pass over the text (not what CI runs): ``MANIDP_DOCS_GALLERY=off bash .ci/run
+docs -D nb_execution_mode=off`` skips the reproduction run (the gallery gets stubs) and
+the notebooks' execution.
 """
 
 from __future__ import annotations
@@ -93,10 +97,8 @@ numpydoc_attributes_as_param_list = True
 # the end of each parameter description) that the existing docstrings do not follow.
 numpydoc_validation_checks = {"all", "ES01", "SA01", "EX01", "GL01", "PR09", "RT02"}
 
-#: TEMPORARY: objects in modules owned by parallel work (mechanisms/, samplers/,
-#: privacy/, stats/domain.py, stats/frechet.py, experiments/, baselines.py) whose
-#: docstrings fail the checks above. One entry per object; empty this list once those
-#: modules are merged and fixed. Do not add entries for new code.
+#: Public objects left out of the checks above: none (emptied 2026-11-23, once the
+#: parallel work was merged). Keep it empty: fix the docstring, do not add an entry.
 NUMPYDOC_TEMPORARY_EXCLUDE: list[str] = []
 # A record class (a dataclass users read, not build) documents its fields under Attributes.
 numpydoc_validation_overrides = {"PR01": [r"Attributes\n\s*-{3,}"]}
@@ -112,8 +114,8 @@ numpydoc_validation_exclude = {MEMBERS, *PROTOCOLS} | {
     re.escape(name) + "$" for name in NUMPYDOC_TEMPORARY_EXCLUDE
 }
 
-#: TEMPORARY, same owners: cross-references in those docstrings to names that are not
-#: part of the public API (so have no page). One entry per (role, target).
+#: Cross-references allowed to stay unresolved: none. A docstring that names a private
+#: helper says it in words (``_kng_shells``), not as a reference.
 NITPICK_TEMPORARY_IGNORE: list[tuple[str, str]] = []
 nitpick_ignore = list(NITPICK_TEMPORARY_IGNORE)
 
