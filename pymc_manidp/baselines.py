@@ -69,6 +69,16 @@ def vech(x) -> np.ndarray:
 
     Plain ``vech`` (no ``sqrt 2`` on off-diagonals), as the papers write it.
 
+    Parameters
+    ----------
+    x : array_like, shape ``(..., k, k)``
+        Symmetric matrices.
+
+    Returns
+    -------
+    ndarray, shape ``(..., k(k+1)/2)``
+        Their lower triangles, column by column.
+
     Examples
     --------
     >>> vech(np.array([[1.0, 2.0], [2.0, 3.0]])).tolist()
@@ -81,7 +91,25 @@ def vech(x) -> np.ndarray:
 
 
 def unvech(v, k: int) -> np.ndarray:
-    """Symmetric matrices ``(..., k, k)`` from ``vech`` vectors ``(..., k(k+1)/2)``."""
+    """Symmetric matrices ``(..., k, k)`` from ``vech`` vectors ``(..., k(k+1)/2)``.
+
+    Parameters
+    ----------
+    v : array_like, shape ``(..., k(k+1)/2)``
+        Half-vectorizations (the inverse of :func:`vech`).
+    k : int
+        The matrices' size.
+
+    Returns
+    -------
+    ndarray, shape ``(..., k, k)``
+        The symmetric matrices.
+
+    Examples
+    --------
+    >>> unvech([1.0, 2.0, 3.0], 2).tolist()
+    [[1.0, 2.0], [2.0, 3.0]]
+    """
     v = np.asarray(v, float)
     i, j = np.triu_indices(k)
     out = np.zeros((*v.shape[:-1], k, k))
@@ -177,9 +205,13 @@ class EuclideanLaplace(_KNormBase):
     Parameters
     ----------
     manifold : Sphere, SPD or Euclidean
+        The manifold of the data.
     epsilon : float
-    center, radius :
-        The public ball ``B_r(m0)`` (geodesic) holding the data.
+        Privacy budget ``> 0``.
+    center : array_like, shape ``point_shape``
+        The public ball's centre ``m0``, chosen without looking at the data.
+    radius : float
+        The public ball's geodesic radius ``r``; the data lie in ``B_r(m0)``.
 
     Examples
     --------
@@ -262,6 +294,17 @@ class ProjectedLaplace(EuclideanLaplace):
     against ``ybar/|ybar|`` are about ``R/|ybar|`` times the paper protocol's;
     ``docs/reproduction.md`` shows both.)
 
+    Parameters
+    ----------
+    manifold : Sphere
+        The sphere of the data.
+    epsilon : float
+        Privacy budget ``> 0``.
+    center : array_like, shape ``(d + 1,)``
+        The public ball's centre ``m0``, chosen without looking at the data.
+    radius : float
+        The public ball's geodesic radius ``r``; the data lie in ``B_r(m0)``.
+
     Examples
     --------
     >>> import pymc_manidp as pmd
@@ -333,10 +376,13 @@ class LandmarkLaplace(_KNormBase):
     Parameters
     ----------
     manifold : KendallShape
+        The shape space of the data (``k`` planar landmarks).
     epsilon : float
-    center, radius :
-        Public reference shape ``m0`` and geodesic radius ``r < pi/8`` of the ball
-        holding the data.
+        Privacy budget ``> 0``.
+    center : array_like, shape ``(k, 2)``
+        Public reference shape ``m0`` (the ball's centre).
+    radius : float
+        Geodesic radius ``r < pi/8`` of the ball holding the data.
     align : bool
         Rotate each record onto ``m0`` before averaging (default True).
     project : bool

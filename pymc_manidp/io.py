@@ -37,7 +37,23 @@ def is_lazy_source(path) -> bool:
     """Whether ``path`` names data :func:`open_points` opens lazily.
 
     A directory, a glob pattern, a ``.zarr`` store or a Parquet file; a single
-    ``.npy``/``.csv`` file is read into memory by :func:`pymc_manidp.files.read_points`.
+    ``.npy``/``.csv`` file is read into memory instead (by the command line's file
+    reader, ``pymc_manidp/files.py``).
+
+    Parameters
+    ----------
+    path : str or Path
+        What the user named (the command line's ``--data``).
+
+    Returns
+    -------
+    bool
+        True if :func:`open_points` should open ``path``.
+
+    Examples
+    --------
+    >>> is_lazy_source("data/part-*.npy"), is_lazy_source("points.npy")
+    (True, False)
     """
     text = str(path)
     return (
@@ -104,7 +120,8 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
 
     Returns
     -------
-    dask.array.Array, shape ``(n, ...)``, float64, chunked along ``n`` only.
+    dask.array.Array, shape ``(n, ...)``
+        The records as float64, chunked along ``n`` only; nothing is read yet.
 
     Raises
     ------

@@ -74,10 +74,16 @@ def run(
     out : path or None
         Output folder (``out/<name>/``); None writes nothing.
     seed : int
+        Root seed of the experiments (each derives its own child seeds from it).
     progress : bool
         Rich progress bars on stderr.
     workers : int, optional
         Processes for replicates (default 2).
+
+    Returns
+    -------
+    dict of str to pandas.DataFrame
+        Each experiment's table, by name (also written as CSV under ``out``).
 
     Raises
     ------

@@ -76,12 +76,14 @@ def local_linear_smooth(z, bandwidth: float = 1.0) -> np.ndarray:
     Parameters
     ----------
     z : array, shape ``(..., k, 2)``
+        Closed contours of ``k`` planar landmarks each.
     bandwidth : float
         ``h`` in units of landmark spacing (``> 0``).
 
     Returns
     -------
     ndarray, shape ``(..., k, 2)``
+        The smoothed contours.
 
     Examples
     --------
@@ -113,6 +115,16 @@ def local_linear_smooth(z, bandwidth: float = 1.0) -> np.ndarray:
 
 def self_intersects(z) -> np.ndarray:
     """Whether closed polygons ``(..., k, 2)`` cross themselves (non-adjacent edges meet).
+
+    Parameters
+    ----------
+    z : array_like, shape ``(..., k, 2)``
+        Closed polygons of ``k`` vertices each (the last joins the first).
+
+    Returns
+    -------
+    ndarray of bool, shape ``(...)``
+        True where the polygon crosses itself.
 
     Examples
     --------

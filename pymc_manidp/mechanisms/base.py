@@ -8,10 +8,11 @@ range), checks repeated at release time. A mechanism provides
   ``check_law_exists``); :meth:`Mechanism.scale` turns them into ``sigma``, refusing a
   ``sigma`` floating point cannot represent;
 - the public hooks the samplers and the release procedure use:
-  :meth:`exact_draws` (exact law), :meth:`mcmc_inputs` and :meth:`mcmc_law`
+  :meth:`Mechanism.exact_draws` (exact law), :meth:`Mechanism.mcmc_inputs` and
+  :meth:`Mechanism.mcmc_law`
   (the PyMC model's inputs and the mechanism's PyMC distribution), and ``model(data)``.
 
-:meth:`sample` and :meth:`release` are the same for every mechanism.
+:meth:`Mechanism.sample` and :meth:`Mechanism.release` are the same for every mechanism.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ __all__ = ["Mechanism"]
 
 
 class Mechanism:
-    """Base of :class:`LaplaceMechanism` and :class:`KNGMechanism`.
+    """Base class of the mechanisms: what every mechanism object shares.
+
+    Subclassed by :class:`~pymc_manidp.mechanisms.LaplaceMechanism` and
+    :class:`~pymc_manidp.mechanisms.KNGMechanism`.
 
     Parameters
     ----------
@@ -41,9 +45,10 @@ class Mechanism:
         A manifold instance, e.g. ``pmd.Sphere(dim=2)``.
     epsilon : float
         Privacy budget ``> 0``.
-    center, radius :
-        The public ball ``B_r(m0)`` holding the data (``r < r*``), chosen without
-        looking at the data.
+    center : array_like, shape ``point_shape``
+        The public ball's centre ``m0``, chosen without looking at the data.
+    radius : float
+        The public ball's radius ``r`` (``0 < r < r*``); the data lie in ``B_r(m0)``.
 
     Attributes
     ----------
@@ -70,6 +75,7 @@ class Mechanism:
 
     # --- the privacy map --------------------------------------------------------------
     def sensitivity(self, n: int) -> float:  # pragma: no cover - abstract
+        """The mechanism's sensitivity ``Delta`` for ``n`` records (public)."""
         raise NotImplementedError
 
     def check_law_exists(self, sigma: float) -> None:
@@ -112,7 +118,7 @@ class Mechanism:
 
         For audits and tests: each draw alone is an ε-DP release of ``data``; all of
         them together are not (their privacy losses add up). The rejection statistics
-        of the call are kept in :attr:`last_sampler_info`.
+        of the call are kept in the attribute ``last_sampler_info``.
 
         Examples
         --------
@@ -154,7 +160,7 @@ class Mechanism:
         reproduce the noise. ``estimate_delta=True`` (MCMC only) draws the released
         value from a fixed coupled kernel and records its L-lag coupling estimate δ̂
         in ``Release.delta_estimate`` (curator side, an estimate; ``delta`` stays
-        ``None``). The procedure is :func:`pymc_manidp.mechanisms.common.release`.
+        ``None``). The procedure is ``release`` in ``pymc_manidp/mechanisms/common.py``.
         """
         return _release_procedure(
             self,

@@ -222,6 +222,18 @@ def laplace_log_normalizer(manifold, sigma):
     one-dimensional form here; the SPD Laplace stays unnormalized and refuses a
     random ``sigma``).
 
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold (its dimension ``d`` and chart radius ``T`` set the integral).
+    sigma : float or tensor, shape ``(...)``
+        The rate ``sigma > 0``; a batch of rates gives a batch of normalizers.
+
+    Returns
+    -------
+    TensorVariable or None
+        ``log Z(sigma)``, shape ``(...)`` as ``sigma``; ``None`` on ``SPD``.
+
     Examples
     --------
     >>> import numpy as np
@@ -256,6 +268,36 @@ def laplace_logp(manifold, value, footpoint, sigma, domain=None, normalized=True
 
     ``Z`` is :func:`laplace_log_normalizer` where it exists (``normalized=True``,
     no ``domain``), else left out.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold of the points.
+    value : tensor, shape ``(..., *point_shape)``
+        Where the density is evaluated.
+    footpoint : tensor, shape ``(..., *point_shape)``
+        The centre ``eta``.
+    sigma : float or tensor, shape ``(...)``
+        The rate ``sigma > 0``.
+    domain : DataDomain, optional
+        Restrict the support to the closed ball ``B_r(m0)`` (``-inf`` outside).
+    normalized : bool, default True
+        Subtract ``log Z(sigma)`` where it is known (unrestricted law only).
+
+    Returns
+    -------
+    TensorVariable
+        The log-density, shape ``(...)`` (the batch shape of ``value``, ``footpoint``
+        and ``sigma`` broadcast).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> E = pmd.Euclidean(dim=1)
+    >>> lp = laplace_logp(E, np.array([1.0]), np.array([0.0]), 0.5).eval()
+    >>> bool(np.isclose(lp, -2.0 - np.log(2 * 0.5)))
+    True
     """
     logp = -manifold.pt_dist(footpoint, value) / sigma
     if normalized and domain is None:
@@ -270,8 +312,32 @@ def kng_logp(manifold, value, data, sigma, domain):
 
     .. math:: \log f(x) = -\Big\|\sum_{i=1}^n \log_x(x_i)\Big\|_x \big/ (\sigma n)
 
-    ``value`` may carry batch dimensions ``(..., *point_shape)``; ``data`` is
-    ``(n, *point_shape)``.
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold of the points.
+    value : tensor, shape ``(..., *point_shape)``
+        Where the density is evaluated (batch dimensions allowed).
+    data : tensor, shape ``(n, *point_shape)``
+        The records ``x_1, ..., x_n``.
+    sigma : float or tensor, shape ``()``
+        The rate ``sigma > 0``.
+    domain : DataDomain or None
+        The public ball ``B_r(m0)`` (``-inf`` outside); ``None``: the whole chart.
+
+    Returns
+    -------
+    TensorVariable
+        The unnormalized log-density, shape ``(...)`` (the batch shape of ``value``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> E = pmd.Euclidean(dim=2)
+    >>> data = np.array([[1.0, 0.0], [3.0, 0.0]])
+    >>> float(kng_logp(E, np.zeros(2), data, 0.5, None).eval())
+    -4.0
     """
     value = pt.as_tensor_variable(value)
     nd = len(manifold.point_shape)
@@ -393,7 +459,9 @@ class ManifoldLaplace(Continuous):
     Parameters
     ----------
     name : str
+        The variable's name in the model (not an argument of ``.dist``).
     manifold : Manifold
+        The manifold of the release.
     footpoint : array or tensor, shape ``(..., *point_shape)``
         The centre ``eta``: a constant (validated now), ``pm.Data`` or a random
         variable (checked in the graph).
@@ -514,7 +582,9 @@ class KNG(Continuous):
     Parameters
     ----------
     name : str
+        The variable's name in the model (not an argument of ``.dist``).
     manifold : Manifold
+        The manifold of the data and the release.
     data : array or pm.Data, shape ``(n, *point_shape)``
         The (private) data; constant data are checked against the ball now, ``pm.Data``
         in the graph.
@@ -618,6 +688,20 @@ class ManifoldUniform(Continuous):
     (:math:`\pi^{k-2}/(k-2)!`); ``SPD`` and ``Euclidean`` have infinite volume
     (``ValueError``). A prior for noise-aware inference. Sampled through a normalized
     Gaussian (:class:`~pymc_manidp.mechanisms.transforms.NormalizedGaussian`).
+
+    Parameters
+    ----------
+    name : str
+        The variable's name in the model (not an argument of ``.dist``).
+    manifold : Sphere or KendallShape
+        A compact manifold; a draw has shape ``(*size, *manifold.point_shape)``.
+    **kwargs
+        ``size``, ``shape``, ``dims``, ``observed`` ... as for any PyMC distribution.
+
+    Raises
+    ------
+    ValueError
+        If ``manifold`` has infinite volume (``SPD``, ``Euclidean``).
 
     Examples
     --------

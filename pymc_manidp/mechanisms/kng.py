@@ -26,9 +26,13 @@ class KNGMechanism(Mechanism):
     Parameters
     ----------
     manifold : Manifold
+        A manifold instance, e.g. ``pmd.Sphere(dim=2)``.
     epsilon : float
-    center, radius :
-        The public ball ``B_r(m0)`` (``r < r*``).
+        Privacy budget ``> 0``.
+    center : array_like, shape ``point_shape``
+        The public ball's centre ``m0``, chosen without looking at the data.
+    radius : float
+        The public ball's radius ``r`` (``0 < r < r*``); the data lie in ``B_r(m0)``.
 
     Examples
     --------
@@ -44,6 +48,7 @@ class KNGMechanism(Mechanism):
     restricted = True  # KNG's density always lives on the public ball
 
     def sensitivity(self, n: int) -> float:
+        """KNG's sensitivity for ``n`` records (``DataDomain.kng_sensitivity``)."""
         return self.domain.kng_sensitivity(n)
 
     def logp(self, x, data):

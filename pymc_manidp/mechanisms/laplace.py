@@ -40,10 +40,13 @@ class LaplaceMechanism(Mechanism):
     Parameters
     ----------
     manifold : Manifold
+        A manifold instance, e.g. ``pmd.SPD(k=2)``.
     epsilon : float
         Privacy budget ``> 0``.
-    center, radius :
-        The public ball ``B_r(m0)`` holding the data (``r < r*``).
+    center : array_like, shape ``point_shape``
+        The public ball's centre ``m0``, chosen without looking at the data.
+    radius : float
+        The public ball's radius ``r`` (``0 < r < r*``); the data lie in ``B_r(m0)``.
     restrict : bool
         Restrict the density to the ball (Thm 3, ``sigma = 2 Delta/eps``). Default
         False: the whole space with ``sigma = Delta/eps``.
@@ -82,6 +85,7 @@ class LaplaceMechanism(Mechanism):
         return not self.restrict
 
     def sensitivity(self, n: int) -> float:
+        """The Fréchet mean's sensitivity for ``n`` records, widened by ``grad_tol``."""
         return self.domain.laplace_sensitivity(n, self.grad_tol)
 
     def check_law_exists(self, sigma: float) -> None:

@@ -48,6 +48,7 @@ class ChartTransform(Transform):
     Parameters
     ----------
     manifold : Manifold
+        The manifold; ``u`` lives in :math:`\mathbb R^d`, ``d = manifold.dim``.
     center : array, shape ``point_shape``
         Centre of the chart (a constant: the footpoint or the Fréchet mean).
     scale : float
@@ -157,6 +158,7 @@ class PolarChart(Transform):
     Parameters
     ----------
     manifold : Manifold
+        The manifold; the unconstrained value has shape ``(..., d)``, ``d = manifold.dim``.
     frame : dict
         ``manifold.chart_frame(centre)``: arrays, or tensors such as ``pm.Data`` so a
         compiled model can follow a new centre.
@@ -286,6 +288,17 @@ class NormalizedGaussian(Transform):
     manifold is the image of ``f(x(z))\,\mathrm{vol}(\mathcal M)\,φ(z)``: the uniform
     law is a standard normal ``z``. No centre is needed, so it suits variables whose
     location is itself random (a prior, a footpoint that is a random variable).
+
+    Parameters
+    ----------
+    manifold : Sphere or KendallShape
+        The compact manifold; ``z`` has shape ``(..., d + 1)`` on ``S^d_R`` and
+        ``(..., k - 1, 2)`` on Kendall's ``k``-landmark shapes.
+
+    Raises
+    ------
+    ValueError
+        If ``manifold`` is neither a ``Sphere`` nor a ``KendallShape``.
 
     Examples
     --------

@@ -86,7 +86,7 @@ class BatchTarget:
     r"""A ``pm.Model``'s log-density, gradient and deterministics on batches of points.
 
     The model's free variables, on their unconstrained (transformed) space, are raveled
-    into one vector of length :attr:`dim` in the order of
+    into one vector of length ``dim`` in the order of
     ``DictToArrayBijection.map(model.initial_point())``. Each graph (``model.logp``
     with the transforms' Jacobians, its gradient, a deterministic with its random
     variables replaced by the values) is vectorized over a leading batch axis
@@ -250,6 +250,11 @@ class RWMH:
     Coupled by the reflection-maximal coupling of the proposals and a common uniform:
     once two chains are equal they stay equal.
 
+    Parameters
+    ----------
+    step_size : float
+        The proposal's standard deviation per coordinate, ``> 0``.
+
     Examples
     --------
     >>> import numpy as np, pymc as pm
@@ -280,6 +285,7 @@ class RWMH:
         return _coupled_rwmh(target, self.step_size, qx, lpx, qy, lpy, rng)
 
     def describe(self) -> dict:
+        """The kernel's settings, for the record of a release's δ̂."""
         return {"kernel": "RWMH", "step_size": float(self.step_size)}
 
 
@@ -306,6 +312,22 @@ class HMC:
     mixture does. The coupled version shares the coin, the momentum and the
     accept/reject uniform of a pair (common random numbers), and couples the RWMH
     proposals maximally so that close chains meet.
+
+    Parameters
+    ----------
+    step_size : float
+        The leapfrog step ``h > 0``.
+    n_steps : int
+        Leapfrog steps per HMC move.
+    mh_prob : float, default 0.1
+        Probability, in ``[0, 1]``, of a random-walk step instead of an HMC step.
+    mh_scale : float, default 0.05
+        The random-walk step's proposal standard deviation.
+
+    Examples
+    --------
+    >>> HMC(0.2, 10).describe()["kernel"]
+    'HMC+RWMH'
     """
 
     step_size: float
@@ -384,6 +406,7 @@ class HMC:
         )
 
     def describe(self) -> dict:
+        """The kernel's settings, for the record of a release's δ̂."""
         return {
             "kernel": "HMC+RWMH",
             "step_size": float(self.step_size),
@@ -501,9 +524,28 @@ def meeting_times(target, kernel, *, lag, reps, init=None, max_iter=100_000, ran
     :math:`\tau` is the time ``s`` of ``X`` at the meeting. Only the pairs that have not
     met are stepped.
 
+    Parameters
+    ----------
+    target : BatchTarget
+        The model's batched log-density.
+    kernel : RWMH or HMC
+        The coupled kernel.
+    lag : int
+        The lag ``L``.
+    reps : int
+        Number of independent pairs ``R``.
+    init : callable, optional
+        The initial law ``init(size, rng) -> (size, dim)``; default: the model's
+        initial point jittered by ``U(-1, 1)`` per coordinate.
+    max_iter : int
+        Cap on the steps of ``X``.
+    random_seed : int, Generator or None
+        Random source; a fixed seed is for tests only.
+
     Returns
     -------
     ndarray of int, shape ``(reps,)``
+        The meeting times, each ``> lag``.
 
     Raises
     ------
@@ -596,6 +638,7 @@ def tv_bound(meeting_times, lag, t):
     Returns
     -------
     TVBound
+        The estimate and its standard error at each of the times ``t``.
 
     Examples
     --------
@@ -619,9 +662,30 @@ def tv_bound(meeting_times, lag, t):
 def plot_tv_bound(bound, *, ax=None, t_mark=None, z=2.0):
     """Plot the TV bound against ``t`` with a ``± z·se`` band; mark ``t_mark`` if given.
 
-    ``bound`` is a :class:`TVBound`, a :class:`DeltaEstimate` or the dict of
-    ``Release.delta_estimate`` (its ``curve``; then ``t_mark`` defaults to its ``t``).
-    Returns the matplotlib ``Axes``.
+    Parameters
+    ----------
+    bound : TVBound, DeltaEstimate or dict
+        The curve: a :class:`TVBound`, a :class:`DeltaEstimate` or the dict of
+        ``Release.delta_estimate`` (its ``curve``; then ``t_mark`` defaults to its ``t``).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: a new figure).
+    t_mark : int, optional
+        A time to mark with a vertical line (the released draw's).
+    z : float, default 2.0
+        Half-width of the band in standard errors.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> ax = plot_tv_bound(tv_bound([5, 12, 30, 7], lag=5, t=[0, 10, 30]), t_mark=10)
+    >>> ax.get_xlabel()
+    'iteration t'
     """
     import matplotlib.pyplot as plt
 
@@ -653,7 +717,7 @@ def plot_tv_bound(bound, *, ax=None, t_mark=None, z=2.0):
 
 @dataclass(frozen=True)
 class DeltaEstimate:
-    r"""δ̂ of an MCMC draw at time ``t``: :math:`(1 + e^\varepsilon)` times the TV estimate.
+    r"""Estimated δ of an MCMC draw at time ``t``: :math:`(1 + e^\varepsilon)` times the TV bound.
 
     Attributes
     ----------
@@ -723,17 +787,18 @@ def estimate_delta(
     max_iter=100_000,
     random_seed=None,
 ):
-    r"""δ̂ for a draw at time ``t`` of a fixed MCMC kernel on ``model``.
+    r"""Estimate δ for a draw at time ``t`` of a fixed MCMC kernel on ``model``.
 
     Parameters
     ----------
     model : pm.Model or BatchTarget
         The mechanism's model (e.g. ``mech.model(data)``).
     epsilon : float
+        The release's privacy budget ``> 0``.
     t : int
         The time of the released draw (a release's tune length).
     kernel : "hmc", "rwmh", RWMH or HMC
-        A name tunes one (:func:`tune_kernel`); an instance is used as is.
+        A name tunes one (by short coupled runs); an instance is used as is.
     lag : int, optional
         ``L``; default ``max(t, 1)``.
     reps : int
@@ -741,13 +806,17 @@ def estimate_delta(
     t_grid : array of int, optional
         Times of the curve kept in the result (default 0 .. ``2t`` in about 100 steps).
     init : callable, optional
-        The initial law (:func:`initial_law` by default).
+        The initial law ``init(size, rng) -> (size, dim)``; default: the model's
+        initial point jittered by ``U(-1, 1)`` per coordinate.
     max_iter : int
+        Cap on the steps of a pair (see :func:`meeting_times`).
     random_seed : int, Generator or None
+        Random source; a fixed seed is for tests only.
 
     Returns
     -------
     DeltaEstimate
+        The estimate δ̂ at ``t`` with its standard error, the TV curve and the kernel's settings.
 
     Examples
     --------
@@ -805,10 +874,13 @@ def coupled_release(
     Parameters
     ----------
     model : pm.Model or BatchTarget
+        The mechanism's model (e.g. ``mech.model(data)``).
     epsilon : float
+        The release's privacy budget ``> 0``.
     t : int
         Steps of the released chain (a release's tune length).
     kernel : "hmc", "rwmh", RWMH or HMC
+        A name tunes one; an instance is used as is.
     domain : DataDomain, optional
         The public ball of a restricted law (the model samples the unrestricted one).
     name : str
@@ -818,6 +890,7 @@ def coupled_release(
     chains : int
         Chains run to time ``t`` for the draw (and for ``p``).
     random_seed : int, Generator or None
+        Random source; a fixed seed is for tests only.
 
     Returns
     -------

@@ -39,6 +39,21 @@ class DiagnosticsReport:
     """Convergence figures of a run, computed on the monitored quantities.
 
     ``failures`` lists each failed check in words; empty means the run passed.
+
+    Attributes
+    ----------
+    rhat : dict of str to float
+        R-hat of each monitored quantity (``"distance"``, ``"release[j]"``).
+    ess_bulk : dict of str to float
+        Bulk effective sample size of each monitored quantity.
+    ess_tail : dict of str to float
+        Tail effective sample size of each monitored quantity.
+    divergences : int
+        Divergent transitions over all chains.
+    draws : int
+        Draws over all chains (``chains * draws``).
+    failures : list of str
+        The failed checks, in words.
     """
 
     rhat: dict
@@ -50,6 +65,7 @@ class DiagnosticsReport:
 
     @property
     def passed(self) -> bool:
+        """Whether every check passed (``failures`` is empty)."""
         return not self.failures
 
 
@@ -83,6 +99,23 @@ def check_run(idata, name="release", *, max_rhat=MAX_RHAT, min_ess=MIN_ESS) -> D
 
     Monitored: the geodesic distance to the chart centre and every embedding
     coordinate of the released variable.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        The run: a ``posterior`` group with the variables ``distance`` and ``name``
+        (shape ``(chain, draw, *point_shape)``), and ``sample_stats`` if there is one.
+    name : str
+        The released variable.
+    max_rhat : float
+        Largest R-hat accepted.
+    min_ess : float
+        Smallest bulk and tail ESS accepted.
+
+    Returns
+    -------
+    DiagnosticsReport
+        The figures and the list of failed checks.
     """
     mon = _monitored(idata, name)
     rhat, bulk, tail = _convergence(mon)

@@ -116,11 +116,29 @@ class ExactDraws:
 
     @property
     def acceptance_rate(self) -> float:
+        """Accepted draws per proposal (1.0 when nothing was proposed)."""
         return len(self.points) / self.proposals if self.proposals else 1.0
 
 
 def has_exact_sampler(manifold) -> bool:
-    """Whether an exact sampler exists for this manifold (exact type match)."""
+    """Whether an exact sampler exists for this manifold (exact type match).
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold of the release.
+
+    Returns
+    -------
+    bool
+        True if ``type(manifold)`` is in ``EXACT_MANIFOLDS`` (a subclass is not).
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> has_exact_sampler(pmd.Sphere(dim=2))
+    True
+    """
     return type(manifold) in EXACT_MANIFOLDS
 
 
@@ -205,13 +223,18 @@ def euclidean_laplace(center, sigma, size, rng=None):
     Parameters
     ----------
     center : array, shape ``(d,)``
+        The centre ``x_bar``.
     sigma : float
+        The rate ``sigma > 0``.
     size : int
+        Number of draws.
     rng : Generator, int or None
+        Random source (a ``numpy.random.Generator`` or a seed).
 
     Returns
     -------
     ndarray, shape ``(size, d)``
+        The draws ``y``.
 
     Examples
     --------
@@ -229,7 +252,7 @@ def euclidean_laplace(center, sigma, size, rng=None):
 
 
 def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
-    r"""Draws of the ℓ2 K-norm (Euclidean Laplace) noise on :math:`\mathbb R^D`.
+    r"""Draw the ℓ2 K-norm (Euclidean Laplace) noise on :math:`\mathbb R^D`.
 
     .. math:: f(y) \propto \exp(-\|y\|_2/\sigma), \qquad
               \|Y\| \sim \mathrm{Gamma}(D, \sigma),\ Y/\|Y\| \text{ uniform on } S^{D-1}
@@ -239,11 +262,18 @@ def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
     Parameters
     ----------
     rng : numpy.random.Generator
+        The random source.
     dim : int
         ``D``.
     sigma : float
+        The rate ``sigma > 0``.
     size : tuple of int
         Leading shape; the result has shape ``(*size, D)``.
+
+    Returns
+    -------
+    ndarray, shape ``(*size, D)``
+        The noise vectors ``Y``.
 
     Examples
     --------
@@ -320,13 +350,22 @@ def laplace_coords(M, sigma, size, rng=None, *, t_max=None, max_attempts=DEFAULT
     Parameters
     ----------
     M : Sphere, KendallShape, SPD or Euclidean
+        The manifold (its dimension and volume density ``J``).
     sigma : float
+        The rate ``sigma > 0``.
     size : int
+        Number of draws.
     rng : Generator, int or None
+        Random source (a ``numpy.random.Generator`` or a seed).
     t_max : float, optional
         Truncation radius (default: none).
     max_attempts : int
         Cap on proposals per draw.
+
+    Returns
+    -------
+    ndarray, shape ``(size, dim)``
+        The coordinates ``c`` in an orthonormal frame of the tangent space.
 
     Examples
     --------
@@ -425,10 +464,15 @@ def sample_laplace(
     Parameters
     ----------
     M : Sphere, KendallShape, SPD or Euclidean
+        The manifold of the release.
     footpoint : array, shape ``point_shape``
+        The centre ``eta``.
     sigma : float
+        The rate ``sigma > 0``.
     size : int
+        Number of draws.
     rng : Generator, int or None
+        Random source (a ``numpy.random.Generator`` or a seed).
     domain : DataDomain, optional
         Restrict the law to ``B_r(m0)``: drawn from the law truncated to
         ``B_T(eta)``, ``T = rho(eta, m0) + r``, keeping the draws inside.
@@ -504,6 +548,22 @@ def kng_envelope_slope(domain: DataDomain) -> float:
     along the geodesic from ``x_bar`` (where ``grad F = 0``) to ``x`` gives
     ``<grad F(x), γ'> >= H ρ(x_bar, x)``. The lower curvature bound enters only
     the lemma's *upper* bound (``h_min``), which the sampler does not need.
+
+    Parameters
+    ----------
+    domain : DataDomain
+        The public ball ``B_r(m0)`` (its radius and the manifold's curvature bound).
+
+    Returns
+    -------
+    float
+        ``H``, in ``(0, 1]``.
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> kng_envelope_slope(pmd.DataDomain(pmd.Euclidean(dim=2), [0.0, 0.0], 1.0))
+    1.0
     """
     return domain.curvature_factor
 
@@ -601,7 +661,7 @@ def sample_kng(
     Envelope: ``e^{-g(t)/σ}`` w.r.t. volume, ``t = ρ(x_hat, x)`` the distance to the
     computed Fréchet mean ``x_hat``, truncated to ``B_T(x_hat) ⊇ B_r(m0)``, where
     ``g(t) <= |grad F(x)|`` is piecewise linear on shells around ``x_hat``, with
-    slopes from the curvature of ``F`` along the way (:func:`_kng_shells`; all
+    slopes from the curvature of ``F`` along the way (private ``_kng_shells``; all
     ``>= H`` of 2022 Lemma 1, :func:`kng_envelope_slope`).
     A proposal inside ``B_r(m0)`` is accepted with probability
 
@@ -618,13 +678,16 @@ def sample_kng(
     Parameters
     ----------
     M : Sphere, KendallShape, SPD or Euclidean
+        The manifold of the data.
     data : array or dask.array.Array, shape ``(n, *point_shape)``
         Records, all inside ``domain`` (checked). A Dask array is never gathered:
         each batch of proposals costs one pass over it.
     sigma : float
         KNG's rate (``2Δ/ε``).
     size : int
+        Number of draws.
     rng : Generator, int or None
+        Random source (a ``numpy.random.Generator`` or a seed).
     domain : DataDomain
         The public ball ``B_r(m0)``.
     max_attempts : int

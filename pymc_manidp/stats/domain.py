@@ -31,6 +31,7 @@ class DataDomain:
     Parameters
     ----------
     manifold : Manifold
+        The manifold of the data.
     center : array, shape ``point_shape``
         The public centre ``m0``; it must not be computed from the data.
     radius : float

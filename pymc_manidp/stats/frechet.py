@@ -88,6 +88,7 @@ def frechet_mean(
     Parameters
     ----------
     manifold : Manifold
+        The manifold of the data.
     data : array or dask.array.Array, shape ``(n, *point_shape)``
         Points (validated: off-manifold, non-finite or wrongly shaped input raises).
         A Dask array chunked along ``n`` is never gathered: each gradient step is one

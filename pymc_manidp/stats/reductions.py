@@ -66,13 +66,52 @@ BLOCK_ELEMENTS = 1 << 15
 
 
 def is_dask(x) -> bool:
-    """Whether ``x`` is a ``dask.array.Array`` (never imports Dask)."""
+    """Whether ``x`` is a ``dask.array.Array`` (never imports Dask).
+
+    Parameters
+    ----------
+    x : object
+        Anything.
+
+    Returns
+    -------
+    bool
+        True for a Dask array (only possible once Dask is imported).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_dask(np.zeros((2, 3)))
+    False
+    """
     da = sys.modules.get("dask.array")
     return da is not None and isinstance(x, da.Array)
 
 
 def n_rows(data) -> int:
-    """Number of records of a NumPy or Dask array (Dask chunks must be known)."""
+    """Number of records of a NumPy or Dask array (Dask chunks must be known).
+
+    Parameters
+    ----------
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        The records.
+
+    Returns
+    -------
+    int
+        ``n``.
+
+    Raises
+    ------
+    ValueError
+        If the Dask array's chunk sizes are unknown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> n_rows(np.zeros((5, 3)))
+    5
+    """
     n = data.shape[0]
     if isinstance(n, float) and math.isnan(n):
         raise ValueError(
@@ -102,6 +141,18 @@ def lazy_validate(M, data):
 
     For Dask data that no check pass saw: an invalid record then raises inside the
     pass (``DataDomain.check`` names the chunk and row instead).
+
+    Parameters
+    ----------
+    M : Manifold
+        The manifold of the data.
+    data : dask.array.Array, shape ``(n, *point_shape)``
+        The records (rechunked to one chunk over each point axis if needed).
+
+    Returns
+    -------
+    dask.array.Array, shape ``(n, *point_shape)``
+        The same records, each chunk passed through ``M.validate`` when computed.
     """
     return _point_chunks(data, M.point_shape).map_blocks(M.validate, dtype=float)
 
@@ -112,7 +163,13 @@ _PASSES = [0]  # every pass of this process, NumPy or Dask (for benchmarks and d
 
 
 def pass_count() -> int:
-    """Passes over data run so far in this process (each function here counts one)."""
+    """Count the passes over data run so far in this process (each function here counts one).
+
+    Returns
+    -------
+    int
+        The number of passes, NumPy or Dask (for benchmarks and docs).
+    """
     return _PASSES[0]
 
 
@@ -122,6 +179,16 @@ def progress(enabled: bool = True):
 
     With a current ``distributed`` client the bar is ``distributed.progress``;
     otherwise Dask's local ``ProgressBar``. NumPy passes show nothing.
+
+    Parameters
+    ----------
+    enabled : bool
+        Show the bars (False: a block that hides them, inside an enabled one).
+
+    Yields
+    ------
+    None
+        Inside the block, passes are numbered from 1.
     """
     old = dict(_PROGRESS)
     _PROGRESS.update(on=bool(enabled), count=0)  # passes numbered from 1 in each block
@@ -228,7 +295,9 @@ def frechet_gradient(M, x, data, weights=None):
     Parameters
     ----------
     M : Manifold
+        The manifold of the data.
     x : array, shape ``point_shape``
+        Where the gradient is taken.
     data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
         Validated points (e.g. from ``DataDomain.check``).
     weights : array, shape ``(n,)``, optional
@@ -237,7 +306,9 @@ def frechet_gradient(M, x, data, weights=None):
     Returns
     -------
     g : ndarray, shape ``point_shape``
+        The weighted mean of the log vectors, a tangent vector at ``x``.
     energy : float
+        ``F(x) = (1/2) sum_i w_i rho^2(x, x_i)``.
     """
     g, e = _gradients(M, np.asarray(x, dtype=float)[None], data, weights)
     return g[0], float(e[0])
@@ -254,12 +325,24 @@ def grad_norms(M, xs, data):
     Parameters
     ----------
     M : Manifold
+        The manifold of the data.
     xs : array, shape ``(m, *point_shape)``
+        The points (e.g. a batch of KNG proposals).
     data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        Validated records.
 
     Returns
     -------
     ndarray, shape ``(m,)``
+        The gradient norm at each point of ``xs``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> E = pmd.Euclidean(dim=2)
+    >>> grad_norms(E, np.zeros((1, 2)), np.array([[1.0, 0.0], [3.0, 0.0]]))
+    array([2.])
     """
     xs = np.asarray(xs, dtype=float)
     g, _ = _gradients(M, xs, data, None)
@@ -267,7 +350,7 @@ def grad_norms(M, xs, data):
 
 
 def distance_profile(M, x, data, top, bins=1024):
-    """Distances from ``x`` to the records, capped at ``top``: ``(values, weights)``, one pass.
+    """Compute the distances from ``x`` to the records, capped at ``top``, in one pass.
 
     In memory: the exact (capped) distances, each with weight ``1/n``. Over Dask: a
     histogram on ``[0, top]`` whose bins are represented by their upper edges, so the
@@ -278,14 +361,22 @@ def distance_profile(M, x, data, top, bins=1024):
     Parameters
     ----------
     M : Manifold
+        The manifold of the data.
     x : array, shape ``point_shape``
+        The point the distances are measured from.
     data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        Validated records.
     top : float
+        The cap (and the histogram's upper end over Dask).
     bins : int
+        Number of histogram bins over Dask.
 
     Returns
     -------
-    values, weights : ndarray, shape ``(n,)`` in memory or ``(bins,)`` over Dask
+    values : ndarray, shape ``(n,)`` in memory or ``(bins,)`` over Dask
+        The capped distances, or the bins' upper edges.
+    weights : ndarray, same shape as ``values``
+        Their weights, summing to 1.
     """
     x = np.asarray(x, dtype=float)
     if not is_dask(data):
@@ -302,7 +393,31 @@ def _histogram_chunk(block, index, offset, M, x, edges):
 
 
 def weighted_sum(data, weights=None):
-    """``sum_i w_i x_i`` in the ambient space (default ``w_i = 1/n``): one pass."""
+    """Compute ``sum_i w_i x_i`` in the ambient space (default ``w_i = 1/n``) in one pass.
+
+    Parameters
+    ----------
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        The records.
+    weights : array, shape ``(n,)``, optional
+        The weights (NumPy data only); default ``1/n`` each.
+
+    Returns
+    -------
+    ndarray, shape ``point_shape``
+        The weighted sum (the Euclidean mean by default).
+
+    Raises
+    ------
+    ValueError
+        Weights with Dask data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> weighted_sum(np.array([[1.0, 0.0], [3.0, 2.0]]))
+    array([2., 1.])
+    """
     n = n_rows(data)
     _PASSES[0] += 1
     if is_dask(data):
@@ -322,6 +437,7 @@ class CheckSummary:
     Attributes
     ----------
     n : int
+        Number of records.
     max_distance : float
         Largest distance of a record from the public centre.
     center : ndarray
@@ -435,7 +551,9 @@ def scan_domain(domain, data, *, clip: bool = False):
     Parameters
     ----------
     domain : DataDomain
-    data : ndarray (float, shape ``(n, *point_shape)``) or dask.array.Array
+        The public ball ``B_r(m0)``.
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        The records.
     clip : bool
         Dask only: return the data with outside records moved onto the boundary
         (lazily, chunk by chunk) instead of raising.
@@ -558,6 +676,20 @@ def checked_summary(data, domain=None, manifold=None):
 
     With ``domain``: only if it was checked against an equal domain; with
     ``manifold``: only if it was validated on an equal manifold. None otherwise.
+
+    Parameters
+    ----------
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        An array a check pass may have returned.
+    domain : DataDomain, optional
+        The domain it must have been checked against.
+    manifold : Manifold, optional
+        The manifold it must have been validated on.
+
+    Returns
+    -------
+    CheckSummary or None
+        The remembered summary, or None.
     """
     entry = _entry(data)
     if entry is None:

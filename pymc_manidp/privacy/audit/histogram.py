@@ -140,6 +140,7 @@ class SampleTestResult:
     all_lb: dict = field(default_factory=dict, repr=False)
 
     def summary(self) -> str:
+        """One paragraph in words: the verdict and the worst statistic and bin."""
         verdict = "PASSED" if self.passed else "FAILED (privacy violation certified)"
         where = (
             f"; worst bin [{self.bin_range[0]:.4g}, {self.bin_range[1]:.4g}) of "
@@ -217,10 +218,12 @@ def sample_test(
     epsilon : float, optional
         Budget to test (default ``mech.epsilon``).
     random_seed : int or Generator, optional
+        Source of the draws (public: the test is no release).
 
     Returns
     -------
     SampleTestResult
+        The largest certified lower bound on ε over the statistics and bins, and the verdict.
 
     Examples
     --------

@@ -33,7 +33,19 @@ _INSIDE = 1.0 - 1e-9
 # --- neighbouring pairs ------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class NeighbourPair:
-    """Two datasets ``data``, ``neighbour`` differing in record ``index`` only."""
+    """Two datasets ``data``, ``neighbour`` differing in record ``index`` only.
+
+    Attributes
+    ----------
+    label : str
+        How the pair was built (for reports).
+    data : ndarray, shape ``(n, *point_shape)``
+        The first dataset.
+    neighbour : ndarray, shape ``(n, *point_shape)``
+        The second dataset: ``data`` with record ``index`` replaced.
+    index : int
+        The record that differs.
+    """
 
     label: str
     data: np.ndarray
@@ -99,6 +111,27 @@ def boundary_pair(domain, n: int, direction=None) -> NeighbourPair:
 
     ``direction`` is a vector of chart coordinates at the centre (default: the first
     frame vector). This is the configuration behind both papers' sensitivity bounds.
+
+    Parameters
+    ----------
+    domain : DataDomain
+        The public ball ``B_r(m0)``; the records sit just inside its boundary.
+    n : int
+        Number of records.
+    direction : array_like, shape ``(dim,)``, optional
+        Chart coordinates of the direction ``u`` at the centre.
+
+    Returns
+    -------
+    NeighbourPair
+        ``data`` and ``neighbour`` of shape ``(n, *point_shape)``, differing in record 0.
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> pair = boundary_pair(pmd.DataDomain(pmd.Sphere(dim=2), [0.0, 0.0, 1.0], 0.5), 4)
+    >>> pair.data.shape, pair.index
+    ((4, 3), 0)
     """
     n = check_positive_int(n, "n")
     M, _, r = _frame(domain)
@@ -134,6 +167,24 @@ def neighbour_pairs(
     then ``random_pairs`` pairs with records uniform in the normal-coordinate ball
     and a random record moved to a random point (half of them onto the boundary).
     Deterministic for a fixed ``random_seed``.
+
+    Parameters
+    ----------
+    domain : DataDomain
+        The public ball ``B_r(m0)`` holding every record.
+    n : int
+        Number of records per dataset.
+    directions : int, optional
+        Number of chart directions ``u`` (default: ``dim``, the frame vectors).
+    random_pairs : int
+        Number of random pairs added at the end.
+    random_seed : int, Generator or None
+        Source of the random directions and pairs (public: the audit is no release).
+
+    Returns
+    -------
+    list of NeighbourPair
+        The pairs, each with datasets of shape ``(n, *point_shape)``.
     """
     n = check_positive_int(n, "n")
     M, _, r = _frame(domain)

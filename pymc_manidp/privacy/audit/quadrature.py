@@ -268,6 +268,7 @@ class AuditResult:
     losses: tuple = field(default=(), repr=False)
 
     def summary(self) -> str:
+        """One paragraph in words: the verdict, the worst loss and where it was found."""
         verdict = "PASSED" if self.passed else "FAILED"
         return (
             f"quadrature audit of {self.mechanism} on {self.manifold}, n = {self.n}: "
@@ -380,17 +381,22 @@ def quadrature_audit(
     epsilon : float, optional
         Budget to audit against (default ``mech.epsilon``).
     resolution : int or tuple
-        Fine grid, see :func:`polar_grid`.
+        Fine grid of the polar midpoint rule: ``N`` radial nodes (``N`` angles for
+        ``d = 2``; ``N/2`` polar × ``N`` azimuthal angles for ``d = 3``) or a tuple of
+        node counts per axis.
     t_max : float, optional
         Radius of the integration ball at the centre. Default: the public radius for
         restricted laws, the injectivity radius (the whole space) on spheres and
         Kendall shape spaces otherwise.
     refine : int
         Number of pairs recomputed on the fine grid.
+    random_seed : int, Generator or None
+        Source of the default pairs' random directions (public: the audit is no release).
 
     Returns
     -------
     AuditResult
+        The worst pair's log privacy loss against ``epsilon`` and the verdict.
 
     Raises
     ------
