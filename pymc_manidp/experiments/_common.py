@@ -115,6 +115,21 @@ def parallel_map(
     return results
 
 
+def replicate_data(jobs, gen, M, n: int, space: str):
+    """For each ``(rep, seed)`` job: ``(rng, x, fm, base)``, one replicate's data.
+
+    ``rng`` the replicate's generator (seeded by the job), ``x`` its ``n`` records from
+    ``gen(n, rng)``, ``fm`` their Fréchet mean on ``M`` (tolerance ``1e-12``) and
+    ``base`` the keys of its result rows (``space``, ``n``, ``rep``).
+    """
+    from pymc_manidp.stats.frechet import frechet_mean
+
+    for rep, ss in jobs:
+        rng = np.random.default_rng(ss)
+        x = gen(n, rng)
+        yield rng, x, frechet_mean(M, x, tol=1e-12).mean, {"space": space, "n": n, "rep": rep}
+
+
 def chunks(count: int, size: int) -> list[range]:
     """Split ``range(count)`` into consecutive ranges of at most ``size``."""
     return [range(i, min(i + size, count)) for i in range(0, count, size)]

@@ -113,17 +113,12 @@ def paper_sigma(space: str, method: str, n: int, epsilon: float) -> float:
 def _chunk(space, n, epsilon, jobs):
     from pymc_manidp.baselines import knorm_noise, vech
     from pymc_manidp.samplers import exact
-    from pymc_manidp.stats.frechet import frechet_mean
 
     M, gen, mechs = _setup(space, epsilon)
     amb = vech if space == "SPD(2)" else np.asarray
     kng = mechs[KNG]
     rows = []
-    for rep, ss in jobs:
-        rng = np.random.default_rng(ss)
-        x = gen(n, rng)
-        fm = frechet_mean(M, x, tol=1e-12).mean
-        base = {"space": space, "n": n, "rep": rep}
+    for rng, x, fm, base in C.replicate_data(jobs, gen, M, n, space):
         for name, mech in mechs.items():
             summary = fm if name in (KNG, LAPLACE) else mech.from_ambient(mech.summary(x))
             if name == PROJECTED:

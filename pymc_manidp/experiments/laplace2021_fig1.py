@@ -134,17 +134,12 @@ def _utility_chunk(space, n, epsilon, non_pd_epsilons, jobs):
     """One replicate per seed: a dataset, its Fréchet mean, one release per mechanism."""
     from pymc_manidp.baselines import knorm_noise, unvech, vech
     from pymc_manidp.samplers import exact
-    from pymc_manidp.stats.frechet import frechet_mean
 
     M, gen, lap, euc = _setup(space, epsilon)
     spd = space == "SPD(2)"
     amb = vech if spd else np.asarray
     rows = []
-    for rep, ss in jobs:
-        rng = np.random.default_rng(ss)
-        x = gen(n, rng)
-        fm = frechet_mean(M, x, tol=1e-12).mean
-        base = {"space": space, "n": n, "rep": rep}
+    for rng, x, fm, base in C.replicate_data(jobs, gen, M, n, space):
 
         def dist(a, b):
             return float(np.linalg.norm(amb(a) - amb(b)))
