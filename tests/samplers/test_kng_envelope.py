@@ -33,8 +33,14 @@ def _data(n, r, seed):
     return _sphere_point(th, ph)
 
 
-def _quadrature_cdfs(mech, data, stats_fns, nt=700, nph=700):
-    """CDFs of each statistic of x under KNG's law, by quadrature on the ball."""
+def _quadrature_cdfs(mech, data, stats_fns, nt=2800, nph=350):
+    """CDFs of each statistic of x under KNG's law, by quadrature on the ball.
+
+    A fine grid in θ: the mass of a row of cells sits at its centre value, an error of
+    up to half a row's mass in the CDF of θ. With 700 rows, the narrow law of
+    ε = 5 (σ ≈ 0.03) was refuted at N = 20,000 by the grid alone (KS p = 0.0004 to
+    0.09 over six seeds; 0.02 to 0.68 with 2,800 rows), not by the sampler.
+    """
     r = mech.domain.radius
     th = (np.arange(nt) + 0.5) * r / nt
     ph = (np.arange(nph) + 0.5) * 2 * np.pi / nph
@@ -47,7 +53,8 @@ def _quadrature_cdfs(mech, data, stats_fns, nt=700, nph=700):
     for fn in stats_fns:
         v = fn(x)
         order = np.argsort(v)
-        vs, cs = v[order], np.cumsum(w[order])
+        # each cell's mass sits at its centre value: the CDF there counts half of it
+        vs, cs = v[order], np.cumsum(w[order]) - 0.5 * w[order]
         cdfs.append(lambda q, vs=vs, cs=cs: np.interp(q, vs, cs, left=0.0, right=1.0))
     return cdfs
 
