@@ -259,3 +259,21 @@ def test_gate_numbers_are_az_summary_numbers():
         assert np.isclose(rep.ess_bulk[key], table.loc[col, "ess_bulk"], rtol=1e-12)
         assert np.isclose(rep.ess_tail[key], table.loc[col, "ess_tail"], rtol=1e-12)
     assert "release[2]" not in rep.rhat  # a constant coordinate is not monitored
+
+
+def test_arviz_works_on_a_release_without_friction():
+    # issue 11's ArviZ row: a release's run has named dims, no constant variable (the
+    # old in_domain flag made az.plot_rank raise and az.rhat give NaN)
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.4)
+    rel = mech.release(sphere_data(60, seed=4), sampler="nuts", random_seed=1)
+    post = rel.diagnostics.posterior
+    assert "in_domain" not in post.data_vars
+    assert not any(dim.startswith("release_dim") for dim in post.sizes)
+    for name in post.data_vars:  # every monitored quantity varies over the draws
+        assert float(post[name].std()) > 0, name
+    rhat = az.rhat(rel.diagnostics)
+    assert all(np.all(np.isfinite(rhat[name].values)) for name in rhat.data_vars)
+    import matplotlib.pyplot as plt
+
+    az.plot_rank(rel.diagnostics)  # raised "x must be strictly increasing" before
+    plt.close("all")
