@@ -62,6 +62,9 @@ def test_model_graph():
         pmd.ManifoldLaplace("y", S2, eta, 0.2, observed=NORTH)
     text = pm.model_to_mermaid(m)
     assert "ManifoldLaplace" in text and "ManifoldUniform" in text
+    # graphviz builds the graph's source (no rendering, so no dot binary needed)
+    source = pm.model_to_graphviz(m).source
+    assert "ManifoldLaplace" in source and "ManifoldUniform" in source
 
 
 def test_dist_methods_exist_and_sample():
@@ -148,6 +151,22 @@ def test_log_likelihood_observe_do():
     ll = idata.log_likelihood["y"].values
     etas = idata.posterior["eta"].values
     np.testing.assert_allclose(ll, -S2.dist(etas, NORTH) / 0.3 - np.log(_z_s2(0.3)), rtol=1e-8)
+    # the same log-likelihood through pm.sample's idata_kwargs
+    with obs_model:
+        idata2 = pm.sample(
+            20,
+            tune=20,
+            chains=1,
+            random_seed=2,
+            progressbar=False,
+            idata_kwargs={"log_likelihood": True},
+        )
+    etas2 = idata2.posterior["eta"].values
+    np.testing.assert_allclose(
+        idata2.log_likelihood["y"].values,
+        -S2.dist(etas2, NORTH) / 0.3 - np.log(_z_s2(0.3)),
+        rtol=1e-8,
+    )
     do_model = pm.do(m, {eta: NORTH})
     draws = pm.draw(do_model["y"], draws=200, random_seed=1)
     assert np.median(S2.dist(NORTH, draws)) < 1.0
