@@ -352,9 +352,10 @@ def grad_norms(M, xs, data):
 def distance_profile(M, x, data, top, bins=1024):
     """Compute the distances from ``x`` to the records, capped at ``top``, in one pass.
 
-    In memory: the exact (capped) distances, each with weight ``1/n``. Over Dask: a
-    histogram on ``[0, top]`` whose bins are represented by their upper edges, so the
-    data are never gathered; a function that decreases with the distance, averaged with
+    In memory with at most ``4 bins`` records: the exact (capped) distances, each with
+    weight ``1/n``. Otherwise (and always over Dask, where the data are never
+    gathered): a histogram on ``[0, top]`` whose bins are represented by their upper
+    edges; a function that decreases with the distance, averaged with
     these weights, is then a lower bound of its true average (what the KNG envelope's
     local slopes need, :func:`pymc_manidp.samplers.exact.sample_kng`).
 
@@ -379,11 +380,16 @@ def distance_profile(M, x, data, top, bins=1024):
         Their weights, summing to 1.
     """
     x = np.asarray(x, dtype=float)
+    edges = np.linspace(0.0, top, bins + 1)
     if not is_dask(data):
         d = np.minimum(M.dist(x, data), top)
-        return d, np.full(len(d), 1.0 / len(d))
-    edges = np.linspace(0.0, top, bins + 1)
-    counts = np.sum(_run_pass(data, _histogram_chunk, "distances", M, x, edges), axis=0)
+        if len(d) <= 4 * bins:
+            return d, np.full(len(d), 1.0 / len(d))
+        # many records: the envelope evaluates its slope on dozens of radii, each a
+        # sum over the records; the histogram makes each one O(bins)
+        counts = np.histogram(d, bins=edges)[0]
+    else:
+        counts = np.sum(_run_pass(data, _histogram_chunk, "distances", M, x, edges), axis=0)
     return edges[1:], counts / counts.sum()
 
 
