@@ -39,17 +39,17 @@ from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.random.op import RandomVariable
-from scipy import special
 
 from pymc_manidp.geometry.euclidean import Euclidean
 from pymc_manidp.geometry.kendall import KendallShape
+from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_real
+from pymc_manidp.mechanisms.normalizers import laplace_log_normalizer, spd_laplace_max_sigma
 from pymc_manidp.mechanisms.transforms import (
     ChartTransform,
     NormalizedGaussian,
     PolarChart,
-    _log_unit_sphere_volume,
     log_volume,
 )
 
@@ -64,8 +64,6 @@ __all__ = [
     "laplace_log_normalizer",
     "laplace_logp",
 ]
-
-_N_NODES = 400  # Gauss-Legendre nodes of the radial quadrature (machine precision)
 
 
 # --- helpers --------------------------------------------------------------------------
@@ -206,60 +204,6 @@ def _draw_batched(params, nds, size, point_shape, draw):
 
 
 # --- log-densities ---------------------------------------------------------------------
-def laplace_log_normalizer(manifold, sigma):
-    r"""``log Z(sigma)`` of the unrestricted manifold Laplace (a PyTensor graph), or None.
-
-    .. math:: Z(\sigma) = \int_{\mathcal M} e^{-\rho(\eta, x)/\sigma}\,dx
-              = \mathrm{vol}(S^{d-1})\,\sigma^d \int_0^{U} e^{-u} u^{d-1}
-                J(\sigma u)\,du,
-
-    ``J`` the exp chart's volume density along a ray (``manifold.pt_log_volume_density``),
-    ``U = T/\sigma`` with ``T`` the chart's radius. It does not depend on the footpoint
-    (homogeneous spaces). Euclidean: closed form :math:`\mathrm{vol}(S^{d-1})\Gamma(d)\sigma^d`;
-    Sphere and Kendall shapes: Gauss-Legendre quadrature on ``[0, min(U, 2d + 100)]``
-    (400 nodes, beyond ``2d + 100`` the integrand is below ``e^{-50}`` of its peak),
-    differentiable in ``sigma``. SPD: None (the direction average of ``J`` has no
-    one-dimensional form here; the SPD Laplace stays unnormalized and refuses a
-    random ``sigma``).
-
-    Parameters
-    ----------
-    manifold : Manifold
-        The manifold (its dimension ``d`` and chart radius ``T`` set the integral).
-    sigma : float or tensor, shape ``(...)``
-        The rate ``sigma > 0``; a batch of rates gives a batch of normalizers.
-
-    Returns
-    -------
-    TensorVariable or None
-        ``log Z(sigma)``, shape ``(...)`` as ``sigma``; ``None`` on ``SPD``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import pymc_manidp as pmd
-    >>> z = np.exp(laplace_log_normalizer(pmd.Sphere(dim=2), 0.5).eval())
-    >>> bool(np.isclose(z, 2 * np.pi * 0.25 * (1 + np.exp(-2 * np.pi)) / 1.25))
-    True
-    """
-    sigma = pt.as_tensor_variable(sigma)
-    d = manifold.dim
-    base = _log_unit_sphere_volume(d) + d * pt.log(sigma)
-    if isinstance(manifold, Euclidean):
-        return base + special.gammaln(d)
-    if not isinstance(manifold, (Sphere, KendallShape)):
-        return None
-    big_t = manifold.injectivity_radius
-    upper = pt.minimum(big_t / sigma, 2.0 * d + 100.0)
-    x, w = np.polynomial.legendre.leggauss(_N_NODES)
-    u = pt.shape_padright(upper) * (x + 1.0) / 2.0  # (..., nodes)
-    e1 = np.eye(d)[0]
-    coords = pt.shape_padright(pt.shape_padright(sigma) * u) * e1
-    log_f = -u + (d - 1) * pt.log(u) + manifold.pt_log_volume_density(coords)
-    log_int = pt.logsumexp(log_f + np.log(w), axis=-1) + pt.log(upper / 2.0)
-    return base + log_int
-
-
 def laplace_logp(manifold, value, footpoint, sigma, domain=None, normalized=True):
     r"""Log-density of the manifold Laplace w.r.t. the Riemannian volume.
 
@@ -451,10 +395,13 @@ class ManifoldLaplace(Continuous):
     .. math:: f(x) = \frac{e^{-\rho(\eta, x)/\sigma}}{Z(\sigma)}\ \text{w.r.t. volume},
               \qquad Z(\sigma) = \int_{\mathcal M} e^{-\rho(\eta, y)/\sigma}\,dy,
 
-    normalized on ``Sphere``, ``KendallShape`` and ``Euclidean``
-    (:func:`laplace_log_normalizer`); unnormalized on ``SPD`` (then ``sigma`` must be a
-    constant or ``pm.Data``) and when restricted to a ball ``B_r(m0)`` (then ``sigma``
-    and ``footpoint`` must be constants or ``pm.Data``: the normalizer depends on them).
+    normalized on ``Sphere``, ``KendallShape``, ``Euclidean`` and ``SPD(k)``, ``k <= 3``
+    (:func:`laplace_log_normalizer`); unnormalized on ``SPD(k)``, ``k >= 4`` (then
+    ``sigma`` must be a constant or ``pm.Data``) and when restricted to a ball
+    ``B_r(m0)`` (then ``sigma`` and ``footpoint`` must be constants or ``pm.Data``: the
+    normalizer depends on them). On ``SPD`` the unrestricted law needs
+    ``sigma < SPD.laplace_max_sigma`` (it is improper beyond), on ``SPD(3)``
+    ``sigma < 0.98`` of that (the normalizer's tabulated range).
 
     Parameters
     ----------
@@ -515,18 +462,54 @@ class ManifoldLaplace(Continuous):
                 f"{_manifold_name(manifold)}), so sigma must be a constant or pm.Data, not a "
                 "random variable"
             )
+        if domain is None and isinstance(manifold, SPD):
+            _check_spd_sigma(manifold, sigma)
         return super().dist([footpoint, sigma], manifold=manifold, domain=domain, **kwargs)
+
+
+def _spd_sigma_top(manifold) -> tuple[float, str]:
+    """Largest sigma of the unrestricted SPD Laplace here, and why."""
+    k = manifold.k
+    if laplace_log_normalizer(manifold, 1.0) is None or k < 3:
+        return manifold.laplace_max_sigma, "the normalizability edge 2/C"
+    return spd_laplace_max_sigma(k), "0.98 of the normalizability edge (the tabulated range)"
+
+
+def _check_spd_sigma(manifold, sigma):
+    """Refuse a constant sigma at which the unrestricted SPD Laplace is not available."""
+    if not _is_constant(sigma):
+        return
+    sig = np.asarray(sigma.data if isinstance(sigma, Constant) else sigma, float)
+    top, why = _spd_sigma_top(manifold)
+    if not np.all(sig < top):
+        raise ValueError(
+            f"the unrestricted Laplace on {manifold} needs sigma below {top:.6g}, {why}; got "
+            f"sigma = {np.max(sig):.6g}. Restrict it to a public ball (domain=...), or use a "
+            "smaller sigma (more data or a larger epsilon)"
+        )
+
+
+def _laplace_sigma_conditions(manifold, sigma, domain):
+    conds = _sigma_conditions(sigma)
+    if domain is None and isinstance(manifold, SPD) and manifold.laplace_max_sigma < np.inf:
+        top, _ = _spd_sigma_top(manifold)
+        conds.append(pt.lt(sigma, top))
+    return conds
 
 
 @_logprob.register(ManifoldLaplaceRV)
 def _laplace_logprob(op, values, rng, size, footpoint, sigma, **kwargs):
     (value,) = values
     logp = laplace_logp(op.manifold, value, footpoint, sigma, op.domain)
+    msg = f"sigma > 0 and footpoint a point of {op.manifold}"
+    if op.domain is None and isinstance(op.manifold, SPD):
+        top, why = _spd_sigma_top(op.manifold)
+        msg += f"; sigma below {top:.6g} ({why})"
     return check_parameters(
         logp,
-        *_sigma_conditions(sigma),
+        *_laplace_sigma_conditions(op.manifold, sigma, op.domain),
         *_point_conditions(op.manifold, footpoint),
-        msg=f"sigma > 0 and footpoint a point of {op.manifold}",
+        msg=msg,
     )
 
 
