@@ -161,16 +161,6 @@ EXTERNAL = {
             ("py:function", "arviz.ess", "api/generated/arviz.ess.html"),
         ],
     ),
-    "python": (
-        "https://docs.python.org/3/",
-        [
-            (
-                "py:class",
-                "concurrent.futures.ProcessPoolExecutor",
-                "library/concurrent.futures.html#concurrent.futures.ProcessPoolExecutor",
-            ),
-        ],
-    ),
 }
 
 

@@ -167,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="reproduction", help="output folder (default: reproduction)")
     p.add_argument("--seed", type=int, default=20211206, help="random seed")
     p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the replicates on this distributed cluster (e.g. tcp://10.0.0.5:8786; "
+        "default: Dask's local scheduler, 2 worker processes)",
+    )
+    p.add_argument(
         "--doc",
         default=None,
         help="after a full run, rewrite the generated number blocks of this document "
@@ -410,6 +417,7 @@ def reproduce(args) -> int:
         out=args.out,
         seed=args.seed,
         progress=True,
+        scheduler=args.scheduler,
     )
     for name in tables:
         print(f"{name}: figures and tables in {args.out}/{name}/")

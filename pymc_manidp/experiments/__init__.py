@@ -1,8 +1,9 @@
 """Reproduction of every figure of both papers, one module per figure or check.
 
-Each experiment is a function ``f(*, quick, replicates, out, seed, progress, workers)``
-that is pure in its inputs (a seed gives the same numbers, whatever the number of
-workers), returns a table (a pandas DataFrame of every plotted number) and, when
+Each experiment is a function
+``f(*, quick, replicates, out, seed, progress, workers, scheduler)`` that is pure in
+its inputs (a seed gives the same numbers, whatever the number of workers or the
+scheduler), returns a table (a pandas DataFrame of every plotted number) and, when
 ``out`` is given, writes PNG figures, CSV tables and a JSON summary (settings and the
 paper's statements next to ours) into ``out/<name>/``.
 
@@ -20,7 +21,10 @@ paper's statements next to ours) into ``out/<name>/``.
   D/d inflation of an ambient mechanism).
 
 Command line: ``pymc-manidp reproduce <name|all> [--quick] [--replicates N] [--out DIR]
-[--seed S]``.
+[--seed S] [--scheduler ADDRESS]``.
+
+Replicates run as Dask tasks: on the current ``distributed`` client if there is one
+(or the one ``scheduler=`` names), else on Dask's local scheduler.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from pymc_manidp.experiments import (
     laplace2021_sensitivity,
     theorems,
 )
-from pymc_manidp.experiments._common import shutdown_pool
+from pymc_manidp.experiments._common import cluster
 from pymc_manidp.experiments.kng2022_shapes import local_linear_smooth, self_intersects
 
 __all__ = ["EXPERIMENTS", "local_linear_smooth", "run", "self_intersects"]
@@ -60,6 +64,7 @@ def run(
     seed=20211206,
     progress=True,
     workers=None,
+    scheduler=None,
 ):
     """Run one experiment by name, or ``"all"``; returns ``{name: table}``.
 
@@ -78,7 +83,13 @@ def run(
     progress : bool
         Rich progress bars on stderr.
     workers : int, optional
-        Processes for replicates (default 2).
+        Workers of Dask's local scheduler for the replicates (default 2; 1 runs them in
+        this process).
+    scheduler : None, str or distributed.Client, optional
+        Where the replicates run: None, the current ``distributed`` client if there is
+        one, else Dask's local scheduler; a ``distributed.Client``; a scheduler address
+        (``"tcp://10.0.0.5:8786"``: a client connected for the run and closed after it);
+        or ``"threads"`` / ``"processes"`` / ``"sync"``. Results do not depend on it.
 
     Returns
     -------
@@ -106,7 +117,9 @@ def run(
         for n in names:
             if (Path(out) / n).exists() and not (Path(out) / n).is_dir():
                 raise ValueError(f"{Path(out) / n} exists and is not a folder")
-    try:
+    # one client for the whole run: an address is connected to once, not per experiment
+    with cluster(scheduler) as client:
+        where = client if client is not None else scheduler
         return {
             n: EXPERIMENTS[n](
                 quick=quick,
@@ -115,8 +128,7 @@ def run(
                 seed=seed,
                 progress=progress,
                 workers=workers,
+                scheduler=where,
             )
             for n in names
         }
-    finally:
-        shutdown_pool()

@@ -1,59 +1,100 @@
-"""What the experiments share: seeds, the process pool, progress bars, tables, figures.
+"""What the experiments share: seeds, Dask scale-out, progress bars, tables, figures.
 
 Reproducibility: an experiment's seed becomes a :class:`numpy.random.SeedSequence`;
 every grid point and every replicate gets its own child (``SeedSequence.spawn``), so
 replicate ``j`` at sample size ``n`` sees the same random numbers whatever the number
-of workers, the chunking of the work or the total number of replicates.
+of workers, the scheduler, the chunking of the work or the total number of replicates.
 
-Parallelism: replicates run in chunks on a :class:`~concurrent.futures.ProcessPoolExecutor`
-(``spawn`` start method: safe with the progress bar's thread) that is created once
-and reused by every experiment of a run (:func:`shutdown_pool` closes it).
+Parallelism (the project's rule: scale-out runs on Dask, never a home-made process
+pool): chunks of replicates are Dask tasks (:func:`parallel_map`). With a current
+``distributed`` client (or ``scheduler=`` a client or its address) the cluster runs
+them; otherwise Dask's local scheduler does, on :data:`LOCAL_SCHEDULER` (processes:
+the replicates are loops of small NumPy calls that mostly hold the GIL, so threads do
+not run them in parallel; ``docs/benchmarks/bench_experiments_scheduler.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import multiprocessing
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 __all__ = [
+    "LOCAL_SCHEDULER",
     "band",
     "child_seeds",
+    "cluster",
     "figure",
     "parallel_map",
     "save_figure",
-    "shutdown_pool",
     "summarize",
     "write_json",
     "write_table",
 ]
 
-_POOL: ProcessPoolExecutor | None = None
-_POOL_WORKERS = 0
+#: Dask's local scheduler for replicates when no ``distributed`` client is current.
+#: Processes, not threads: a replicate is a loop of NumPy calls on arrays of a few
+#: hundred to a few thousand floats, mostly interpreter time under the GIL. Measured
+#: (``docs/benchmarks.md``): two threads used no more CPU per wall second than one
+#: (0.59 against 0.50 on a shared, saturated box), so threads cannot approach 2x;
+#: processes run the same code without the GIL and pay a fixed start-up (~5 s of
+#: imports per worker, once per ``parallel_map``) that full runs of hours amortize.
+LOCAL_SCHEDULER = "processes"
+
+#: Names of Dask's local schedulers accepted by ``scheduler=`` (as in ``dask.compute``).
+_LOCAL_NAMES = ("threads", "processes", "sync", "synchronous", "single-threaded")
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
-    global _POOL, _POOL_WORKERS
-    if _POOL is None or _POOL_WORKERS != workers:
-        shutdown_pool()
-        _POOL = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+@contextlib.contextmanager
+def cluster(scheduler=None) -> Iterator[object | None]:
+    """The ``distributed`` client to run on, or None for Dask's local scheduler.
+
+    Parameters
+    ----------
+    scheduler : None, str or distributed.Client
+        None: the current client (``distributed.get_client()``) if one exists; a
+        ``distributed.Client``: that one; an address (``"tcp://10.0.0.5:8786"``): a
+        client connected for the block and closed after it; a name of Dask's local
+        schedulers (``"threads"``, ``"processes"``, ``"sync"``): None.
+
+    Yields
+    ------
+    distributed.Client or None
+    """
+    if scheduler is None:
+        yield _current_client()
+    elif isinstance(scheduler, str) and scheduler in _LOCAL_NAMES:
+        yield None
+    elif isinstance(scheduler, str):
+        from distributed import Client
+
+        with Client(scheduler) as client:
+            yield client
+    elif hasattr(scheduler, "submit") and hasattr(scheduler, "gather"):
+        yield scheduler
+    else:
+        raise TypeError(
+            "scheduler must be None, a distributed.Client, a scheduler address or one of "
+            f"{', '.join(_LOCAL_NAMES)}; got {type(scheduler).__name__}"
         )
-        _POOL_WORKERS = workers
-    return _POOL
 
 
-def shutdown_pool() -> None:
-    """Stop the worker processes of the shared pool (no-op when none runs)."""
-    global _POOL, _POOL_WORKERS
-    if _POOL is not None:
-        _POOL.shutdown(wait=True, cancel_futures=True)
-    _POOL, _POOL_WORKERS = None, 0
+def _current_client():
+    # Only when distributed was imported: a user who made a client has imported it, and
+    # importing it here would cost a second for nothing.
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import get_client
+
+    try:
+        return get_client()
+    except ValueError:  # no client made current
+        return None
 
 
 def child_seeds(seed: int, *path: int, count: int) -> list[np.random.SeedSequence]:
@@ -76,12 +117,38 @@ def child_seeds(seed: int, *path: int, count: int) -> list[np.random.SeedSequenc
 
 
 def parallel_map(
-    fn: Callable, jobs: Sequence[tuple], *, workers: int, progress: bool, description: str
+    fn: Callable,
+    jobs: Sequence[tuple],
+    *,
+    workers: int,
+    progress: bool,
+    description: str,
+    scheduler=None,
 ) -> list:
-    """``[fn(*job) for job in jobs]``, on ``workers`` processes, with a progress bar.
+    """``[fn(*job) for job in jobs]`` as Dask tasks, with a progress bar.
 
-    ``fn`` must be a module-level function (it is pickled by name). Results come back
-    in the order of ``jobs``.
+    Parameters
+    ----------
+    fn : callable
+        A module-level function (worker processes import it by name).
+    jobs : sequence of tuple
+        The arguments of each call; every job carries its own seeds, so where it runs
+        does not change its result.
+    workers : int
+        Workers of Dask's local scheduler; 1 runs the jobs in this process, in order.
+        Ignored on a ``distributed`` cluster (its workers are the user's choice).
+    progress : bool
+        Show a rich progress bar on stderr, advanced as each job finishes.
+    description : str
+        The bar's label.
+    scheduler : None, str or distributed.Client
+        Where to run (:func:`cluster`): None uses the current ``distributed`` client if
+        there is one, else Dask's local :data:`LOCAL_SCHEDULER`.
+
+    Returns
+    -------
+    list
+        The results in the order of ``jobs``.
     """
     from rich.progress import (
         BarColumn,
@@ -99,20 +166,57 @@ def parallel_map(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    results: list = [None] * len(jobs)
-    with Progress(*columns, disable=not progress, transient=False) as bar:
+    from rich.console import Console
+
+    # the bar on stderr, as run() documents: stdout carries what the command prints
+    with (
+        cluster(scheduler) as client,
+        Progress(
+            *columns, console=Console(stderr=True), disable=not progress, transient=False
+        ) as bar,
+    ):
         task = bar.add_task(description, total=len(jobs))
-        if workers <= 1:
-            for i, job in enumerate(jobs):
-                results[i] = fn(*job)
+        if client is not None:
+            return _on_cluster(client, fn, jobs, lambda: bar.advance(task))
+        local = scheduler if isinstance(scheduler, str) else LOCAL_SCHEDULER
+        if workers <= 1 or local in ("sync", "synchronous", "single-threaded"):
+            results = []
+            for job in jobs:
+                results.append(fn(*job))
                 bar.advance(task)
             return results
-        pool = _pool(workers)
-        futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
-        for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
-            bar.advance(task)
-    return results
+        return _on_local(local, workers, fn, jobs, lambda: bar.advance(task))
+
+
+def _on_cluster(client, fn, jobs, advance) -> list:
+    """Submit every job to a ``distributed`` client; gather in job order."""
+    from distributed import as_completed
+
+    # pure=False: two jobs with equal arguments are still two replicates' tasks
+    futures = [client.submit(fn, *job, pure=False) for job in jobs]
+    for _ in as_completed(futures):
+        advance()
+    return client.gather(futures)
+
+
+def _on_local(local: str, workers: int, fn, jobs, advance) -> list:
+    """Run the jobs as delayed tasks on Dask's local ``threads`` or ``processes``."""
+    import dask
+    from dask.callbacks import Callback
+
+    parts = [dask.delayed(fn, pure=False)(*job) for job in jobs]
+    keys = {p.key for p in parts}
+
+    class _Advance(Callback):
+        # Dask calls _posttask in this process (the scheduler's loop) whatever the pool
+        def _posttask(self, key, result, dsk, state, worker_id):
+            if key in keys:
+                advance()
+
+    # chunksize=1: one job per message, so the bar moves as each job ends (jobs are
+    # seconds long; batching saves nothing)
+    with _Advance():
+        return list(dask.compute(*parts, scheduler=local, num_workers=int(workers), chunksize=1))
 
 
 def replicate_data(jobs, gen, M, n: int, space: str):
@@ -205,5 +309,5 @@ def band(ax, x, mean, se, *, label, color=None, linestyle="-", marker="o"):
 
 
 def default_workers() -> int:
-    """Two workers (the papers' replicates are independent), fewer on a 1-core box."""
+    """Two workers of Dask's local scheduler (replicates are independent), one on a 1-core box."""
     return max(1, min(2, os.cpu_count() or 1))

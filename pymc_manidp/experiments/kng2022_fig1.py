@@ -147,7 +147,14 @@ def _chunk(space, n, epsilon, jobs):
 
 
 def kng2022_fig1(
-    *, quick=False, replicates=None, out=None, seed=20221128, progress=False, workers=None
+    *,
+    quick=False,
+    replicates=None,
+    out=None,
+    seed=20221128,
+    progress=False,
+    workers=None,
+    scheduler=None,
 ):
     """Reproduce Figure 1 of the 2022 paper; returns the table of every plotted number.
 
@@ -163,6 +170,11 @@ def kng2022_fig1(
     seed : int
     progress : bool
     workers : int, optional
+    scheduler : None, str or distributed.Client, optional
+        Where the replicates run: None, the current ``distributed`` client if there is
+        one, else Dask's local scheduler; a client, its address, or ``"threads"`` /
+        ``"processes"`` / ``"sync"`` (``experiments._common.cluster``). Results do not
+        depend on it.
 
     Returns
     -------
@@ -188,7 +200,12 @@ def kng2022_fig1(
     rows = [
         r
         for rows in C.parallel_map(
-            _chunk, jobs, workers=workers, progress=progress, description="2022 Fig. 1: utility"
+            _chunk,
+            jobs,
+            workers=workers,
+            progress=progress,
+            scheduler=scheduler,
+            description="2022 Fig. 1: utility",
         )
         for r in rows
     ]

@@ -210,7 +210,14 @@ def _kng_chains(cfg, n_chains, ss):
 
 
 def kng2022_shapes(
-    *, quick=False, replicates=None, out=None, seed=409, progress=False, workers=None
+    *,
+    quick=False,
+    replicates=None,
+    out=None,
+    seed=409,
+    progress=False,
+    workers=None,
+    scheduler=None,
 ):
     """Reproduce Figures 2 and 3 of the 2022 paper on the cell shapes; returns the table.
 
@@ -227,6 +234,11 @@ def kng2022_shapes(
     seed : int
     progress : bool
     workers : int, optional
+    scheduler : None, str or distributed.Client, optional
+        Where the replicates run: None, the current ``distributed`` client if there is
+        one, else Dask's local scheduler; a client, its address, or ``"threads"`` /
+        ``"processes"`` / ``"sync"`` (``experiments._common.cluster``). Results do not
+        depend on it.
 
     Returns
     -------
@@ -260,6 +272,7 @@ def kng2022_shapes(
         jobs,
         workers=workers,
         progress=progress,
+        scheduler=scheduler,
         description="2022 Figs. 2-3: KNG (MH)",
     )
     releases = {KNG: np.concatenate([r[0] for r in res])}

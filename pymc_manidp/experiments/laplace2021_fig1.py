@@ -168,7 +168,14 @@ def _utility_chunk(space, n, epsilon, non_pd_epsilons, jobs):
 
 
 def laplace2021_fig1(
-    *, quick=False, replicates=None, out=None, seed=20211206, progress=False, workers=None
+    *,
+    quick=False,
+    replicates=None,
+    out=None,
+    seed=20211206,
+    progress=False,
+    workers=None,
+    scheduler=None,
 ):
     """Reproduce Figure 1 of the 2021 paper; returns the table of every plotted number.
 
@@ -187,6 +194,11 @@ def laplace2021_fig1(
         Show progress bars.
     workers : int, optional
         Processes for the replicates (default 2). Results do not depend on it.
+    scheduler : None, str or distributed.Client, optional
+        Where the replicates run: None, the current ``distributed`` client if there is
+        one, else Dask's local scheduler; a client, its address, or ``"threads"`` /
+        ``"processes"`` / ``"sync"`` (``experiments._common.cluster``). Results do not
+        depend on it.
 
     Returns
     -------
@@ -225,6 +237,7 @@ def laplace2021_fig1(
                 _sensitivity_chunk,
                 jobs,
                 workers=workers,
+                scheduler=scheduler,
                 progress=progress,
                 description="2021 Fig. 1: sensitivity",
             )
@@ -245,6 +258,7 @@ def laplace2021_fig1(
             _utility_chunk,
             jobs,
             workers=workers,
+            scheduler=scheduler,
             progress=progress,
             description="2021 Fig. 1: utility",
         )

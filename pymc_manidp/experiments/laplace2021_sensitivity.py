@@ -128,12 +128,12 @@ def example1(n: int) -> dict:
 
 
 def laplace2021_sensitivity(
-    *, quick=False, replicates=None, out=None, seed=0, progress=False, workers=None
+    *, quick=False, replicates=None, out=None, seed=0, progress=False, workers=None, scheduler=None
 ):
     """Supplement Fig. 1 and Example 1 of the 2021 paper; returns the table.
 
-    Deterministic (grid searches and exact minimizers): ``replicates``, ``seed`` and
-    ``workers`` are accepted for a uniform interface and ignored.
+    Deterministic (grid searches and exact minimizers): ``replicates``, ``seed``,
+    ``workers`` and ``scheduler`` are accepted for a uniform interface and ignored.
 
     Parameters
     ----------

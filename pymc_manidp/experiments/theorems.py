@@ -164,7 +164,9 @@ def fit_slope(n, mean, se):
     return float(beta[1]), float(np.sqrt(cov[1, 1]))
 
 
-def theorems(*, quick=False, replicates=None, out=None, seed=3, progress=False, workers=None):
+def theorems(
+    *, quick=False, replicates=None, out=None, seed=3, progress=False, workers=None, scheduler=None
+):
     """Check the rate of E ρ² (slope −2) and Theorem 4's inflation; returns the table.
 
     Parameters
@@ -179,6 +181,11 @@ def theorems(*, quick=False, replicates=None, out=None, seed=3, progress=False, 
     seed : int
     progress : bool
     workers : int, optional
+    scheduler : None, str or distributed.Client, optional
+        Where the replicates run: None, the current ``distributed`` client if there is
+        one, else Dask's local scheduler; a client, its address, or ``"threads"`` /
+        ``"processes"`` / ``"sync"`` (``experiments._common.cluster``). Results do not
+        depend on it.
 
     Returns
     -------
@@ -228,7 +235,12 @@ def theorems(*, quick=False, replicates=None, out=None, seed=3, progress=False, 
             for p in C.chunks(sc["replicates"], size)
         ]
     results = C.parallel_map(
-        _dispatch, jobs, workers=workers, progress=progress, description="Theorems 3 and 4"
+        _dispatch,
+        jobs,
+        workers=workers,
+        progress=progress,
+        scheduler=scheduler,
+        description="Theorems 3 and 4",
     )
 
     def rows_of(kind):

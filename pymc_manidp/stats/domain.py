@@ -17,11 +17,11 @@ from pymc_manidp.geometry.validation import check_bool, check_positive_real
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats import sensitivity as sens
 
+# Defined beside the passes that raise it for Dask data: reductions imports nothing
+# from this module, so the two have no import cycle. Still importable from here.
+from pymc_manidp.stats.reductions import DomainError
+
 __all__ = ["DataDomain", "DomainError"]
-
-
-class DomainError(ValueError):
-    """Data violate the public domain: nothing may be released from them as they are."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -60,6 +60,15 @@ __all__ = [
     "weighted_sum",
 ]
 
+
+class DomainError(ValueError):
+    """Data violate the public domain: nothing may be released from them as they are.
+
+    Raised by ``DataDomain.check`` and by its passes over Dask data. Public as
+    ``pymc_manidp.DomainError`` (and ``pymc_manidp.stats.DomainError``).
+    """
+
+
 #: floats per block of a NumPy pass (256 KiB): measured fastest on S^2 and SPD(2)
 #: between 2^13 and 2^18 (docs/scaling.md)
 BLOCK_ELEMENTS = 1 << 15
@@ -576,8 +585,6 @@ def scan_domain(domain, data, *, clip: bool = False):
     ValueError, DomainError
         Dask data that fail: the message names the chunk and the row.
     """
-    from pymc_manidp.stats.domain import DomainError
-
     M = domain.manifold
     n = n_rows(data)
     if n == 0:

@@ -15,18 +15,11 @@ from pymc_manidp.experiments import (
     local_linear_smooth,
     run,
     self_intersects,
-    shutdown_pool,
     theorems,
 )
 from pymc_manidp.experiments._common import child_seeds
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _stop_pool():
-    yield
-    shutdown_pool()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from scipy import integrate, stats
 
 import pymc_manidp as pmd
 from pymc_manidp.geometry.spd import identity_frame
-from pymc_manidp.mechanisms.common import available_samplers
+from pymc_manidp.privacy.procedure import available_samplers
 from pymc_manidp.privacy.release import FLOATING_POINT_NOTE
 from pymc_manidp.samplers import exact
 from tests.cases import random_point

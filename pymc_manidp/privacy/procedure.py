@@ -1,4 +1,11 @@
-"""What both mechanisms share: argument checks and the release procedures.
+"""The release procedure of every mechanism object: checks, sampling, gate, Release.
+
+Privacy's job, so it lives in the privacy layer: it checks every premise of the
+guarantee, runs the sampler, gates an MCMC run on its diagnostics and builds the
+:class:`~pymc_manidp.privacy.release.Release` record. It uses the samplers (below
+this layer) and a mechanism only through its public hooks (below), so it imports no
+mechanism module: the mechanism objects sit above this layer and
+``Mechanism.release`` calls :func:`release` (``tests/test_layers.py``).
 
 The procedure checks every premise before any sampling. With ``sampler="exact"``
 (the default) it draws the released value from the mechanism's law exactly
