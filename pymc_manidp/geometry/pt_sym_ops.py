@@ -27,6 +27,7 @@ import pytensor.tensor as pt
 from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
+from pytensor.graph.replace import _vectorize_node, _vectorize_not_needed
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_default_op_cache_key
 
 from pymc_manidp.geometry.sym_kernels import FUNC_CODES, sym_function, sym_function_pullback
@@ -141,6 +142,20 @@ def _numba_sym_matrix_function_grad(op, node, **kwargs):
         return sym_function_pullback(x, g, code)
 
     return sym_matrix_function_grad
+
+
+# The Ops already act on any number of leading batch axes: vectorizing a graph (PyMC
+# does it for batched log-densities and predictive draws) only needs the batched inputs
+# aligned, not a Blockwise wrapper.
+_vectorize_node.register(SymMatrixFunction)(_vectorize_not_needed)
+
+
+@_vectorize_node.register(SymMatrixFunctionGrad)
+def _vectorize_sym_matrix_function_grad(op, node, x, g):
+    nd = max(x.ndim, g.ndim)
+    x, g = pt.shape_padleft(x, nd - x.ndim), pt.shape_padleft(g, nd - g.ndim)
+    x, g = pt.broadcast_arrays(x, g)
+    return op.make_node(x, g)
 
 
 def sym_matrix_function(func: str, x):

@@ -288,3 +288,17 @@ def test_length_one_batch_broadcasts_against_the_data(mode, method):
     np.testing.assert_allclose(got, pmd.SPD(k=k).log(x_val, y_val), atol=1e-12)
     lvd = ptn.spectral_sum(lambda w: pt.sum(w, axis=-1), x)
     assert lvd.type.shape == (1,)
+
+
+def test_vectorized_graph_applies_the_op_to_the_whole_batch():
+    from pytensor.graph.replace import vectorize_graph
+
+    x = pt.matrix("x")
+    cost = pt.sum(ptn.logm(x) ** 2)
+    g = pt.grad(cost, x)
+    xb = pt.tensor3("xb")
+    gb = vectorize_graph(g, {x: xb})
+    stack = _data(np.random.default_rng(8), 5)
+    got = pytensor.function([xb], gb, mode="FAST_COMPILE")(stack)
+    one = pytensor.function([x], g, mode="FAST_COMPILE")
+    np.testing.assert_allclose(got, np.stack([one(s) for s in stack]), atol=1e-14)
