@@ -309,6 +309,9 @@ def _matrix_function(name, x, k, method="auto"):
     x = pt.as_tensor_variable(x)
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if method == "closed" and not _is_2x2(x, k):
+        # the closed form reads entries [0, 0], [0, 1], [1, 1]: wrong for any other size
+        raise ValueError("method='closed' needs 2 x 2 matrices: pass k=2 or a (..., 2, 2) shape")
     if method == "closed" or (method == "auto" and _is_2x2(x, k)):
         return _sym2_function(name, x)
     if method == "eigh":

@@ -19,6 +19,7 @@ import scipy.linalg as sl
 
 import pymc_manidp as pmd
 from pymc_manidp.geometry import pt_numerics as ptn
+from pymc_manidp.geometry.pt_sym_ops import SymMatrixFunction
 from pymc_manidp.geometry.sym_kernels import FUNC_CODES, sym_function, sym_function_pullback
 
 FUNCS = ["exp", "log", "sqrt", "invsqrt"]
@@ -302,3 +303,13 @@ def test_vectorized_graph_applies_the_op_to_the_whole_batch():
     got = pytensor.function([xb], gb, mode="FAST_COMPILE")(stack)
     one = pytensor.function([x], g, mode="FAST_COMPILE")
     np.testing.assert_allclose(got, np.stack([one(s) for s in stack]), atol=1e-14)
+
+
+def test_method_choice_is_checked():
+    x = pt.tensor3("x")
+    with pytest.raises(ValueError, match="2 x 2"):
+        ptn.logm(x, method="closed")  # unknown size: the closed form would be wrong
+    with pytest.raises(ValueError, match="method must be"):
+        ptn.logm(x, method="lapack")
+    assert isinstance(ptn.logm(x, k=3).owner.op, SymMatrixFunction)
+    assert not isinstance(ptn.logm(x, k=2).owner.op, SymMatrixFunction)  # closed form
