@@ -6,11 +6,19 @@ at 0, while ``cos(sqrt(s))`` is smooth in ``s``). Each uses the double-``switch`
 pattern: the unsafe branch is fed a harmless value where it is not selected, so
 neither branch produces NaN in the gradient.
 
-Symmetric-matrix functions (``expm``, ``logm``, ``sqrtm``, ``invsqrtm``) are
-:class:`~pytensor.compile.builders.OpFromGraph` nodes whose pullback uses the
-Daleckii–Krein divided differences of the scalar function. PyTensor's own ``eigh``
-gradient divides by eigenvalue gaps and is NaN at repeated eigenvalues (the identity
-matrix, for one), which is where SPD charts are centred.
+Symmetric-matrix functions (``expm``, ``logm``, ``sqrtm``, ``invsqrtm``) have pullbacks
+that use the Daleckii–Krein divided differences of the scalar function. PyTensor's own
+``eigh`` gradient divides by eigenvalue gaps and is NaN at repeated eigenvalues (the
+identity matrix, for one), which is where SPD charts are centred. For ``k >= 3`` they
+are :class:`~pymc_manidp.geometry.pt_sym_ops.SymMatrixFunction` nodes (``method="kernel"``:
+one compiled loop over the whole stack, in the C and the NUMBA backends); the older
+:class:`~pytensor.compile.builders.OpFromGraph` over PyTensor's batched ``eigh``
+(``method="eigh"``) is kept as a reference and for benchmarks.
+
+Every batched function here keeps its input's static shape: PyTensor turns a matrix
+product of two stacks whose batch axes are not known to be broadcastable into a
+``BatchedDot``, which silently takes the batch length of its first operand, so a
+``(1, k, k)`` stack typed ``(None, k, k)`` would drop rows of an ``(n, k, k)`` operand.
 
 For ``2 x 2`` matrices (``k=2``) the same functions are closed forms in elementwise
 ops, with no eigendecomposition at all: with ``m`` the mean eigenvalue and ``s`` the
@@ -32,6 +40,8 @@ from functools import cache
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.compile.builders import OpFromGraph
+
+from pymc_manidp.geometry.pt_sym_ops import sym_matrix_function
 
 __all__ = [
     "atanhc",
@@ -219,6 +229,11 @@ def _matrix_function_op(name: str, ndim: int) -> OpFromGraph:
     return OpFromGraph([x], [forward(x)], pullback=pullback, name=f"sym_{name}m", inline=True)
 
 
+def _keep_static_shape(out, shape):
+    """``out`` with the static ``shape`` an OpFromGraph's generic output type forgot."""
+    return pt.specify_shape(out, shape) if any(s is not None for s in shape) else out
+
+
 # --- 2 x 2: closed forms, no eigendecomposition -------------------------------------
 
 _ATANHC_SERIES_SQ = 1e-3  # d^2 below it: atanh(d)/d to d^8 (next term < 1e-16)
@@ -287,33 +302,63 @@ def _is_2x2(x, k):
     return k == 2 or (k is None and tuple(x.type.shape[-2:]) == (2, 2))
 
 
-def _matrix_function(name, x, k):
+_METHODS = ("auto", "closed", "kernel", "eigh")
+
+
+def _matrix_function(name, x, k, method="auto"):
     x = pt.as_tensor_variable(x)
-    if _is_2x2(x, k):
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if method == "closed" and not _is_2x2(x, k):
+        # the closed form reads entries [0, 0], [0, 1], [1, 1]: wrong for any other size
+        raise ValueError("method='closed' needs 2 x 2 matrices: pass k=2 or a (..., 2, 2) shape")
+    if method == "closed" or (method == "auto" and _is_2x2(x, k)):
         return _sym2_function(name, x)
-    return _matrix_function_op(name, x.ndim)(x)
+    if method == "eigh":
+        return _keep_static_shape(_matrix_function_op(name, x.ndim)(x), x.type.shape)
+    return sym_matrix_function(name, x)
 
 
-def expm(x, k=None):
-    """Matrix exponential of symmetric ``(..., k, k)`` tensors (uses ``sym(x)``).
+_METHOD_DOC = """
+    Parameters
+    ----------
+    x : tensor, shape (..., k, k)
+        Only ``sym(x)`` is used.
+    k : int, optional
+        The matrix size, when the static shape does not say it.
+    method : {"auto", "closed", "kernel", "eigh"}
+        ``"closed"``: the 2 x 2 closed form (elementwise ops; ``k = 2`` only);
+        ``"kernel"``: :class:`~pymc_manidp.geometry.pt_sym_ops.SymMatrixFunction`
+        (one compiled loop over the stack); ``"eigh"``: PyTensor's batched ``eigh``
+        with a Daleckii–Krein pullback (reference, slow); ``"auto"``: ``"closed"`` when
+        ``k = 2`` (given or static), else ``"kernel"``.
 
-    ``k=2`` (or a static shape ``(..., 2, 2)``) selects the closed form."""
-    return _matrix_function("exp", x, k)
+    Returns
+    -------
+    tensor, shape (..., k, k), with ``x``'s static shape
+"""
 
 
-def logm(x, k=None):
-    """Matrix logarithm of SPD ``(..., k, k)`` tensors (uses ``sym(x)``)."""
-    return _matrix_function("log", x, k)
+def expm(x, k=None, method="auto"):
+    return _matrix_function("exp", x, k, method)
 
 
-def sqrtm(x, k=None):
-    """Principal square root of SPD ``(..., k, k)`` tensors."""
-    return _matrix_function("sqrt", x, k)
+def logm(x, k=None, method="auto"):
+    return _matrix_function("log", x, k, method)
 
 
-def invsqrtm(x, k=None):
-    """Inverse principal square root of SPD ``(..., k, k)`` tensors."""
-    return _matrix_function("invsqrt", x, k)
+def sqrtm(x, k=None, method="auto"):
+    return _matrix_function("sqrt", x, k, method)
+
+
+def invsqrtm(x, k=None, method="auto"):
+    return _matrix_function("invsqrt", x, k, method)
+
+
+expm.__doc__ = "Matrix exponential of symmetric tensors.\n" + _METHOD_DOC
+logm.__doc__ = "Matrix logarithm of SPD tensors.\n" + _METHOD_DOC
+sqrtm.__doc__ = "Principal square root of SPD tensors.\n" + _METHOD_DOC
+invsqrtm.__doc__ = "Inverse principal square root of SPD tensors.\n" + _METHOD_DOC
 
 
 @cache
@@ -345,4 +390,4 @@ def spectral_sum(phi, x):
     x : tensor, shape (..., k, k)
     """
     x = pt.as_tensor_variable(x)
-    return _spectral_sum_op(phi, x.ndim)(x)
+    return _keep_static_shape(_spectral_sum_op(phi, x.ndim)(x), x.type.shape[:-2])

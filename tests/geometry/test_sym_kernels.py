@@ -1,0 +1,315 @@
+"""The k >= 3 symmetric-matrix-function Ops: values, gradients, backends, static shapes.
+
+Oracles: scipy.linalg's ``logm``/``expm``/``sqrtm`` and LAPACK's ``eigh`` (NumPy) for
+values; 4th-order central finite differences for gradients, at and near repeated
+eigenvalues (the identity included) where PyTensor's own ``eigh`` gradient is NaN.
+The gradient check is shown to catch deliberately wrong pullbacks (a divided
+difference without its equal-eigenvalue branch, a transposed congruence, a missing
+symmetrization). Graphs compiled with the C backend (``CVM``) and the NUMBA backend
+must agree. No timings here: see docs/benchmarks/bench_spd_twins.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+import scipy.linalg as sl
+
+import pymc_manidp as pmd
+from pymc_manidp.geometry import pt_numerics as ptn
+from pymc_manidp.geometry.pt_sym_ops import SymMatrixFunction
+from pymc_manidp.geometry.sym_kernels import FUNC_CODES, sym_function, sym_function_pullback
+
+FUNCS = ["exp", "log", "sqrt", "invsqrt"]
+PT_FUNCS = {"exp": ptn.expm, "log": ptn.logm, "sqrt": ptn.sqrtm, "invsqrt": ptn.invsqrtm}
+SCALAR = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "invsqrt": lambda w: 1 / np.sqrt(w)}
+SCALAR_PRIME = {
+    "exp": np.exp,
+    "log": lambda w: 1 / w,
+    "sqrt": lambda w: 0.5 / np.sqrt(w),
+    "invsqrt": lambda w: -0.5 * w**-1.5,
+}
+
+
+def _rotated(eigenvalues, seed):
+    w = np.asarray(eigenvalues, float)
+    q = np.linalg.qr(np.random.default_rng(seed).normal(size=(w.size, w.size)))[0]
+    return (q * w) @ q.T
+
+
+def _cases(k):
+    """(label, SPD matrix, condition number) for one matrix size."""
+    rng = np.random.default_rng(k)
+    a = rng.normal(size=(k, k))
+    spread = np.geomspace(1e-4, 1e4, k)
+    return [
+        ("random", a @ a.T + 0.5 * np.eye(k), None),
+        ("identity", np.eye(k), None),
+        ("repeated", _rotated([1.0] * (k - 1) + [2.5], 1), None),
+        ("all equal, rotated", _rotated([3.0] * k, 2), None),
+        ("near repeated", _rotated([1.0, 1.0 + 1e-9] + [2.0] * (k - 2), 3), None),
+        ("ill-conditioned", _rotated(spread, 4), 1e8),
+        ("graded diagonal", np.diag(spread), 1e8),
+    ]
+
+
+def _scipy(func, x):
+    if func == "exp":
+        return sl.expm(x)
+    if func == "log":
+        return np.real(sl.logm(x))
+    if func == "sqrt":
+        return np.real(sl.sqrtm(x))
+    return np.linalg.inv(np.real(sl.sqrtm(x)))
+
+
+def _lapack(func, x):
+    w, u = np.linalg.eigh(x)
+    return (u * SCALAR[func](w)) @ u.T
+
+
+@pytest.mark.parametrize("k", [3, 4])
+@pytest.mark.parametrize("func", FUNCS)
+def test_values_against_scipy_and_lapack(func, k):
+    cases = _cases(k)
+    # exp acts on tangent vectors (any symmetric matrix): the logs of the cases
+    args = [_lapack("log", x) if func == "exp" else x for _, x, _ in cases]
+    got = sym_function(np.stack(args), FUNC_CODES[func])  # one stack, one call
+    for (label, _, cond), arg, y in zip(cases, args, got, strict=True):
+        ref = _lapack(func, arg)
+        scale = np.abs(ref).max()
+        if cond is None:
+            np.testing.assert_allclose(y, _scipy(func, arg), rtol=0, atol=1e-12 * scale)
+            np.testing.assert_allclose(y, ref, rtol=0, atol=1e-13 * scale, err_msg=label)
+        else:
+            # the rounded input fixes the small eigenvalues only to eps * cond relative
+            np.testing.assert_allclose(y, ref, rtol=0, atol=1e-14 * cond * scale, err_msg=label)
+        assert np.allclose(y, y.T, rtol=0, atol=0), label  # exactly symmetric
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_round_trips_on_ill_conditioned_matrices(k):
+    x = _cases(k)[5][1]
+    back = sym_function(sym_function(x, FUNC_CODES["log"]), FUNC_CODES["exp"])
+    np.testing.assert_allclose(back, x, rtol=0, atol=1e-11 * np.abs(x).max())
+    s = sym_function(x, FUNC_CODES["sqrt"])
+    si = sym_function(x, FUNC_CODES["invsqrt"])
+    np.testing.assert_allclose(s @ s, x, rtol=0, atol=1e-11 * np.abs(x).max())
+    np.testing.assert_allclose(si @ x @ si, np.eye(k), rtol=0, atol=1e-6)
+
+
+def test_lapack_branch_for_larger_matrices():
+    # k > JACOBI_MAX_K calls np.linalg.eigh inside the kernel
+    x = _cases(9)[0][1]
+    np.testing.assert_allclose(sym_function(x, 1), _scipy("log", x), atol=1e-12)
+
+
+def test_batch_shapes_and_asymmetric_input():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2, 3, 4, 4))
+    x = a @ np.swapaxes(a, -1, -2) + np.eye(4)
+    y = sym_function(x, 1)
+    assert y.shape == x.shape
+    np.testing.assert_allclose(y[1, 2], _scipy("log", x[1, 2]), atol=1e-12)
+    skew = rng.normal(size=(4, 4))
+    skew = skew - skew.T
+    np.testing.assert_allclose(sym_function(x + skew, 1), y, atol=1e-13)  # uses sym(x)
+    assert sym_function(np.zeros((0, 3, 3)), 1).shape == (0, 3, 3)
+
+
+# --- gradients ------------------------------------------------------------------------
+
+
+def _reference_pullback(func, x, g, variant="right"):
+    """Daleckii–Krein pullback in NumPy (LAPACK eigh); ``variant`` breaks it on purpose."""
+    w, u = np.linalg.eigh(0.5 * (x + x.T))
+    a, b = w[:, None], w[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        quotient = (SCALAR[func](a) - SCALAR[func](b)) / (a - b)
+    if variant == "no equal-eigenvalue branch":
+        gam = quotient
+    else:
+        # near ties f'(midpoint), off by O(gap^2); the quotient cancels there
+        tie = np.abs(a - b) <= 1e-8 * np.maximum(np.abs(a), np.abs(b))
+        gam = np.where(tie, SCALAR_PRIME[func](0.5 * (a + b)), quotient)
+    if variant == "transposed":
+        inner = gam * (u @ g @ u.T)
+        out = u.T @ inner @ u
+    else:
+        out = u @ (gam * (u.T @ g @ u)) @ u.T
+    return out if variant == "unsymmetrized" else 0.5 * (out + out.T)
+
+
+def _gradient_errors(func, x, pullback, seed=0, h=1e-5):
+    """Largest relative mismatch of <pullback(x, r), d> against a 4th-order central
+    difference of <f(sym(x)), r> along random directions d."""
+    rng = np.random.default_rng(seed)
+    r = rng.normal(size=x.shape)
+    g = pullback(x, r)
+    if not np.all(np.isfinite(g)):
+        return np.inf
+    scale = np.min(np.linalg.eigvalsh(0.5 * (x + x.T)))
+    worst = 0.0
+    for _ in range(3):
+        d = rng.normal(size=x.shape) * scale  # steps stay inside the SPD cone
+
+        def f(t, d=d):
+            return float(np.sum(sym_function(x + t * d, FUNC_CODES[func]) * r))
+
+        fd = (-f(2 * h) + 8 * f(h) - 8 * f(-h) + f(-2 * h)) / (12 * h)
+        worst = max(worst, abs(float(np.sum(g * d)) - fd) / max(1.0, abs(fd)))
+    return worst
+
+
+GRAD_CASES = {
+    "identity": [1.0, 1.0, 1.0, 1.0],
+    "two equal": [1.0, 1.0, 2.0, 3.0],
+    "gap 1e-9": [1.0, 1.0 + 1e-9, 2.0, 0.5],
+    "gap 1e-5": [1.0, 1.0 + 1e-5, 1.0 + 2e-5, 0.7],
+    "spread": [0.3, 1.0, 2.2, 4.0],
+}
+
+
+@pytest.mark.parametrize("k", [3, 4])
+@pytest.mark.parametrize("func", FUNCS)
+@pytest.mark.parametrize("case", list(GRAD_CASES))
+def test_kernel_pullback_matches_finite_differences(case, func, k):
+    x = _rotated(GRAD_CASES[case][:k], 7)
+    err = _gradient_errors(func, x, lambda x, g: sym_function_pullback(x, g, FUNC_CODES[func]))
+    assert err < 1e-7, err
+    # an independent implementation (LAPACK eigh, NumPy) gives the same numbers
+    if case != "gap 1e-5":  # (there the reference's quotient loses digits)
+        r = np.random.default_rng(1).normal(size=(k, k))
+        np.testing.assert_allclose(
+            sym_function_pullback(x, r, FUNC_CODES[func]),
+            _reference_pullback(func, x, r),
+            atol=1e-10,
+        )
+
+
+@pytest.mark.parametrize(
+    ("variant", "case"),
+    [
+        ("right", "identity"),  # the check itself passes a right pullback
+        ("right", "spread"),
+        ("no equal-eigenvalue branch", "identity"),  # 0/0 at ties
+        ("transposed", "spread"),
+        ("unsymmetrized", "spread"),
+    ],
+)
+def test_gradient_check_can_fail(variant, case):
+    x = _rotated(GRAD_CASES[case][:3], 7)
+    err = _gradient_errors("log", x, lambda x, g: _reference_pullback("log", x, g, variant))
+    assert (err < 1e-7) == (variant == "right"), (variant, err)
+
+
+def test_naive_eigh_gradient_is_nan_where_the_op_is_finite():
+    # why the Op has its own pullback: PyTensor's eigh gradient divides by gaps
+    x = pt.tensor3("x")
+    w, u = pt.linalg.eigh(x)
+    naive = (u * pt.log(w)[..., None, :]) @ pt.swapaxes(u, -1, -2)
+    eye = np.eye(3)[None]
+    g = pytensor.function([x], pt.grad(naive[0, 0, 1] + naive.sum(), x), mode="FAST_COMPILE")(eye)
+    assert not np.all(np.isfinite(g))
+    ours = ptn.logm(x)
+    g = pytensor.function([x], pt.grad(ours[0, 0, 1] + ours.sum(), x), mode="FAST_COMPILE")(eye)
+    # d logm at I is the identity map, so the gradient is sym of the cotangent
+    expected = np.ones((3, 3))
+    expected[0, 1] = expected[1, 0] = 1.5
+    np.testing.assert_allclose(g[0], expected, atol=1e-14)
+
+
+# --- the Op in compiled graphs ------------------------------------------------------------
+
+
+def _graph():
+    """Every matrix function and an SPD(3) KNG-like term, with their gradients."""
+    x = pt.tensor3("x")
+    y = pt.tensor3("y")
+    outs = [PT_FUNCS[f](x) for f in FUNCS]
+    cost = sum(pt.sum(o * (i + 1.0) * pt.arange(9).reshape((3, 3))) for i, o in enumerate(outs))
+    P = pmd.SPD(k=3)
+    logs = P.pt_log(x[0], y)
+    kng = -P.pt_norm(x[0], pt.sum(logs, axis=0)) + pt.sum(P.pt_dist(x[0], y))
+    return [x, y], [*outs, cost, pt.grad(cost, x), kng, pt.grad(kng, x)]
+
+
+def _data(rng, n=6, k=3):
+    a = rng.normal(size=(n, k, k))
+    y = a @ np.swapaxes(a, -1, -2) / k + 0.3 * np.eye(k)
+    return y
+
+
+def test_c_and_numba_backends_agree():
+    rng = np.random.default_rng(3)
+    x = _data(rng, 4)
+    x[1] = np.eye(3)  # repeated eigenvalues inside the batch
+    x[2] = _rotated([1.0, 1.0, 2.0], 1)
+    y = _data(rng, 6)
+    inputs, outputs = _graph()
+    got = {
+        mode: pytensor.function(inputs, outputs, mode=mode)(x, y)
+        for mode in ("FAST_COMPILE", "CVM", "NUMBA")
+    }
+    for mode in ("CVM", "NUMBA"):
+        for a, b in zip(got["FAST_COMPILE"], got[mode], strict=True):
+            assert np.all(np.isfinite(b))
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+    # and the forward values are scipy's
+    for f, val in zip(FUNCS, got["NUMBA"][:4], strict=True):
+        np.testing.assert_allclose(val[2], _scipy(f, x[2]), atol=1e-12)
+
+
+def test_the_op_replaces_eigh_in_compiled_spd3_graphs():
+    x = pt.matrix("x")
+    y = pt.tensor3("y")
+    f = pytensor.function([x, y], pmd.SPD(k=3).pt_log(x, y), mode="NUMBA")
+    names = {type(node.op).__name__ for node in f.maker.fgraph.apply_nodes}
+    assert "SymMatrixFunction" in names
+    assert not any("Eigh" in str(node.op) for node in f.maker.fgraph.apply_nodes)
+
+
+@pytest.mark.parametrize("method", ["kernel", "eigh"])
+@pytest.mark.parametrize("mode", ["CVM", "NUMBA"])
+def test_length_one_batch_broadcasts_against_the_data(mode, method):
+    # Regression: a (1, k, k) operand typed (None, k, k) after a matrix function was
+    # multiplied by an (n, k, k) stack through BatchedDot, which kept one row.
+    k, n = 3, 4
+    rng = np.random.default_rng(5)
+    x_val, y_val = _data(rng, 1, k), _data(rng, n, k)
+    x = pt.tensor("x", shape=(1, k, k))
+    y = pt.tensor("y", shape=(None, k, k))
+    xs, xi = ptn.sqrtm(x, method=method), ptn.invsqrtm(x, method=method)
+    assert xs.type.shape == (1, k, k)
+    out = ptn.sym(xs @ ptn.logm(xi @ y @ xi, method=method) @ xs)
+    got = pytensor.function([x, y], out, mode=mode)(x_val, y_val)
+    assert got.shape == (n, k, k)
+    np.testing.assert_allclose(got, pmd.SPD(k=k).log(x_val, y_val), atol=1e-12)
+    lvd = ptn.spectral_sum(lambda w: pt.sum(w, axis=-1), x)
+    assert lvd.type.shape == (1,)
+
+
+def test_vectorized_graph_applies_the_op_to_the_whole_batch():
+    from pytensor.graph.replace import vectorize_graph
+
+    x = pt.matrix("x")
+    cost = pt.sum(ptn.logm(x) ** 2)
+    g = pt.grad(cost, x)
+    xb = pt.tensor3("xb")
+    gb = vectorize_graph(g, {x: xb})
+    stack = _data(np.random.default_rng(8), 5)
+    got = pytensor.function([xb], gb, mode="FAST_COMPILE")(stack)
+    one = pytensor.function([x], g, mode="FAST_COMPILE")
+    np.testing.assert_allclose(got, np.stack([one(s) for s in stack]), atol=1e-14)
+
+
+def test_method_choice_is_checked():
+    x = pt.tensor3("x")
+    with pytest.raises(ValueError, match="2 x 2"):
+        ptn.logm(x, method="closed")  # unknown size: the closed form would be wrong
+    with pytest.raises(ValueError, match="method must be"):
+        ptn.logm(x, method="lapack")
+    assert isinstance(ptn.logm(x, k=3).owner.op, SymMatrixFunction)
+    assert not isinstance(ptn.logm(x, k=2).owner.op, SymMatrixFunction)  # closed form
