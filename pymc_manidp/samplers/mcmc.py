@@ -17,10 +17,16 @@ numba compilation, about 15 s, on every release after the first.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib.util
 import os
+import shutil
 import threading
 import time
+import warnings
+import weakref
+from pathlib import Path
 
 import numpy as np
 import pymc as pm
@@ -28,11 +34,15 @@ import pytensor.tensor as pt
 
 __all__ = [
     "BACKEND_ENV",
+    "CACHE_ENV",
     "NUTS_BACKENDS",
     "SAMPLERS",
     "CompiledSampler",
     "SamplerCache",
+    "cache_dir",
     "check_mcmc_budget",
+    "clear_cache",
+    "compile_nutpie",
     "has_nutpie",
     "nuts_backend",
     "polar_data",
@@ -210,6 +220,293 @@ def polar_model(manifold, center, scale, law, *, name="release", inputs=None):
     return model
 
 
+# --- nutpie with compiled entry points cached on disk -----------------------------------
+#
+# nutpie.compile_pymc_model wraps PyTensor's numba function of the log-density and its
+# gradient in a numba ``cfunc`` that holds the data as constants ("dynamic globals"):
+# numba cannot cache it, so every process compiled it again (20-35 s on 2 cores, most of
+# a first release; PyTensor's own numba function inside it is cached already). The
+# wrappers below read the data (and their shapes) through the pointer the sampler passes
+# them (nutpie's ``user_data``), so they do not depend on the data or on n, and numba
+# caches them under :func:`cache_dir`, keyed on PyTensor's hash of the compiled graph.
+
+CACHE_ENV = "PYMC_MANIDP_CACHE_DIR"
+_CACHE_FORMAT = 1  # bump when the wrappers' layout changes: old entries are then ignored
+_WRAPPER_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCATOR = None
+
+
+def cache_dir() -> Path:
+    """Directory of the compiled NUTS entry points kept across processes.
+
+    ``$PYMC_MANIDP_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pymc-manidp`` (by default
+    ``~/.cache/pymc-manidp``). Deleting it (:func:`clear_cache`) is always safe: the
+    next release compiles again. PyTensor keeps its own compiled functions under
+    ``pytensor.config.base_compiledir`` (``PYTENSOR_FLAGS=base_compiledir=...``).
+    """
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "pymc-manidp"
+
+
+def clear_cache() -> None:
+    """Delete :func:`cache_dir` (compiled NUTS entry points); they are rebuilt on demand."""
+    shutil.rmtree(cache_dir(), ignore_errors=True)
+
+
+def _register_locator():
+    """Teach numba where our generated wrappers are cached (once per process)."""
+    global _LOCATOR
+    if _LOCATOR is not None:
+        return
+    from numba.core.caching import CacheImpl, _CacheLocator
+
+    class ManidpCacheLocator(_CacheLocator):
+        """Numba cache locator of the generated nutpie wrappers: :func:`cache_dir`."""
+
+        def __init__(self, key, path):
+            self._key = key
+            self._path = path
+
+        def ensure_cache_path(self):
+            self._path.mkdir(parents=True, exist_ok=True)
+
+        def get_cache_path(self):
+            return str(self._path)
+
+        def get_source_stamp(self):
+            return 0  # the key hashes the source and the inner graph
+
+        def get_disambiguator(self):
+            return self._key
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            key = _WRAPPER_KEYS.get(py_func)
+            if key is not None:
+                return cls(key, cache_dir() / "numba")
+            return None
+
+    CacheImpl._locator_classes.insert(0, ManidpCacheLocator)
+    _LOCATOR = ManidpCacheLocator
+
+
+@functools.cache
+def _address_as_void_pointer():
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def address_as_void_pointer(typingctx, src):
+        def codegen(cgctx, builder, sig, args):
+            return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+        return types.voidptr(src), codegen
+
+    return address_as_void_pointer
+
+
+_LOGP_SRC = """
+def logp_wrapper(dim, x_, out_, logp_, user_data_):
+    if dim != {n_dim}:
+        return -1
+    try:
+        u = numba.carray(user_data_, ({n_user},), np.int64)
+        x = numba.carray(x_, ({n_dim},))
+        out = numba.carray(out_, ({n_dim},))
+        logp = numba.carray(logp_, ())
+{unpack}
+        logp_val, grad = inner(x{args})
+        logp[()] = logp_val
+        out[...] = grad
+        if not np.all(np.isfinite(out)):
+            return 3
+        if not np.isfinite(logp_val):
+            return 4
+    except Exception:
+        return 1
+    return 0
+"""
+
+_EXPAND_SRC = """
+def expand_wrapper(dim, expanded, x_, out_, user_data_):
+    if dim != {n_dim}:
+        return -1
+    if expanded != {n_expanded}:
+        return -1
+    try:
+        u = numba.carray(user_data_, ({n_user},), np.int64)
+        x = numba.carray(x_, ({n_dim},))
+        out = numba.carray(out_, ({n_expanded},))
+{unpack}
+        (values,) = inner(x{args})
+        out[...] = values
+    except Exception:
+        return -2
+    return 0
+"""
+
+
+def _user_layout(keys, shared_data):
+    """Offsets of each array's pointer and shape in the int64 ``user_data`` vector."""
+    layout, pos = {}, 0
+    for key in keys:
+        layout[key] = pos
+        pos += 1 + shared_data[key].ndim
+    return layout, pos
+
+
+def _user_data(keys, shared_data):
+    """The int64 vector the wrappers read: per array, its address then its shape."""
+    out = []
+    for key in keys:
+        val = shared_data[key]
+        out += [val.ctypes.data, *val.shape]
+    return np.asarray(out, dtype=np.int64)
+
+
+def _wrapper(template, name, fn_pt, keys, shared_data, signature, **fmt):
+    """A numba cfunc around a PyTensor numba function, cached under :func:`cache_dir`.
+
+    Returns the cfunc and whether it came from the disk cache."""
+    import hashlib
+
+    import numba
+    from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+
+    layout, n_user = _user_layout(keys, shared_data)
+    unpack, args = [], ""
+    for i, var in enumerate(fn_pt.get_shared()):
+        key = fmt["shared_var_keys"][var]
+        off, val = layout[key], shared_data[key]
+        shape = "".join(f"u[{off + 1 + a}], " for a in range(val.ndim))
+        unpack.append(
+            f"        d{i} = numba.carray(_ptr(u[{off}]), ({shape}), np.{val.dtype.name})"
+        )
+        args += f", d{i}"
+    src = template.format(
+        n_user=max(n_user, 1), unpack="\n".join(unpack) or "        pass", args=args, **fmt
+    )
+    inner = fn_pt.vm.jit_fn
+    inner_key = CACHED_SRC_FUNCTIONS.get(inner.py_func)
+    # __name__: numba rebuilds a cached function's environment from this module
+    env = {"__name__": __name__, "numba": numba, "np": np, "inner": inner}
+    env["_ptr"] = _address_as_void_pointer()
+    namespace: dict = {}
+    exec(compile(src, "<pymc_manidp-nutpie>", "exec"), env, namespace)
+    py_func = namespace[name]
+    if inner_key is None:  # PyTensor could not key the graph: compile, do not cache
+        return numba.cfunc(signature)(py_func), False
+    _register_locator()
+    key = hashlib.sha256(
+        f"{_CACHE_FORMAT}\n{inner_key}\n{src}\n{numba.__version__}".encode()
+    ).hexdigest()
+    _WRAPPER_KEYS[py_func] = key
+    try:
+        cfunc = numba.cfunc(signature, cache=True)(py_func)
+    except Exception as err:  # an unreadable entry: drop it, compile again
+        warnings.warn(
+            f"dropping an unreadable compiled-function cache entry ({err!r})", stacklevel=3
+        )
+        for path in (cache_dir() / "numba").glob(f"*{key}*"):
+            path.unlink(missing_ok=True)
+        cfunc = numba.cfunc(signature, cache=True)(py_func)
+    return cfunc, cfunc.cache_hits > 0
+
+
+def compile_nutpie(model):
+    """``nutpie.compile_pymc_model(model)`` with entry points cached across processes.
+
+    Same model, same sampler (nutpie's ``CompiledPyMCModel``), but the numba wrappers
+    nutpie would compile in every process are loaded from :func:`cache_dir` when a
+    model of the same structure was compiled before (any data, any n). Returns the
+    compiled model and the number of its two entry points loaded from the cache.
+    """
+    import numba
+    from nutpie import compile_pymc as ncp
+    from pymc.initial_point import make_initial_point_fn
+
+    initial_point_fn = ncp._wrap_with_lock(
+        make_initial_point_fn(
+            model=model,
+            default_strategy="support_point",
+            jitter_rvs=set(model.free_RVs),
+            return_transformed=True,
+        )
+    )
+    n_dim, n_expanded, logp_pt, expand_pt, initial_point_fn, shape_info, reparam = (
+        ncp._make_functions(
+            model,
+            mode="NUMBA",
+            compute_grad=True,
+            join_expanded=True,
+            pymc_initial_point_fn=initial_point_fn,
+        )
+    )
+    shared_var_keys, shared_data = {}, {}
+    for var in [*logp_pt.get_shared(), *expand_pt.get_shared()]:
+        if var not in shared_var_keys:
+            key = f"s{len(shared_var_keys)}"
+            shared_var_keys[var] = key
+            val = np.array(var.get_value(), order="C", copy=True)
+            val.flags.writeable = False
+            shared_data[key] = val
+    keys = list(shared_data)
+    c_double = numba.types.CPointer(numba.types.double)
+    logp_sig = numba.types.int64(
+        numba.types.uint64, c_double, c_double, c_double, numba.types.voidptr
+    )
+    expand_sig = numba.types.int64(
+        numba.types.uint64, numba.types.uint64, c_double, c_double, numba.types.voidptr
+    )
+    fmt = dict(n_dim=n_dim, n_expanded=n_expanded, shared_var_keys=shared_var_keys)
+    logp_c, hit1 = _wrapper(_LOGP_SRC, "logp_wrapper", logp_pt, keys, shared_data, logp_sig, **fmt)
+    expand_c, hit2 = _wrapper(
+        _EXPAND_SRC, "expand_wrapper", expand_pt, keys, shared_data, expand_sig, **fmt
+    )
+    dims, coords = ncp._prepare_dims_and_coords(model, shape_info, reparam)
+    compiled = ncp.CompiledPyMCModel(
+        _n_dim=n_dim,
+        dims=dims,
+        _coords=coords,
+        _shapes={name: tuple(shape) for name, _, shape in zip(*shape_info, strict=True)},
+        compiled_logp_func=logp_c,
+        compiled_expand_func=expand_c,
+        initial_point_func=initial_point_fn,
+        shared_data=shared_data,
+        shared_var_keys=shared_var_keys,
+        user_data=_user_data(keys, shared_data),
+        n_expanded=n_expanded,
+        shape_info=shape_info,
+        logp_func=logp_pt,
+        expand_func=expand_pt,
+        reparameterized_names=reparam,
+    )
+    return compiled, int(hit1) + int(hit2)
+
+
+def _nutpie_with_data(compiled, values):
+    """A copy of :func:`compile_nutpie`'s model reading ``values`` (by ``pm.Data`` name).
+
+    The compiled wrappers are shared; the copy owns its arrays and the pointer vector."""
+    shared_data = dict(compiled.shared_data)
+    for var, key in compiled.shared_var_keys.items():
+        if var.name in values:
+            old = shared_data[key]
+            new = np.array(values[var.name], dtype=old.dtype, order="C", copy=True)
+            if new.ndim != old.ndim:
+                raise ValueError(f"{var.name} must have rank {old.ndim}, got {new.ndim}")
+            new.flags.writeable = False
+            shared_data[key] = new
+    return dataclasses.replace(
+        compiled,
+        shared_data=shared_data,
+        user_data=_user_data(list(shared_data), shared_data),
+    )
+
+
 class CompiledSampler:
     """A model prepared once for one sampler and sampled again with new data.
 
@@ -240,10 +537,9 @@ class CompiledSampler:
         self.backend = nuts_backend(backend) if sampler == "nuts" else "pymc"
         self._lock = threading.Lock()
         self._compiled = None
+        self.cache_hits = 0  # compiled NUTS entry points loaded from the disk cache
         if self.backend == "nutpie":
-            import nutpie
-
-            self._compiled = nutpie.compile_pymc_model(model)
+            self._compiled, self.cache_hits = compile_nutpie(model)
             unread = self.data_names - {v.name for v in self._compiled.shared_var_keys}
             if unread:  # with_data could not replace them: refuse rather than guess
                 raise ValueError(f"the compiled model does not read its data {sorted(unread)}")
@@ -296,7 +592,7 @@ class CompiledSampler:
     def _sample_nutpie(self, values, draws, tune, chains, random_seed):
         import nutpie
 
-        compiled = self._compiled.with_data(**values)
+        compiled = _nutpie_with_data(self._compiled, values)
         seed = int(np.random.default_rng(random_seed).integers(2**63 - 1))
         t0 = time.time()
         idata = nutpie.sample(
