@@ -487,6 +487,25 @@ def compile_nutpie(model):
     return compiled, int(hit1) + int(hit2)
 
 
+def _compile_nutpie_or_fallback(model):
+    """:func:`compile_nutpie`, or nutpie's own compile if its internals have changed.
+
+    :func:`compile_nutpie` uses helpers of ``nutpie.compile_pymc`` that are not public
+    API: if a nutpie release renames them, sample anyway (compiling in every process)
+    and say so."""
+    try:
+        return compile_nutpie(model)
+    except (ImportError, AttributeError, TypeError) as err:
+        import nutpie
+
+        warnings.warn(
+            f"nutpie {nutpie.__version__}: cannot cache its compiled model ({err!r}); "
+            "compiling it in this process",
+            stacklevel=3,
+        )
+        return nutpie.compile_pymc_model(model), 0
+
+
 def _nutpie_with_data(compiled, values):
     """A copy of :func:`compile_nutpie`'s model reading ``values`` (by ``pm.Data`` name).
 
@@ -539,7 +558,7 @@ class CompiledSampler:
         self._compiled = None
         self.cache_hits = 0  # compiled NUTS entry points loaded from the disk cache
         if self.backend == "nutpie":
-            self._compiled, self.cache_hits = compile_nutpie(model)
+            self._compiled, self.cache_hits = _compile_nutpie_or_fallback(model)
             unread = self.data_names - {v.name for v in self._compiled.shared_var_keys}
             if unread:  # with_data could not replace them: refuse rather than guess
                 raise ValueError(f"the compiled model does not read its data {sorted(unread)}")
@@ -592,7 +611,13 @@ class CompiledSampler:
     def _sample_nutpie(self, values, draws, tune, chains, random_seed):
         import nutpie
 
-        compiled = _nutpie_with_data(self._compiled, values)
+        if (
+            isinstance(self._compiled.user_data, np.ndarray)
+            and self._compiled.user_data.dtype.names
+        ):
+            compiled = self._compiled.with_data(**values)  # nutpie's own (fallback) compile
+        else:
+            compiled = _nutpie_with_data(self._compiled, values)
         seed = int(np.random.default_rng(random_seed).integers(2**63 - 1))
         t0 = time.time()
         idata = nutpie.sample(

@@ -151,3 +151,38 @@ def test_second_process_loads_the_compiled_wrappers(tmp_path):
     assert sorted(p.suffix for p in (cache / "numba").iterdir()) == [".nbc", ".nbc", ".nbi", ".nbi"]
     assert _hits_in_fresh_process(cache, 7) == 2  # both loaded: other data, other n
     assert _hits_in_fresh_process(tmp_path / "other", 5) == 0  # another directory: empty
+
+
+def _mean_x(compiled, mu, scale, seed):
+    idata = compiled.sample(
+        {"mu": np.asarray(mu, float), "scale": np.asarray(scale, float)},
+        draws=200,
+        tune=200,
+        chains=2,
+        random_seed=seed,
+    )
+    assert idata.attrs["sampler_backend"] == "nutpie"
+    return float(idata.posterior["x"].mean())
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["cached-wrappers", "nutpie-fallback"])
+def test_compiled_sampler_follows_new_data(own, monkeypatch, tmp_path):
+    """Sampling with new data draws the new law, with our wrappers and with nutpie's
+    own compile (used, with a warning, if nutpie's internals change)."""
+    pytest.importorskip("nutpie")
+    monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path))
+    model = _small_model([0.0], 1.0)
+    if own:
+        compiled = mcmc.CompiledSampler(model, "nuts", backend="nutpie")
+    else:
+
+        def moved(model):
+            raise AttributeError("nutpie.compile_pymc has no attribute '_make_functions'")
+
+        monkeypatch.setattr(mcmc, "compile_nutpie", moved)
+        with pytest.warns(UserWarning, match="cannot cache"):
+            compiled = mcmc.CompiledSampler(model, "nuts", backend="nutpie")
+        assert compiled.cache_hits == 0
+    # x ~ N(sum(mu), scale): 400 draws of sd 0.1 put the mean within 0.1 of sum(mu)
+    assert _mean_x(compiled, [20.0, 30.0], 0.1, seed=1) == pytest.approx(50.0, abs=0.1)
+    assert _mean_x(compiled, [-3.0], 0.1, seed=2) == pytest.approx(-3.0, abs=0.1)
