@@ -12,9 +12,10 @@ their data through nutpie's ``user_data`` pointer instead, so numba caches them 
   ``compile_dlogp`` of the model with the new ``pm.Data`` values, and differs from the
   old data's (so reading a stale or wrong pointer fails the test);
 - that an unreadable cache entry is dropped and compiled again;
-- that a second process loads both cfuncs from the cache instead of compiling them
-  (counted with numba's ``cache_hits``, not timed), and that another cache directory
-  starts empty.
+- that a second process loads both cfuncs from the cache and compiles no PyTensor
+  function for NUTS (counted with numba's ``cache_hits`` and calls of nutpie's
+  ``_make_functions``, not timed), even for another n; that a model with another
+  constant compiles again; and that another cache directory starts empty.
 """
 
 from __future__ import annotations
@@ -119,20 +120,25 @@ def test_cfunc_reads_the_data_it_is_given(tmp_path, monkeypatch):
 _CHILD = textwrap.dedent(
     """
     import numpy as np, pymc as pm
+    from nutpie import compile_pymc as ncp
     from pymc_manidp.samplers import mcmc
+    calls = []  # PyTensor compilations of the NUTS functions (nutpie's _make_functions)
+    make = ncp._make_functions
+    ncp._make_functions = lambda *a, **k: (calls.append(1), make(*a, **k))[1]
     with pm.Model() as model:
         m = pm.Data("mu", np.arange({n}, dtype=float))
-        x = pm.Normal("x", mu=m.mean(), sigma=1.5, shape=2)
+        x = pm.Normal("x", mu=m.mean(), sigma={sigma}, shape=2)
     compiled, hits = mcmc.compile_nutpie(model)
-    print("HITS", hits)
+    print("HITS", hits, len(calls))
     """
 )
 
 
-def _hits_in_fresh_process(cache, n):
+def _fresh_process(cache, n, sigma=1.5):
+    """(entry points loaded from the cache, PyTensor compilations) in a new process."""
     env = dict(os.environ, PYMC_MANIDP_CACHE_DIR=str(cache))
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD.format(n=n)],
+        [sys.executable, "-c", _CHILD.format(n=n, sigma=sigma)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -141,16 +147,21 @@ def _hits_in_fresh_process(cache, n):
         timeout=900,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    return int(next(line for line in out.stdout.splitlines() if line.startswith("HITS")).split()[1])
+    line = next(line for line in out.stdout.splitlines() if line.startswith("HITS"))
+    return tuple(int(v) for v in line.split()[1:])
 
 
-def test_second_process_loads_the_compiled_wrappers(tmp_path):
+def test_second_process_loads_the_compiled_model(tmp_path):
     pytest.importorskip("nutpie")
     cache = tmp_path / "cache"
-    assert _hits_in_fresh_process(cache, 5) == 0  # compiled and saved
+    assert _fresh_process(cache, 5) == (0, 1)  # compiled and saved
     assert sorted(p.suffix for p in (cache / "numba").iterdir()) == [".nbc", ".nbc", ".nbi", ".nbi"]
-    assert _hits_in_fresh_process(cache, 7) == 2  # both loaded: other data, other n
-    assert _hits_in_fresh_process(tmp_path / "other", 5) == 0  # another directory: empty
+    assert len(list((cache / "models").iterdir())) == 1
+    # other data, other n: both entry points loaded, nothing compiled
+    assert _fresh_process(cache, 7) == (2, 0)
+    # another constant in the graph is another model: compiled again
+    assert _fresh_process(cache, 5, sigma=2.5)[1] == 1
+    assert _fresh_process(tmp_path / "other", 5) == (0, 1)  # another directory: empty
 
 
 def _mean_x(compiled, mu, scale, seed):
