@@ -197,3 +197,20 @@ def test_compiled_sampler_follows_new_data(own, monkeypatch, tmp_path):
     # x ~ N(sum(mu), scale): 400 draws of sd 0.1 put the mean within 0.1 of sum(mu)
     assert _mean_x(compiled, [20.0, 30.0], 0.1, seed=1) == pytest.approx(50.0, abs=0.1)
     assert _mean_x(compiled, [-3.0], 0.1, seed=2) == pytest.approx(-3.0, abs=0.1)
+
+
+def test_default_install_samples_nuts_with_nutpie(monkeypatch):
+    """nutpie is a core dependency (issue 12: 3-20x faster releases, its compilation
+    cached), so ``auto`` means nutpie in a default install; PyMC's NUTS on request."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(d.split(">")[0].split("<")[0].strip() == "nutpie" for d in deps)
+    monkeypatch.delenv(mcmc.BACKEND_ENV, raising=False)
+    monkeypatch.setattr(mcmc, "has_nutpie", lambda: True)
+    assert mcmc.nuts_backend() == "nutpie"
+    monkeypatch.setenv(mcmc.BACKEND_ENV, "pymc")
+    assert mcmc.nuts_backend() == "pymc"
+    monkeypatch.setattr(mcmc, "has_nutpie", lambda: False)  # e.g. installed --no-deps
+    monkeypatch.setenv(mcmc.BACKEND_ENV, "auto")
+    assert mcmc.nuts_backend() == "pymc"
