@@ -14,7 +14,8 @@ Each run is a new Python process (``python -c``-like: this file run as a script 
 - ``sample``: ``CompiledSampler.sample`` (PyMC: compile + sampling);
 - ``gate``: the ArviZ diagnostics gate (``check_run``);
 - ``release``: the whole ``mech.release`` call; ``total``: the process's wall time
-  from its start (``python`` start-up and imports included).
+  from its start (``python`` start-up and imports included); ``wall`` and ``CPU``
+  (user + sys seconds of the child, all its threads) measured by the parent.
 
 Run (the parent runs the children one after the other and prints one row each)::
 
@@ -30,6 +31,7 @@ add ``PYTENSOR_FLAGS=base_compiledir=/new/dir`` for a completely cold first run.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -91,11 +93,12 @@ def child():
 
 def main(backend, runs):
     print(f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
-    print(f"| run | backend | cache hits | {' | '.join(PHASES)} | wall | load |")
-    print("|---" * (len(PHASES) + 5) + "|")
+    print(f"| run | backend | cache hits | {' | '.join(PHASES)} | wall | CPU | load |")
+    print("|---" * (len(PHASES) + 6) + "|")
     cache = tempfile.mkdtemp(prefix="manidp-cache-")
     env = dict(os.environ, PYMC_MANIDP_NUTS_BACKEND=backend, PYMC_MANIDP_CACHE_DIR=cache)
     for run in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         out = subprocess.run(
             [sys.executable, __file__, "--child"],
@@ -105,6 +108,8 @@ def main(backend, runs):
             check=False,
         )
         wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         rows = [line for line in out.stdout.splitlines() if line.startswith("ROW")]
         if not rows:
             print(out.stdout[-2000:], out.stderr[-4000:])
@@ -113,7 +118,7 @@ def main(backend, runs):
         label = "cold" if run == 0 else "warm"
         print(
             f"| {run + 1} ({label}) | {used} | {hits} | {' | '.join(numbers)} | "
-            f"{wall:.2f} | {os.getloadavg()[0]:.1f} |",
+            f"{wall:.2f} | {cpu:.2f} | {os.getloadavg()[0]:.1f} |",
             flush=True,
         )
 

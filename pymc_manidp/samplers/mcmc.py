@@ -14,7 +14,7 @@ before each run, and a mechanism keeps one per ``(n, sampler)`` in its
 :class:`SamplerCache`.
 
 NUTS runs on nutpie (a dependency; PyMC's own NUTS if nutpie is absent or
-``PYMC_MANIDP_NUTS_BACKEND=pymc``): 3-20x faster per release on S² (docs/benchmarks.md,
+``PYMC_MANIDP_NUTS_BACKEND=pymc``): 3-16x faster per release on S² (docs/benchmarks.md,
 issue 12). Its compiled entry points do not depend on the data or on n and are kept
 on disk across processes (:func:`cache_dir`, ``PYMC_MANIDP_CACHE_DIR``;
 :func:`clear_cache`), so a fresh process only rebuilds the PyTensor graph.

@@ -200,7 +200,7 @@ def test_compiled_sampler_follows_new_data(own, monkeypatch, tmp_path):
 
 
 def test_default_install_samples_nuts_with_nutpie(monkeypatch):
-    """nutpie is a core dependency (issue 12: 3-20x faster releases, its compilation
+    """nutpie is a core dependency (issue 12: 3-16x faster releases, its compilation
     cached), so ``auto`` means nutpie in a default install; PyMC's NUTS on request."""
     import tomllib
 
