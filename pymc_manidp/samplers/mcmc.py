@@ -477,7 +477,7 @@ def _structure_key(model):
         op = node.op
         if not hasattr(op, "__props__"):
             return None
-        props = repr([(p, getattr(op, p)) for p in op.__props__])
+        props = repr([(p, _prop_token(getattr(op, p))) for p in op.__props__])
         if " at 0x" in props:
             return None
         ins = [ids[v] for v in node.inputs]
@@ -487,6 +487,16 @@ def _structure_key(model):
             h.update(str(out.type).encode())
     h.update(repr([ids[o] for o in outputs]).encode())
     return h.hexdigest()
+
+
+def _prop_token(value):
+    """An op's prop as it enters the structure key: arrays by their bytes (their repr
+    elides the middle of large ones)."""
+    import hashlib
+
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, hashlib.sha256(value.tobytes()).hexdigest())
+    return value
 
 
 @functools.cache

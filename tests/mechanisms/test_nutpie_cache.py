@@ -214,3 +214,24 @@ def test_default_install_samples_nuts_with_nutpie(monkeypatch):
     monkeypatch.setattr(mcmc, "has_nutpie", lambda: False)  # e.g. installed --no-deps
     monkeypatch.setenv(mcmc.BACKEND_ENV, "auto")
     assert mcmc.nuts_backend() == "pymc"
+
+
+def test_structure_key_ignores_data_values_and_sees_every_constant():
+    pytest.importorskip("nutpie")
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    def model(data, const):
+        with pm.Model() as m:
+            d = pm.Data("d", np.asarray(data, float))
+            pm.Normal("x", mu=d.mean() + pt.as_tensor(const).sum(), sigma=1.0, shape=2)
+        return m
+
+    big = np.arange(5000.0)  # long enough that its repr elides the middle
+    other = big.copy()
+    other[2500] += 1.0
+    key = mcmc._structure_key(model([1.0, 2.0], big))
+    assert key is not None
+    assert mcmc._structure_key(model([5.0, -1.0, 3.0], big)) == key  # other data, other n
+    assert mcmc._structure_key(model([1.0, 2.0], other)) != key
+    assert mcmc._structure_key(model(np.ones((2, 2)), big)) != key  # data of another rank
