@@ -195,6 +195,7 @@ API_PACKAGES = [
     "pymc_manidp.io",
     "pymc_manidp.mechanisms",
     "pymc_manidp.mechanisms.base",
+    "pymc_manidp.mechanisms.normalizers",
     "pymc_manidp.samplers",
     "pymc_manidp.privacy",
     "pymc_manidp.privacy.inference",

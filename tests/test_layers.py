@@ -11,7 +11,7 @@ better split):
 2   statistics         ``stats``: Fréchet means, sensitivity, the data domain, passes
 3   exact samplers     ``samplers`` (package), ``samplers.exact``, ``samplers.random_walk``:
                        NumPy samplers of the laws, given geometry and statistics
-4   laws               ``mechanisms.transforms``, ``mechanisms.distributions``: tangent
+4   laws               ``mechanisms.transforms``, ``.normalizers``, ``.distributions``: tangent
                        charts and the PyMC distributions (their ``rng_fn`` draws with the
                        exact samplers, hence above them)
 5   MCMC               ``samplers.mcmc``: PyMC models built from the laws, and sampling
@@ -52,7 +52,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("geometry", ("pymc_manidp.geometry",)),
     ("statistics", ("pymc_manidp.stats",)),
     ("exact samplers", ("pymc_manidp.samplers",)),
-    ("laws", ("pymc_manidp.mechanisms.transforms", "pymc_manidp.mechanisms.distributions")),
+    (
+        "laws",
+        (
+            "pymc_manidp.mechanisms.transforms",
+            "pymc_manidp.mechanisms.normalizers",
+            "pymc_manidp.mechanisms.distributions",
+        ),
+    ),
     ("MCMC", ("pymc_manidp.samplers.mcmc",)),
     ("privacy", ("pymc_manidp.privacy",)),
     ("mechanisms", ("pymc_manidp.mechanisms",)),

@@ -34,17 +34,20 @@ from pymc_manidp.geometry.kendall import KendallShape
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 
+# laplace_log_normalizer is public from pymc_manidp.mechanisms (documented there)
 __all__ = [
+    "SPD3_MAX_FRACTION",
     "SPD_NORMALIZED_K",
-    "laplace_log_normalizer",
+    "ChebyshevSeries",
+    "log_weyl_constant",
     "spd_laplace_log_normalizer",
     "spd_laplace_max_sigma",
 ]
 
 _N_NODES = 400  # Gauss-Legendre nodes of the radial quadrature (machine precision)
 
+#: Matrix sizes ``k`` for which the SPD Laplace normalizer is implemented.
 SPD_NORMALIZED_K = (1, 2, 3)
-"""Matrix sizes ``k`` for which the SPD Laplace normalizer is implemented."""
 
 
 def log_unit_sphere_volume(m: int) -> float:
@@ -70,9 +73,9 @@ def laplace_log_normalizer(manifold, sigma):
     Sphere and Kendall shapes: Gauss-Legendre quadrature on ``[0, min(U, 2d + 100)]``
     (400 nodes, beyond ``2d + 100`` the integrand is below ``e^{-50}`` of its peak),
     differentiable in ``sigma``. ``SPD(k)``, ``k <= 3``:
-    :func:`spd_laplace_log_normalizer` (``+inf`` at and beyond the normalizability
-    edge ``sigma >= 2/C``); other ``k``: None (the Laplace stays unnormalized there and
-    refuses a random ``sigma``).
+    :func:`~pymc_manidp.mechanisms.normalizers.spd_laplace_log_normalizer` (``+inf`` at
+    and beyond the normalizability edge ``sigma >= 2/C``); other ``k``: None (the
+    Laplace stays unnormalized there and refuses a random ``sigma``).
 
     Parameters
     ----------
@@ -127,6 +130,16 @@ def log_weyl_constant(k: int) -> float:
     :math:`c_k = (2\pi)^{(d-k)/2} / \prod_{j=1}^k \Gamma(1 + j/2)/\Gamma(3/2)`,
     ``d = k(k+1)/2``.
 
+    Parameters
+    ----------
+    k : int
+        Matrix size.
+
+    Returns
+    -------
+    float
+        ``log c_k``.
+
     Examples
     --------
     >>> import numpy as np
@@ -163,8 +176,8 @@ def _spd3_log_z(sigma, n_phi=48, n_psi=24, n_y=48):
     return log_weyl_constant(3) + np.log(8 * 2 * 12) + special.logsumexp(log_r + log_w)
 
 
+#: ``SPD(3)``'s normalizer is tabulated for ``sigma < 0.98 * SPD(3).laplace_max_sigma``.
 SPD3_MAX_FRACTION = 0.98
-"""``SPD(3)``'s normalizer is tabulated for ``sigma <= 0.98 * laplace_max_sigma``."""
 
 
 @functools.cache
@@ -188,6 +201,13 @@ def _spd3_chebyshev(degree=32):
 class ChebyshevSeries(Op):
     """Elementwise ``sum_j c_j T_j(x)`` (NumPy's ``chebval``), differentiable in ``x``.
 
+    Parameters
+    ----------
+    coef : sequence of float
+        Chebyshev coefficients ``c_0, c_1, ...`` (a property of the ``Op``).
+
+    Notes
+    -----
     An ``Op`` rather than a graph of Clenshaw steps: 33 fused steps and their gradient
     took seconds to rewrite and compile, the ``Op`` milliseconds. Its gradient is the
     same ``Op`` with the derivative's coefficients (``chebder``).
@@ -263,10 +283,11 @@ def spd_laplace_log_normalizer(k: int, sigma):
       (Gauss-Legendre, 48 x 24 nodes); the radial integral, after ``t = y/beta`` with
       ``beta = a - sum b``, is :math:`\beta^{-3} 2^{-3} \int y^2 e^{-y}
       \prod (1 - e^{-2 y b/\beta})\,dy` (Gauss-Laguerre, 48 nodes). That quadrature
-      is tabulated once per process (:func:`_spd3_chebyshev`, absolute error of
+      is tabulated once per process (a Chebyshev series in ``sigma``, absolute error of
       ``log Z`` below ``1e-6`` against adaptive quadrature and Monte Carlo:
       tests/mechanisms/test_spd_normalizer.py) for ``sigma <= 0.98`` of the edge
-      (:func:`spd_laplace_max_sigma`); the graph evaluates the table.
+      (:func:`~pymc_manidp.mechanisms.normalizers.spd_laplace_max_sigma`); the graph
+      evaluates the table.
 
     Parameters
     ----------
@@ -274,7 +295,8 @@ def spd_laplace_log_normalizer(k: int, sigma):
         Matrix size.
     sigma : float or tensor, shape ``(...)``
         The rate; ``+inf`` is returned where ``sigma >= 2/C``; ``k = 3`` clips
-        ``sigma`` at :func:`spd_laplace_max_sigma` (callers refuse larger values).
+        ``sigma`` at :func:`~pymc_manidp.mechanisms.normalizers.spd_laplace_max_sigma`
+        (callers refuse larger values).
 
     Returns
     -------
@@ -314,10 +336,25 @@ def spd_laplace_log_normalizer(k: int, sigma):
 
 
 def spd_laplace_max_sigma(k: int) -> float:
-    """Supremum of the ``sigma`` for which :func:`spd_laplace_log_normalizer` is right.
+    """Supremum of the ``sigma`` for which the SPD normalizer here is right.
 
     The normalizability edge ``2/C`` for ``k <= 2``; ``0.98`` of it for ``k = 3``
     (the tabulated range). At and beyond it the normalized law is refused.
+
+    Parameters
+    ----------
+    k : int
+        Matrix size (1, 2 or 3).
+
+    Returns
+    -------
+    float
+        The bound (``inf`` for ``k = 1``).
+
+    Examples
+    --------
+    >>> round(spd_laplace_max_sigma(3), 4)  # 0.98 / sqrt(2)
+    0.693
     """
     edge = SPD(k=k).laplace_max_sigma
     return SPD3_MAX_FRACTION * edge if k == 3 else edge
