@@ -22,6 +22,10 @@ The gradient Op has no gradient itself (NUTS needs first derivatives only).
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from pathlib import Path
+
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import grad_not_implemented
@@ -30,6 +34,7 @@ from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node, _vectorize_not_needed
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_default_op_cache_key
 
+from pymc_manidp.geometry import sym_kernels
 from pymc_manidp.geometry.sym_kernels import FUNC_CODES, sym_function, sym_function_pullback
 
 __all__ = ["SymMatrixFunction", "SymMatrixFunctionGrad", "sym_matrix_function"]
@@ -122,6 +127,17 @@ class SymMatrixFunctionGrad(Op):
         return f"SymMatrixFunctionGrad{{{self.func}}}"
 
 
+@functools.cache
+def _kernel_salt() -> int:
+    """A hash of the kernels' source for PyTensor's numba cache key.
+
+    PyTensor keys a cached graph function on the ``Op``'s class and props only, while
+    numba links the kernels' machine code into it: without this salt an edited
+    kernel would keep running its old code from the cache."""
+    src = Path(sym_kernels.__file__).read_bytes() + Path(__file__).read_bytes()
+    return int(hashlib.sha256(src).hexdigest()[:15], 16)
+
+
 @register_funcify_default_op_cache_key(SymMatrixFunction)
 def _numba_sym_matrix_function(op, node, **kwargs):
     code = op.code
@@ -130,7 +146,7 @@ def _numba_sym_matrix_function(op, node, **kwargs):
     def sym_matrix_function(x):
         return sym_function(x, code)
 
-    return sym_matrix_function
+    return sym_matrix_function, _kernel_salt()
 
 
 @register_funcify_default_op_cache_key(SymMatrixFunctionGrad)
@@ -141,7 +157,7 @@ def _numba_sym_matrix_function_grad(op, node, **kwargs):
     def sym_matrix_function_grad(x, g):
         return sym_function_pullback(x, g, code)
 
-    return sym_matrix_function_grad
+    return sym_matrix_function_grad, _kernel_salt()
 
 
 # The Ops already act on any number of leading batch axes: vectorizing a graph (PyMC

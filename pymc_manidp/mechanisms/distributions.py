@@ -45,7 +45,11 @@ from pymc_manidp.geometry.kendall import KendallShape
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_real
-from pymc_manidp.mechanisms.normalizers import laplace_log_normalizer, spd_laplace_max_sigma
+from pymc_manidp.mechanisms.normalizers import (
+    has_laplace_normalizer,
+    laplace_log_normalizer,
+    spd_laplace_max_sigma,
+)
 from pymc_manidp.mechanisms.transforms import (
     ChartTransform,
     NormalizedGaussian,
@@ -327,7 +331,12 @@ class _ManifoldRV(RandomVariable):
 class ManifoldLaplaceRV(_ManifoldRV):
     """``footpoint, sigma -> point``; draws: :func:`pymc_manidp.samplers.exact.sample_laplace`."""
 
+    __props__ = (*_ManifoldRV.__props__, "normalized")
     _law = "ManifoldLaplace"
+
+    def __init__(self, manifold, domain=None, normalized=True, **kwargs):
+        self.normalized = bool(normalized)
+        super().__init__(manifold, domain, **kwargs)
 
     @staticmethod
     def _signature(manifold):
@@ -416,6 +425,10 @@ class ManifoldLaplace(Continuous):
         The rate ``sigma > 0``.
     domain : DataDomain, optional
         Restrict the support to the closed ball ``B_r(m0)``.
+    normalized : bool, default True
+        ``False`` leaves ``log Z(sigma)`` out (and with it SPD's check of the edge):
+        for models where ``sigma`` is fixed and only the shape of the density matters
+        (the mechanisms' MCMC releases); ``sigma`` must then not be random.
     **kwargs
         ``size``, ``shape``, ``dims``, ``observed`` ... as for any PyMC distribution.
 
@@ -435,17 +448,26 @@ class ManifoldLaplace(Continuous):
     rv_type = ManifoldLaplaceRV
 
     @classmethod
-    def rv_op(cls, footpoint, sigma, *, manifold, domain=None, size=None, rng=None):
-        op = ManifoldLaplaceRV(manifold, domain)
+    def rv_op(
+        cls, footpoint, sigma, *, manifold, domain=None, normalized=True, size=None, rng=None
+    ):
+        op = ManifoldLaplaceRV(manifold, domain, normalized=normalized)
         return op(footpoint, sigma, size=size, rng=rng)
 
-    def __new__(cls, name, manifold, footpoint, sigma, *, domain=None, **kwargs):
-        return super().__new__(cls, name, manifold, footpoint, sigma, domain=domain, **kwargs)
+    def __new__(cls, name, manifold, footpoint, sigma, *, domain=None, normalized=True, **kwargs):
+        return super().__new__(
+            cls, name, manifold, footpoint, sigma, domain=domain, normalized=normalized, **kwargs
+        )
 
     @classmethod
-    def dist(cls, manifold, footpoint, sigma, *, domain=None, **kwargs):
+    def dist(cls, manifold, footpoint, sigma, *, domain=None, normalized=True, **kwargs):
         footpoint = _check_point(manifold, footpoint, "footpoint")
         sigma = _check_sigma(sigma)
+        if not normalized and _depends_on_random(sigma):
+            raise ValueError(
+                "normalized=False leaves out the normalizer, which depends on sigma: sigma "
+                "must be a constant or pm.Data, not a random variable"
+            )
         if domain is not None:
             if domain.manifold != manifold:
                 raise ValueError("domain is defined on a different manifold")
@@ -456,21 +478,23 @@ class ManifoldLaplace(Continuous):
                         f"on the footpoint and sigma), so its {what} must be a constant or "
                         "pm.Data, not a random variable; drop domain= for a normalized law"
                     )
-        elif laplace_log_normalizer(manifold, 1.0) is None and _depends_on_random(sigma):
+        elif not has_laplace_normalizer(manifold) and _depends_on_random(sigma):
             raise ValueError(
                 f"the Laplace on {manifold} is unnormalized here (no normalizer for "
                 f"{_manifold_name(manifold)}), so sigma must be a constant or pm.Data, not a "
                 "random variable"
             )
-        if domain is None and isinstance(manifold, SPD):
+        if normalized and domain is None and isinstance(manifold, SPD):
             _check_spd_sigma(manifold, sigma)
-        return super().dist([footpoint, sigma], manifold=manifold, domain=domain, **kwargs)
+        return super().dist(
+            [footpoint, sigma], manifold=manifold, domain=domain, normalized=normalized, **kwargs
+        )
 
 
 def _spd_sigma_top(manifold) -> tuple[float, str]:
     """Largest sigma of the unrestricted SPD Laplace here, and why."""
     k = manifold.k
-    if laplace_log_normalizer(manifold, 1.0) is None or k < 3:
+    if not has_laplace_normalizer(manifold) or k < 3:
         return manifold.laplace_max_sigma, "the normalizability edge 2/C"
     return spd_laplace_max_sigma(k), "0.98 of the normalizability edge (the tabulated range)"
 
@@ -489,9 +513,16 @@ def _check_spd_sigma(manifold, sigma):
         )
 
 
-def _laplace_sigma_conditions(manifold, sigma, domain):
+def _spd_edge_applies(op) -> bool:
+    """Whether the normalized, unrestricted law on SPD has a sigma edge to check."""
+    M = op.manifold
+    return op.normalized and op.domain is None and isinstance(M, SPD) and M.k > 1
+
+
+def _laplace_sigma_conditions(op, sigma):
     conds = _sigma_conditions(sigma)
-    if domain is None and isinstance(manifold, SPD) and manifold.laplace_max_sigma < np.inf:
+    manifold = op.manifold
+    if _spd_edge_applies(op):
         top, _ = _spd_sigma_top(manifold)
         conds.append(pt.lt(sigma, top))
     return conds
@@ -500,14 +531,14 @@ def _laplace_sigma_conditions(manifold, sigma, domain):
 @_logprob.register(ManifoldLaplaceRV)
 def _laplace_logprob(op, values, rng, size, footpoint, sigma, **kwargs):
     (value,) = values
-    logp = laplace_logp(op.manifold, value, footpoint, sigma, op.domain)
+    logp = laplace_logp(op.manifold, value, footpoint, sigma, op.domain, op.normalized)
     msg = f"sigma > 0 and footpoint a point of {op.manifold}"
-    if op.domain is None and isinstance(op.manifold, SPD):
+    if _spd_edge_applies(op):
         top, why = _spd_sigma_top(op.manifold)
         msg += f"; sigma below {top:.6g} ({why})"
     return check_parameters(
         logp,
-        *_laplace_sigma_conditions(op.manifold, sigma, op.domain),
+        *_laplace_sigma_conditions(op, sigma),
         *_point_conditions(op.manifold, footpoint),
         msg=msg,
     )

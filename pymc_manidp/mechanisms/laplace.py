@@ -134,7 +134,11 @@ class LaplaceMechanism(Mechanism):
         return eta, self.scale(len(data)), {"footpoint": eta}
 
     def mcmc_law(self, name, v, **kwargs):
-        return ManifoldLaplace(name, self.manifold, v["footpoint"], v["scale"], **kwargs)
+        # sigma is fixed in a release: the normalizer would only cost time, and SPD's
+        # edge is the mechanism's to check (a restricted release may exceed it)
+        return ManifoldLaplace(
+            name, self.manifold, v["footpoint"], v["scale"], normalized=False, **kwargs
+        )
 
     def exact_draws(self, data, size, rng):
         """Exact draws for checked data (``ExactDraws``): used by ``release``."""

@@ -20,6 +20,8 @@ differentiable in ``sigma`` (NUTS needs ``d log Z / d sigma`` when ``sigma`` is 
 from __future__ import annotations
 
 import functools
+import hashlib
+from pathlib import Path
 
 import numpy as np
 import pytensor.tensor as pt
@@ -33,12 +35,14 @@ from pymc_manidp.geometry.euclidean import Euclidean
 from pymc_manidp.geometry.kendall import KendallShape
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
+from pymc_manidp.mechanisms.transforms import log_unit_sphere_volume
 
 # laplace_log_normalizer is public from pymc_manidp.mechanisms (documented there)
 __all__ = [
     "SPD3_MAX_FRACTION",
     "SPD_NORMALIZED_K",
     "ChebyshevSeries",
+    "has_laplace_normalizer",
     "log_weyl_constant",
     "spd_laplace_log_normalizer",
     "spd_laplace_max_sigma",
@@ -50,14 +54,33 @@ _N_NODES = 400  # Gauss-Legendre nodes of the radial quadrature (machine precisi
 SPD_NORMALIZED_K = (1, 2, 3)
 
 
-def log_unit_sphere_volume(m: int) -> float:
-    """``log vol(S^{m-1})``, the unit sphere of ``R^m``: ``2 pi^{m/2} / Gamma(m/2)``."""
-    return float(np.log(2.0) + 0.5 * m * np.log(np.pi) - special.gammaln(0.5 * m))
-
-
 def _as_float_tensor(x):
     # a Python float becomes the narrowest exact dtype (1.0: float32): keep float64
     return pt.as_tensor_variable(x if isinstance(x, Variable) else np.asarray(x, float))
+
+
+def has_laplace_normalizer(manifold) -> bool:
+    """Whether :func:`~pymc_manidp.mechanisms.laplace_log_normalizer` knows ``Z`` here.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        Any manifold of the library.
+
+    Returns
+    -------
+    bool
+        True on ``Euclidean``, ``Sphere``, ``KendallShape`` and ``SPD(k)``, ``k <= 3``.
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> has_laplace_normalizer(pmd.SPD(k=3)), has_laplace_normalizer(pmd.SPD(k=4))
+    (True, False)
+    """
+    if isinstance(manifold, SPD):
+        return manifold.k in SPD_NORMALIZED_K
+    return isinstance(manifold, (Euclidean, Sphere, KendallShape))
 
 
 def laplace_log_normalizer(manifold, sigma):
@@ -254,7 +277,9 @@ def _numba_chebyshev(op, **kwargs):
             out[i] = t * b1 - b2 + coef[0]
         return out.reshape(x.shape)
 
-    return chebyshev
+    # the source's hash salts PyTensor's cache key (its default key sees only the props)
+    salt = int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:15], 16)
+    return chebyshev, salt
 
 
 def spd_laplace_log_normalizer(k: int, sigma):

@@ -100,7 +100,7 @@ class ChartTransform(Transform):
         return self.manifold.exp_coords(self.center, self.scale * u)
 
 
-def _log_unit_sphere_volume(m: int) -> float:
+def log_unit_sphere_volume(m: int) -> float:
     """``log vol(S^{m-1})``, the unit sphere of ``R^m``: ``2 pi^{m/2} / Gamma(m/2)``."""
     return float(np.log(2.0) + 0.5 * m * np.log(np.pi) - special.gammaln(0.5 * m))
 
@@ -232,7 +232,7 @@ class PolarChart(Transform):
             (d - 1) * pt.log(t)
             + log_dt_ds
             - 0.5 * nz**2
-            + _log_unit_sphere_volume(d)
+            + log_unit_sphere_volume(d)
             - 0.5 * d * np.log(2.0 * np.pi)
         )
         return c, log_jac
@@ -355,7 +355,7 @@ def log_volume(manifold) -> float:
     """
     if isinstance(manifold, Sphere):
         d = manifold.dim
-        return _log_unit_sphere_volume(d + 1) + d * np.log(manifold.radius)
+        return log_unit_sphere_volume(d + 1) + d * np.log(manifold.radius)
     if isinstance(manifold, KendallShape):
         m = manifold.k_landmarks - 2
         return float(m * np.log(np.pi) - special.gammaln(m + 1))

@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import importlib.util
 import os
+import re
 import shutil
 import threading
 import time
@@ -238,7 +239,7 @@ def polar_model(manifold, center, scale, law, *, name="release", inputs=None):
 # caches them under :func:`cache_dir`, keyed on PyTensor's hash of the compiled graph.
 
 CACHE_ENV = "PYMC_MANIDP_CACHE_DIR"
-_CACHE_FORMAT = 1  # bump when the wrappers' layout changes: old entries are then ignored
+_CACHE_FORMAT = 2  # bump when the wrappers' layout changes: old entries are then ignored
 _WRAPPER_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCATOR = None
 
@@ -259,8 +260,29 @@ def cache_dir() -> Path:
 
 
 def clear_cache() -> None:
-    """Delete :func:`cache_dir` (compiled NUTS entry points); they are rebuilt on demand."""
-    shutil.rmtree(cache_dir(), ignore_errors=True)
+    """Delete the compiled NUTS entry points under :func:`cache_dir` (rebuilt on demand).
+
+    Only the two folders this module writes (``numba``, ``models``) are removed, so a
+    ``PYMC_MANIDP_CACHE_DIR`` pointed at a folder with other files loses none of them.
+    """
+    for sub in ("numba", "models"):
+        shutil.rmtree(cache_dir() / sub, ignore_errors=True)
+
+
+def _cache_is_private() -> bool:
+    """Whether :func:`cache_dir` may be read and written: ours, and writable by us only.
+
+    The cache holds code that runs in the curator's process beside the private data
+    (numba's pickled index and object code): a folder another user could write to is
+    not used (the model is then compiled in the process, and nothing is cached).
+    """
+    path = cache_dir()
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def _register_locator():
@@ -278,7 +300,7 @@ def _register_locator():
             self._path = path
 
         def ensure_cache_path(self):
-            self._path.mkdir(parents=True, exist_ok=True)
+            self._path.mkdir(mode=0o700, parents=True, exist_ok=True)
 
         def get_cache_path(self):
             return str(self._path)
@@ -356,6 +378,9 @@ def expand_wrapper(dim, expanded, x_, out_, user_data_):
 """
 
 
+_TEMPLATES = {"logp": _LOGP_SRC, "expand": _EXPAND_SRC}
+
+
 def _user_layout(keys, shared_data):
     """Offsets of each array's pointer and shape in the int64 ``user_data`` vector."""
     layout, pos = {}, 0
@@ -374,12 +399,15 @@ def _user_data(keys, shared_data):
     return np.asarray(out, dtype=np.int64)
 
 
-def _wrapper_src(template, fn_pt, shared_var_keys, shared_data, **fmt):
-    """The source of a wrapper around ``fn_pt``'s numba function (see :data:`_LOGP_SRC`)."""
+def _wrapper_src(template, arg_keys, shared_data, **fmt):
+    """The source of a wrapper around a numba function (see :data:`_LOGP_SRC`) whose data
+    arguments are ``shared_data[key]`` for ``key`` in ``arg_keys`` (in that order).
+
+    Only our templates, integers and the arrays' own dtypes and ranks enter the source:
+    a cache manifest names keys, never code (:func:`_load_compiled`)."""
     layout, n_user = _user_layout(list(shared_data), shared_data)
     unpack, args = [], ""
-    for i, var in enumerate(fn_pt.get_shared()):
-        key = shared_var_keys[var]
+    for i, key in enumerate(arg_keys):
         off, val = layout[key], shared_data[key]
         shape = "".join(f"u[{off + 1 + a}], " for a in range(val.ndim))
         unpack.append(
@@ -460,7 +488,8 @@ def _structure_key(model):
     h = hashlib.sha256()
     cfg = pytensor.config
     versions = (_CACHE_FORMAT, pymc.__version__, pytensor.__version__, numba.__version__)
-    flags = (cfg.floatX, cfg.numba__fastmath, cfg.optimizer)
+    # check_bounds decides whether nutpie strips the parameter checks when it compiles
+    flags = (cfg.floatX, cfg.numba__fastmath, cfg.optimizer, bool(model.check_bounds))
     flags += (cfg.optimizer_including, cfg.optimizer_excluding, cfg.optimizer_requiring)
     h.update(repr((*versions, nutpie.__version__, flags, _source_hash())).encode())
     ids = {}
@@ -572,8 +601,15 @@ def _shared_arrays(variables):
     return shared_var_keys, shared_data
 
 
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
 def _load_compiled(model, key):
-    """The compiled model from the cache without compiling any PyTensor function, or None."""
+    """The compiled model from the cache without compiling any PyTensor function, or None.
+
+    The manifest is data: its fields are checked (integers, known ``pm.Data`` names,
+    hexadecimal keys) and the wrappers' source is generated here from our templates,
+    so a tampered or stale manifest only ever means a miss."""
     import json
 
     path = _manifest_path(key)
@@ -583,16 +619,23 @@ def _load_compiled(model, key):
         manifest = json.loads(path.read_text())
         by_name = {v.name: v for v in model.data_vars}
         shared_var_keys, shared_data = _shared_arrays(by_name[n] for n in manifest["shared"])
-    except (OSError, ValueError, KeyError):
+        fmt = dict(n_dim=int(manifest["n_dim"]), n_expanded=int(manifest["n_expanded"]))
+        cfuncs = {}
+        for kind, signature in _signatures().items():
+            entry = manifest[kind]
+            args, entry_key = list(entry["args"]), str(entry["key"])
+            if not _HEX.fullmatch(entry_key) or not set(args) <= set(shared_data):
+                return None
+            src = _wrapper_src(_TEMPLATES[kind], args, shared_data, **fmt)
+            cfuncs[kind] = _cfunc(src, f"{kind}_wrapper", entry_key, signature, None)
+            if cfuncs[kind] is None:
+                return None
+        initial = _initial_point_fn(model)
+        return _assemble(
+            model, manifest, cfuncs, initial, shared_var_keys, shared_data, (None, None)
+        )
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
-    cfuncs = {}
-    for kind, signature in _signatures().items():
-        entry = manifest[kind]
-        cfuncs[kind] = _cfunc(entry["src"], f"{kind}_wrapper", entry["key"], signature, None)
-        if cfuncs[kind] is None:
-            return None
-    initial = _initial_point_fn(model)
-    return _assemble(model, manifest, cfuncs, initial, shared_var_keys, shared_data, (None, None))
 
 
 def compile_nutpie(model):
@@ -613,7 +656,8 @@ def compile_nutpie(model):
     from nutpie import compile_pymc as ncp
     from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 
-    struct_key = _structure_key(model)
+    private = _cache_is_private()
+    struct_key = _structure_key(model) if private else None
     if struct_key is not None:
         loaded = _load_compiled(model, struct_key)
         if loaded is not None:
@@ -640,25 +684,27 @@ def compile_nutpie(model):
         "shared": [var.name for var in shared_var_keys],
     }
     cfuncs, hits = {}, 0
-    templates = {"logp": (_LOGP_SRC, logp_pt), "expand": (_EXPAND_SRC, expand_pt)}
+    templates = {"logp": logp_pt, "expand": expand_pt}
     for kind, signature in _signatures().items():
-        template, fn_pt = templates[kind]
-        src = _wrapper_src(template, fn_pt, shared_var_keys, shared_data, **fmt)
+        fn_pt = templates[kind]
+        args = [shared_var_keys[var] for var in fn_pt.get_shared()]
+        src = _wrapper_src(_TEMPLATES[kind], args, shared_data, **fmt)
         inner = fn_pt.vm.jit_fn
-        inner_key = CACHED_SRC_FUNCTIONS.get(inner.py_func)
+        inner_key = CACHED_SRC_FUNCTIONS.get(inner.py_func) if private else None
         key = None
         if inner_key is not None:
-            text = f"{_CACHE_FORMAT}\n{inner_key}\n{src}\n{numba.__version__}"
+            # this package's source too: a new kernel never meets an old wrapper
+            text = f"{_CACHE_FORMAT}\n{inner_key}\n{src}\n{numba.__version__}\n{_source_hash()}"
             key = hashlib.sha256(text.encode()).hexdigest()
         cfuncs[kind] = _cfunc(src, f"{kind}_wrapper", key, signature, inner)
         hits += int(cfuncs[kind].cache_hits > 0) if key is not None else 0
-        manifest[kind] = {"src": src, "key": key}
+        manifest[kind] = {"args": args, "key": key}
     cacheable = struct_key is not None and all(manifest[k]["key"] for k in templates)
     names = [var.name for var in shared_var_keys]
     if cacheable and len(set(names)) == len(names) and None not in names:
         path = _manifest_path(struct_key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(manifest))
             tmp.replace(path)  # atomic: a concurrent reader sees all or nothing
@@ -684,7 +730,7 @@ def _compile_nutpie_or_fallback(model):
     and say so."""
     try:
         return compile_nutpie(model)
-    except (ImportError, AttributeError, TypeError) as err:
+    except (ImportError, AttributeError, TypeError, ValueError) as err:
         import nutpie
 
         warnings.warn(

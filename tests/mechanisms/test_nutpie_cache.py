@@ -46,9 +46,53 @@ def test_cache_dir_setting_and_clear(monkeypatch, tmp_path):
     monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path / "mine"))
     (tmp_path / "mine" / "numba").mkdir(parents=True)
     (tmp_path / "mine" / "numba" / "x.nbi").write_text("stale")
+    (tmp_path / "mine" / "notes.txt").write_text("the user's own file")
     mcmc.clear_cache()
-    assert not (tmp_path / "mine").exists()
+    assert not (tmp_path / "mine" / "numba").exists()
+    assert (tmp_path / "mine" / "notes.txt").exists()  # only our folders are removed
     mcmc.clear_cache()  # clearing an absent cache is fine
+
+
+def test_a_cache_others_can_write_to_is_not_used(monkeypatch, tmp_path):
+    monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path / "c"))
+    assert mcmc._cache_is_private()  # created with mode 0o700
+    assert (tmp_path / "c").stat().st_mode & 0o777 == 0o700
+    (tmp_path / "c").chmod(0o777)
+    assert not mcmc._cache_is_private()
+    (tmp_path / "c").chmod(0o720)
+    assert not mcmc._cache_is_private()
+
+
+def test_a_tampered_manifest_is_a_miss_and_runs_no_code(monkeypatch, tmp_path):
+    import json
+
+    monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path))
+    model = _small_model([0.5], 1.0)
+    key = "ab" * 32
+    entry = {"args": ["s0"], "key": key}
+    good = {"n_dim": 2, "n_expanded": 2, "shared": ["mu"], "logp": entry, "expand": entry}
+    mcmc._manifest_path(key).parent.mkdir(parents=True)
+    for bad in (
+        {**good, "logp": {"args": ["__import__('os').system('false')"], "key": key}},
+        {**good, "logp": {"args": ["s0"], "key": "../../etc/passwd"}},
+        {**good, "n_dim": "2); import os; (1"},
+        {**good, "shared": ["not a pm.Data"]},
+        {k: v for k, v in good.items() if k != "expand"},
+    ):
+        mcmc._manifest_path(key).write_text(json.dumps(bad))
+        assert mcmc._load_compiled(model, key) is None
+
+
+def test_structure_key_sees_check_bounds():
+    pytest.importorskip("nutpie")
+    import pymc as pm
+
+    keys = []
+    for check in (True, False):
+        with pm.Model(check_bounds=check) as model:
+            pm.HalfNormal("s", 1.0)
+        keys.append(mcmc._structure_key(model))
+    assert None not in keys and keys[0] != keys[1]
 
 
 def _small_model(mu, scale):
