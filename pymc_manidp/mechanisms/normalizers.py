@@ -37,11 +37,11 @@ from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.mechanisms.transforms import log_unit_sphere_volume
 
-# laplace_log_normalizer is public from pymc_manidp.mechanisms (documented there)
+# laplace_log_normalizer is public from pymc_manidp.mechanisms (documented there);
+# ChebyshevSeries is an implementation detail (a PyTensor Op) of the SPD(3) table
 __all__ = [
     "SPD3_MAX_FRACTION",
     "SPD_NORMALIZED_K",
-    "ChebyshevSeries",
     "has_laplace_normalizer",
     "log_weyl_constant",
     "spd_laplace_log_normalizer",
