@@ -35,7 +35,6 @@ __all__ = [
     "exact_release",
     "mcmc_release",
     "release",
-    "resolve_rng",
 ]
 
 EXACT_SAMPLERS: tuple[str, ...] = ("exact",)

@@ -44,9 +44,9 @@ def sphere_data(n, seed):
 def laplace_run():
     """A NUTS run of the Laplace's polar model on S^2 (n = 10, eps = 0.5), its footpoint.
 
-    PyMC's own NUTS rather than nutpie: nutpie's numba compilation costs about 30 s
-    of CPU in every fresh process, too much for the default test run; the report
-    does not depend on which sampler produced the run.
+    PyMC's own NUTS rather than nutpie: it calls ``pm.sample`` directly, where
+    nutpie would compile without the library's cache (``mcmc.compile_nutpie``); the
+    report does not depend on which sampler produced the run.
     """
     mech = pmd.LaplaceMechanism(S2, epsilon=0.5, center=NORTH, radius=np.pi / 8)
     data = sphere_data(10, seed=0)
