@@ -47,6 +47,13 @@ def _as_float64(x):
     return x if x.dtype == "float64" else pt.cast(x, "float64")
 
 
+def _func_code(func: str) -> int:
+    """The kernels' code of the scalar function ``func`` (ValueError naming the choices)."""
+    if func not in FUNC_CODES:
+        raise ValueError(f"func must be one of {sorted(FUNC_CODES)}, got {func!r}")
+    return FUNC_CODES[func]
+
+
 class SymMatrixFunction(Op):
     r"""``f(sym(X))`` for a stack ``X`` of shape ``(..., k, k)``.
 
@@ -64,10 +71,7 @@ class SymMatrixFunction(Op):
     __props__ = ("func",)
 
     def __init__(self, func: str):
-        if func not in FUNC_CODES:
-            raise ValueError(f"func must be one of {sorted(FUNC_CODES)}, got {func!r}")
-        self.func = func
-        self.code = FUNC_CODES[func]
+        self.func, self.code = func, _func_code(func)
 
     def make_node(self, x):
         x = _as_float64(x)
@@ -97,10 +101,7 @@ class SymMatrixFunctionGrad(Op):
     __props__ = ("func",)
 
     def __init__(self, func: str):
-        if func not in FUNC_CODES:
-            raise ValueError(f"func must be one of {sorted(FUNC_CODES)}, got {func!r}")
-        self.func = func
-        self.code = FUNC_CODES[func]
+        self.func, self.code = func, _func_code(func)
 
     def make_node(self, x, g):
         x, g = _as_float64(x), _as_float64(g)
