@@ -127,6 +127,10 @@ class PyTensorTwins(Protocol):
     def pt_log_volume_density(self, coords):
         """Log volume density of the exp chart at coordinates ``(..., dim)``, a tensor."""
 
+    def pt_frechet_gradient_norm(self, x, data):
+        """``||sum_i log_x(x_i)||_x`` for points ``x`` ``(..., *point_shape)`` and
+        ``data`` ``(n, *point_shape)``, a tensor of shape ``(...)`` (KNG's norm)."""
+
 
 def _member_docs() -> dict[str, str]:
     docs = {}
@@ -204,3 +208,21 @@ class ManifoldBase:
     def log_coords(self, x, y):
         """Chart coordinates at ``x`` of ``log_x(y)``: the inverse of :meth:`exp_coords`."""
         return self.to_coords(x, self.log(x, y))
+
+    def pt_frechet_gradient_norm(self, x, data):
+        """``||sum_i log_x(x_i)||_x`` for points ``x`` ``(..., *point_shape)`` and
+        ``data`` ``(n, *point_shape)``, a tensor of shape ``(...)`` (KNG's norm).
+
+        This generic route evaluates ``n`` logarithms at ``x``; manifolds override it
+        with a cheaper one where the sum has structure (SPD, Kendall, the sphere).
+        """
+        import pytensor.tensor as pt  # NumPy users of the manifolds need no PyTensor
+
+        x = pt.as_tensor_variable(x)
+        nd = len(self.point_shape)
+        n = pt.as_tensor_variable(data).shape[0]
+        # broadcast explicitly: batched matrix functions infer their output's static
+        # shape from the first operand, so a length-1 axis there would drop data rows
+        xb = pt.expand_dims(x, -nd - 1)
+        xb = pt.broadcast_to(xb, (*[x.shape[i] for i in range(x.ndim - nd)], n, *self.point_shape))
+        return self.pt_norm(x, pt.sum(self.pt_log(xb, data), axis=-nd - 1))

@@ -288,17 +288,8 @@ def kng_logp(manifold, value, data, sigma, domain):
     -4.0
     """
     value = pt.as_tensor_variable(value)
-    nd = len(manifold.point_shape)
-    n = data.shape[0]
-    # broadcast explicitly: batched matrix functions infer their output's static shape
-    # from the first operand, so a length-1 axis there would drop data rows
-    xb = pt.expand_dims(value, -nd - 1)
-    xb = pt.broadcast_to(
-        xb, (*[value.shape[i] for i in range(value.ndim - nd)], n, *manifold.point_shape)
-    )
-    logs = manifold.pt_log(xb, data)
-    grad = pt.sum(logs, axis=-nd - 1)
-    logp = -manifold.pt_norm(value, grad) / (sigma * n)
+    n = pt.as_tensor_variable(data).shape[0]
+    logp = -manifold.pt_frechet_gradient_norm(value, data) / (sigma * n)
     return _restrict(logp, manifold, value, domain)
 
 

@@ -22,9 +22,9 @@ from tests.cases import manifold_params, random_point, random_tangent
 ALL = ["S1(R=2)", "S2(R=0.5)", "S5(R=3)", "SPD2", "SPD3", "Kendall3", "Kendall4", "Kendall10", "R3"]
 
 
-def _compile(fn, *args):
+def _compile(fn, *args, mode=None):
     syms = [pt.tensor(dtype="float64", shape=(None,) * np.ndim(a)) for a in args]
-    return pytensor.function(syms, fn(*syms), on_unused_input="ignore")
+    return pytensor.function(syms, fn(*syms), on_unused_input="ignore", mode=mode)
 
 
 def _vgrad(fn, args, seed, h=1e-4, rtol=1e-6):
@@ -172,3 +172,22 @@ def test_exp_chart_from_a_shared_frame_follows_a_new_centre(M):
         frame[k].set_value(v)
     np.testing.assert_allclose(fn(c), M.exp_coords(x2, c), rtol=0, atol=1e-10)
     assert not np.allclose(M.exp_coords(x1, c), M.exp_coords(x2, c))
+
+
+@manifold_params(ALL)
+def test_frechet_gradient_norm_twin(M):
+    """KNG's norm ``||sum_i log_x(x_i)||_x``: NumPy's value, and the gradient along the
+    chart (where samplers move ``x``; overrides may assume ``x`` on the manifold)."""
+    rng = np.random.default_rng(13)
+    x, ys = _centre_and_data(M, rng, n=7)
+    want = M.norm(x, np.sum(M.log(x, ys), axis=0))
+    got = _compile(M.pt_frechet_gradient_norm, x, ys, mode="FAST_COMPILE")(x, ys)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    batch = M.exp_coords(x, 0.3 * rng.normal(size=(4, M.dim)))  # batched points
+    got = _compile(M.pt_frechet_gradient_norm, batch, ys, mode="FAST_COMPILE")(batch, ys)
+    want = [M.norm(b, np.sum(M.log(b, ys), axis=0)) for b in batch]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    c = rng.normal(size=M.dim)
+    c *= 0.3 * min(M.injectivity_radius, 3.0) / np.linalg.norm(c)
+    for i, cc in enumerate([c, np.zeros(M.dim)]):
+        _vgrad(lambda t: M.pt_frechet_gradient_norm(M.pt_exp_coords(x, t), ys), [cc], 20 + i)
