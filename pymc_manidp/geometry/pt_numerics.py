@@ -41,7 +41,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.compile.builders import OpFromGraph
 
-from pymc_manidp.geometry.pt_sym_ops import sym_matrix_function
+from pymc_manidp.geometry.pt_sym_ops import sym_congruence_sum, sym_matrix_function
 
 __all__ = [
     "atanhc",
@@ -53,6 +53,7 @@ __all__ = [
     "log_sinhc",
     "log_sinhc_sqrt",
     "logm",
+    "logm_congruence_sum",
     "sinc_sqrt",
     "sinhc",
     "sinhc_sqrt",
@@ -296,6 +297,20 @@ def sym2_congruence(x, y):
     z11 = be * be * p + 2.0 * be * ga * q + ga * ga * r
     z01 = al * be * p + (al * ga + be * be) * q + be * ga * r
     return pt.stack([pt.stack([z00, z01], axis=-1), pt.stack([z01, z11], axis=-1)], axis=-2)
+
+
+def logm_congruence_sum(a, d, k=None):
+    """``sum_i logm(a sym(d_i) a)`` for symmetric ``a`` ``(..., k, k)`` and data ``d``
+    ``(n, k, k)``, shape ``(..., k, k)``; no gradient to ``d``.
+
+    ``k = 2``: closed forms in elementwise ops; ``k >= 3``: one
+    :class:`~pymc_manidp.geometry.pt_sym_ops.SymCongruenceSum` kernel (congruences,
+    logarithms and the sum in one loop over the data).
+    """
+    a, d = pt.as_tensor_variable(a), pt.as_tensor_variable(d)
+    if _is_2x2(a, k):
+        return pt.sum(_sym2_function("log", sym2_congruence(pt.expand_dims(a, -3), d)), axis=-3)
+    return sym_congruence_sum("log", a, d)
 
 
 def _is_2x2(x, k):

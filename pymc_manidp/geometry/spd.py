@@ -257,6 +257,22 @@ class SPD(ManifoldBase):
             return ptn.sym2_congruence(xs, ptn.logm(ptn.sym2_congruence(xi, y), k=2))
         return ptn.sym(xs @ ptn.logm(xi @ y @ xi, k=self.k) @ xs)
 
+    def pt_frechet_gradient_norm(self, x, data):
+        r"""``||sum_i log_x(x_i)||_x`` for ``x`` ``(..., k, k)``, ``data`` ``(n, k, k)``.
+
+        .. math:: \Big\|\sum_i \log_x(x_i)\Big\|_x
+                  = \Big\|\sum_i \operatorname{logm}(x^{-1/2} x_i x^{-1/2})\Big\|_F,
+
+        since ``log_x(y) = x^{1/2} logm(x^{-1/2} y x^{-1/2}) x^{1/2}`` and the norm at
+        ``x`` undoes the outer congruence. One inverse square root of ``x`` and ``n``
+        logarithms in one kernel (:func:`~pymc_manidp.geometry.pt_numerics.logm_congruence_sum`),
+        instead of a square root, an inverse square root and a logarithm per datum
+        (the generic route broadcasts ``x`` over the data).
+        """
+        xi = ptn.invsqrtm(pt.as_tensor_variable(x), k=self.k)
+        total = ptn.logm_congruence_sum(xi, data, k=self.k)
+        return pt.sqrt(pt.sum(total**2, axis=(-2, -1)) + 1e-300)
+
     def pt_dist(self, x, y):
         xi = ptn.invsqrtm(pt.as_tensor_variable(x), k=self.k)
         ell = ptn.logm(xi @ y @ xi, k=self.k)

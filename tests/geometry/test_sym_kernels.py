@@ -20,7 +20,15 @@ import scipy.linalg as sl
 import pymc_manidp as pmd
 from pymc_manidp.geometry import pt_numerics as ptn
 from pymc_manidp.geometry.pt_sym_ops import SymMatrixFunction
-from pymc_manidp.geometry.sym_kernels import FUNC_CODES, sym_function, sym_function_pullback
+from pymc_manidp.geometry.sym_kernels import (
+    FUNC_CODES,
+    _jacobi_eigh,
+    _jacobi_eigh3,
+    congruence_sum_eig,
+    congruence_sum_pullback_eig,
+    sym_function,
+    sym_function_pullback,
+)
 
 FUNCS = ["exp", "log", "sqrt", "invsqrt"]
 PT_FUNCS = {"exp": ptn.expm, "log": ptn.logm, "sqrt": ptn.sqrtm, "invsqrt": ptn.invsqrtm}
@@ -233,7 +241,8 @@ def _graph():
     P = pmd.SPD(k=3)
     logs = P.pt_log(x[0], y)
     kng = -P.pt_norm(x[0], pt.sum(logs, axis=0)) + pt.sum(P.pt_dist(x[0], y))
-    return [x, y], [*outs, cost, pt.grad(cost, x), kng, pt.grad(kng, x)]
+    fused = pt.sum(P.pt_frechet_gradient_norm(x, y))  # the congruence-sum kernel, batched
+    return [x, y], [*outs, cost, pt.grad(cost, x), kng, pt.grad(kng, x), fused, pt.grad(fused, x)]
 
 
 def _data(rng, n=6, k=3):
@@ -313,3 +322,95 @@ def test_method_choice_is_checked():
         ptn.logm(x, method="lapack")
     assert isinstance(ptn.logm(x, k=3).owner.op, SymMatrixFunction)
     assert not isinstance(ptn.logm(x, k=2).owner.op, SymMatrixFunction)  # closed form
+
+
+# --- the unrolled 3 x 3 Jacobi ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-200, 1e120])
+def test_unrolled_jacobi_agrees_with_the_loops_and_lapack(scale):
+    # 1e120: off-diagonal entries above 1e100 take the square-root test (no overflow);
+    # 1e-200: products of entries underflow
+    for label, x, cond in _cases(3):
+        x = x * scale
+        w3, u3 = np.empty(3), np.empty((3, 3))
+        w, u = np.empty(3), np.empty((3, 3))
+        _jacobi_eigh3(x.copy(), w3, u3)
+        _jacobi_eigh(x.copy(), w, u)
+        tol = 4e-15 * (cond or 1.0) * np.abs(x).max()
+        np.testing.assert_allclose(np.sort(w3), np.linalg.eigvalsh(x), rtol=0, atol=tol)
+        np.testing.assert_allclose(np.sort(w3), np.sort(w), rtol=0, atol=tol, err_msg=label)
+        np.testing.assert_allclose(u3 @ u3.T, np.eye(3), rtol=0, atol=4e-15)
+        np.testing.assert_allclose((u3 * w3) @ u3.T, x, rtol=0, atol=tol, err_msg=label)
+
+
+# --- the congruence-sum kernel (KNG on SPD(k >= 3)) --------------------------------------
+
+
+def _congruence_case(seed, k=3, n=5):
+    rng = np.random.default_rng(seed)
+    a = _data(rng, 2, k)  # two points: a batch
+    d = _data(rng, n, k)
+    a[1] = np.eye(k)  # A = I: A d_i A = d_i
+    d[0] = np.linalg.inv(a[0] @ a[0])  # A d_0 A = I: every eigenvalue equal
+    d[1] = _rotated([1.0, 1.0] + [2.0] * (k - 2), 9)  # two equal ones at A = I
+    return a, d
+
+
+def _congruence_reference(a, d, g, variant="right"):
+    """sum_i f(a d_i a) and its pullback to a in NumPy (LAPACK), or a broken variant."""
+    value = sum(_lapack("log", a @ di @ a) for di in d)
+    out = np.zeros_like(a)
+    for di in d:
+        gbar = _reference_pullback("log", a @ di @ a, 0.5 * (g + g.T))
+        m = gbar @ a @ di
+        out += m if variant == "one-sided" else m + m.T
+    return value, out
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_congruence_sum_values_and_pullback(k):
+    a, d = _congruence_case(1, k)
+    s, w, u = congruence_sum_eig(a, d, FUNC_CODES["log"])
+    assert s.shape == a.shape and w.shape == (2, len(d), k) and u.shape == (2, len(d), k, k)
+    g = np.random.default_rng(2).normal(size=a.shape)
+    pull = congruence_sum_pullback_eig(a, d, w, u, g, FUNC_CODES["log"])
+    for b in range(2):
+        want, want_pull = _congruence_reference(a[b], d, g[b])
+        np.testing.assert_allclose(s[b], want, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(pull[b], want_pull, rtol=0, atol=1e-10)
+        err = _congruence_fd_error(a[b], d, g[b], pull[b])
+        assert err < 1e-7, err
+
+
+def _congruence_fd_error(a, d, g, pull, h=1e-5):
+    rng = np.random.default_rng(4)
+    worst = 0.0
+    for _ in range(3):
+        e = rng.normal(size=a.shape)
+        e = 0.1 * (e + e.T)  # A stays symmetric positive definite
+
+        def f(t, e=e):
+            return float(np.sum(congruence_sum_eig(a + t * e, d, FUNC_CODES["log"])[0] * g))
+
+        fd = (-f(2 * h) + 8 * f(h) - 8 * f(-h) + f(-2 * h)) / (12 * h)
+        worst = max(worst, abs(float(np.sum(pull * e)) - fd) / max(1.0, abs(fd)))
+    return worst
+
+
+def test_congruence_fd_check_can_fail():
+    a, d = _congruence_case(3)
+    g = np.random.default_rng(5).normal(size=a.shape[1:])
+    right = _congruence_reference(a[0], d, g)[1]
+    wrong = _congruence_reference(a[0], d, g, variant="one-sided")[1]
+    assert _congruence_fd_error(a[0], d, g, right) < 1e-7
+    assert _congruence_fd_error(a[0], d, g, wrong) > 1e-3
+
+
+def test_congruence_sum_gets_no_gradient_through_its_working_outputs():
+    a, d = pt.matrix("a"), pt.tensor3("d")
+    node = ptn.logm_congruence_sum(a, d, k=3).owner
+    with pytest.raises(Exception, match="no gradient through"):
+        pt.grad(pt.sum(node.outputs[1]), a)
+    with pytest.raises(Exception, match="D is data"):
+        pt.grad(pt.sum(node.outputs[0]), d)
