@@ -183,8 +183,10 @@ class SymCongruenceSum(Op):
     .. math:: \bar A = \sum_i \big(\bar G_i A D_i + D_i A \bar G_i\big),
 
     with ``\bar G_i`` the Daleckii–Krein pullback of ``sym(\bar S)`` at ``A D_i A``,
-    computed from the eigendecompositions the forward pass keeps (two hidden outputs,
-    not differentiable). ``D`` gets no gradient: it is the data.
+    computed from the eigendecompositions the forward pass keeps (hidden outputs: the
+    eigenvalues, ``f`` of them and the eigenvectors; not differentiable). ``D`` gets no
+    gradient: it is the data. At ``k = 3`` with ``f = log`` (KNG) the kernel runs
+    vectorized over the data (:mod:`.sym_kernels`).
     """
 
     __props__ = ("func",)
@@ -200,7 +202,7 @@ class SymCongruenceSum(Op):
         batch, n = a.type.shape[:-2], d.type.shape[0]
         w = pt.tensor(dtype="float64", shape=(*batch, n, a.type.shape[-1]))
         u = pt.tensor(dtype="float64", shape=(*batch, n, *a.type.shape[-2:]))
-        return Apply(self, [a, d], [a.type(), w, u])
+        return Apply(self, [a, d], [a.type(), w, w.type(), u])
 
     def perform(self, node, inputs, output_storage):
         a, d = (np.asarray(x, dtype=np.float64) for x in inputs)
@@ -209,17 +211,18 @@ class SymCongruenceSum(Op):
 
     def infer_shape(self, node, shapes):
         a, d = shapes
-        return [a, (*a[:-2], d[0], a[-1]), (*a[:-2], d[0], *a[-2:])]
+        w = (*a[:-2], d[0], a[-1])
+        return [a, w, w, (*a[:-2], d[0], *a[-2:])]
 
     def pullback(self, inputs, outputs, cotangents):
-        g_s, g_w, g_u = cotangents
+        g_s, *g_work = cotangents
         a, d = inputs
         no_data_grad = grad_not_implemented(self, 1, d, "D is data: no gradient")
-        if not (isinstance(g_w.type, DisconnectedType) and isinstance(g_u.type, DisconnectedType)):
+        if not all(isinstance(g.type, DisconnectedType) for g in g_work):
             return [grad_not_implemented(self, 0, a, "no gradient through (w, U)"), no_data_grad]
         if isinstance(g_s.type, DisconnectedType):
             return [pt.zeros_like(a), no_data_grad]
-        grad = SymCongruenceSumGrad(self.func)(a, d, outputs[1], outputs[2], g_s)
+        grad = SymCongruenceSumGrad(self.func)(a, d, *outputs[1:], g_s)
         return [grad, no_data_grad]
 
     def __str__(self):
@@ -227,22 +230,21 @@ class SymCongruenceSum(Op):
 
 
 class SymCongruenceSumGrad(Op):
-    r"""Pullback of :class:`SymCongruenceSum` to ``A``: ``(A, D, w, U, Sbar) -> Abar``."""
+    r"""Pullback of :class:`SymCongruenceSum` to ``A``: ``(A, D, w, f(w), U, Sbar) -> Abar``."""
 
     __props__ = ("func",)
 
     def __init__(self, func: str):
         self.func, self.code = func, _func_code(func)
 
-    def make_node(self, a, d, w, u, g):
-        a, d, u, g = (_as_float64(x) for x in (a, d, u, g))
-        w = _as_float64_any(w)
+    def make_node(self, a, d, w, fw, u, g):
+        a, d, w, fw, u, g = (_as_float64(x) for x in (a, d, w, fw, u, g))
         g = pt.broadcast_to(g, a.shape) if g.type.shape != a.type.shape else g
-        return Apply(self, [a, d, w, u, g], [a.type()])
+        return Apply(self, [a, d, w, fw, u, g], [a.type()])
 
     def perform(self, node, inputs, output_storage):
-        a, d, w, u, g = (np.asarray(x, dtype=np.float64) for x in inputs)
-        output_storage[0][0] = congruence_sum_pullback_eig(a, d, w, u, g, self.code)
+        a, d, w, fw, u, g = (np.asarray(x, dtype=np.float64) for x in inputs)
+        output_storage[0][0] = congruence_sum_pullback_eig(a, d, w, fw, u, g, self.code)
 
     def infer_shape(self, node, shapes):
         return [shapes[0]]
@@ -250,7 +252,7 @@ class SymCongruenceSumGrad(Op):
     def pullback(self, inputs, outputs, cotangents):
         return [
             grad_not_implemented(self, i, inputs[i], "no second derivative of the sum")
-            for i in range(5)
+            for i in range(6)
         ]
 
     def __str__(self):
@@ -306,8 +308,8 @@ def _numba_sym_congruence_sum_grad(op, node, **kwargs):
     code = op.code
 
     @numba_njit
-    def sym_congruence_sum_grad(a, d, w, u, g):
-        return congruence_sum_pullback_eig(a, d, w, u, g, code)
+    def sym_congruence_sum_grad(a, d, w, fw, u, g):
+        return congruence_sum_pullback_eig(a, d, w, fw, u, g, code)
 
     return sym_congruence_sum_grad, _kernel_salt()
 

@@ -22,8 +22,11 @@ from pymc_manidp.geometry import pt_numerics as ptn
 from pymc_manidp.geometry.pt_sym_ops import SymMatrixFunction
 from pymc_manidp.geometry.sym_kernels import (
     FUNC_CODES,
+    _divided_difference,
     _jacobi_eigh,
     _jacobi_eigh3,
+    _log_divided_difference,
+    _soa_jacobi3,
     congruence_sum_eig,
     congruence_sum_pullback_eig,
     sym_function,
@@ -344,6 +347,35 @@ def test_unrolled_jacobi_agrees_with_the_loops_and_lapack(scale):
         np.testing.assert_allclose((u3 * w3) @ u3.T, x, rtol=0, atol=tol, err_msg=label)
 
 
+@pytest.mark.parametrize("scale", [1.0, 1e-200, 1e120])
+def test_vectorized_jacobi_gives_each_matrix_the_scalar_result(scale):
+    # one call for the whole stack: matrices that converge early must stay put while
+    # the others rotate (t = 0 is an exact no-op)
+    cases = [x * scale for _, x, _ in _cases(3)]
+    rows = np.array([[x[0, 0], x[1, 1], x[2, 2], x[0, 1], x[0, 2], x[1, 2]] for x in cases]).T
+    u = np.empty((9, len(cases)))
+    _soa_jacobi3(rows, u)
+    for j, x in enumerate(cases):
+        w3, u3 = np.empty(3), np.empty((3, 3))
+        _jacobi_eigh3(x.copy(), w3, u3)
+        uj = u[:, j].reshape(3, 3)
+        tol = 4e-15 * np.abs(x).max() * (1e8 if j >= 5 else 1.0)
+        np.testing.assert_allclose(np.sort(rows[:3, j]), np.sort(w3), rtol=0, atol=tol)
+        np.testing.assert_allclose((uj * rows[:3, j]) @ uj.T, x, rtol=0, atol=tol)
+        np.testing.assert_allclose(uj @ uj.T, np.eye(3), rtol=0, atol=4e-15)
+
+
+def test_log_divided_difference_across_its_branch_point():
+    # series below a relative gap of 0.1, quotient of logs above: both against the
+    # atanh form of the loop kernels, on both sides of the switch and at ties
+    for b in (1e-3, 1.0, 7.5):
+        for rel in (0.0, 1e-12, 1e-5, 0.05, 0.0999, 0.1001, 0.5, 0.99):
+            a = b * (1 + rel) / (1 - rel)  # (a - b)/(a + b) = rel
+            got = _log_divided_difference(a, b, np.log(a), np.log(b))
+            want = _divided_difference(1, a, b)
+            assert abs(got - want) <= 4e-15 * abs(want), (a, b, got, want)
+
+
 # --- the congruence-sum kernel (KNG on SPD(k >= 3)) --------------------------------------
 
 
@@ -371,10 +403,11 @@ def _congruence_reference(a, d, g, variant="right"):
 @pytest.mark.parametrize("k", [3, 4])
 def test_congruence_sum_values_and_pullback(k):
     a, d = _congruence_case(1, k)
-    s, w, u = congruence_sum_eig(a, d, FUNC_CODES["log"])
-    assert s.shape == a.shape and w.shape == (2, len(d), k) and u.shape == (2, len(d), k, k)
+    s, w, fw, u = congruence_sum_eig(a, d, FUNC_CODES["log"])
+    assert s.shape == a.shape and w.shape == fw.shape == (2, len(d), k)
+    assert u.shape == (2, len(d), k, k)
     g = np.random.default_rng(2).normal(size=a.shape)
-    pull = congruence_sum_pullback_eig(a, d, w, u, g, FUNC_CODES["log"])
+    pull = congruence_sum_pullback_eig(a, d, w, fw, u, g, FUNC_CODES["log"])
     for b in range(2):
         want, want_pull = _congruence_reference(a[b], d, g[b])
         np.testing.assert_allclose(s[b], want, rtol=0, atol=1e-12)
