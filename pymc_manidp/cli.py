@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="exact",
         help="exact (default, pure eps-DP), nuts or metropolis (approximately DP)",
     )
-    p.add_argument("--draws", type=int, default=None, help="MCMC draws per chain (2000)")
+    p.add_argument("--draws", type=int, default=None, help="MCMC draws per chain (1000)")
     p.add_argument("--tune", type=int, default=None, help="MCMC tuning steps per chain (1000)")
     p.add_argument("--chains", type=int, default=None, help="MCMC chains (4)")
     p.add_argument("--clip", action="store_true", help="project records outside the ball onto it")
@@ -210,7 +210,7 @@ def demo(args) -> int:
     return 0
 
 
-MCMC_SETTINGS = {"draws": 2000, "tune": 1000, "chains": 4}
+MCMC_SETTINGS = {"draws": 1000, "tune": 1000, "chains": 4}
 
 
 def _refuse_ignored_options(args) -> None:

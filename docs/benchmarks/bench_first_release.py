@@ -47,7 +47,7 @@ def child():
     timings = {}
     t0 = time.perf_counter()
     import pymc_manidp as pmd
-    from pymc_manidp.mechanisms import common
+    from pymc_manidp.privacy import procedure
     from pymc_manidp.samplers import mcmc
 
     timings["import"] = time.perf_counter() - t0
@@ -75,7 +75,7 @@ def child():
     init = mcmc.CompiledSampler.__init__
     mcmc.CompiledSampler.__init__ = timed("compile", init)
     mcmc.CompiledSampler.sample = timed("sample", mcmc.CompiledSampler.sample)
-    common.check_run = timed("gate", common.check_run)
+    procedure.check_run = timed("gate", procedure.check_run)
     t0 = time.perf_counter()
     rel = mech.release(data, sampler="nuts", random_seed=1)
     timings["release"] = time.perf_counter() - t0

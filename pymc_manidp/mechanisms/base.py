@@ -148,7 +148,7 @@ class Mechanism:
         *,
         sampler="exact",
         random_seed=None,
-        draws=2000,
+        draws=1000,
         tune=1000,
         chains=4,
         clip=False,
@@ -159,7 +159,11 @@ class Mechanism:
 
         ``sampler="exact"`` (default): pure ε-DP, ``delta = 0``, the rejection
         statistics in ``Release.sampler_info``; ``"nuts"``/``"metropolis"``: MCMC,
-        approximately DP (``delta=None``, see its notes). ``random_seed`` makes the
+        approximately DP (``delta=None``, see its notes). The MCMC defaults are PyMC's
+        (4 chains of 1,000 tuning steps and 1,000 draws): thousands of effective draws
+        for the gate on the built-in targets (docs/benchmarks.md). The released value
+        is one post-tuning draw; more draws sharpen the diagnostics, more tuning the
+        convergence. ``random_seed`` makes the
         release reproducible, for tests only: anyone who guesses the seed can
         reproduce the noise. ``estimate_delta=True`` (MCMC only) draws the released
         value from a fixed coupled kernel and records its L-lag coupling estimate δ̂

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import arviz as az
+import arviz_stats as azs  # the gate's statistics; the plots (arviz_plots) load on use
 import numpy as np
 import xarray as xr
 
@@ -137,7 +137,7 @@ def check_run(idata, name="release", *, max_rhat=MAX_RHAT, min_ess=MIN_ESS) -> D
 
 def summary(idata, name="release"):
     """ArviZ summary of the distance and the embedding coordinates (curator only)."""
-    return az.summary(idata, var_names=["distance", name])
+    return azs.summary(idata, var_names=["distance", name])
 
 
 def _idata_of(run):
@@ -300,19 +300,23 @@ def report(run, *, footpoint=None, manifold=None, out=None, name="release", ci_p
         coords={"chain": np.arange(n_chain), "draw": np.arange(n_draw), "axis": np.arange(dim)},
     )
     dt = xr.DataTree.from_dict({"posterior": ds})
-    stats = az.summary(dt, kind="stats", ci_kind="hdi", ci_prob=ci_prob, round_to="none")
+    stats = azs.summary(dt, kind="stats", ci_kind="hdi", ci_prob=ci_prob, round_to="none")
     stats = pd.DataFrame(stats)
     columns = {"distance": dist, **{f"coord[{a}]": coords[..., a] for a in range(dim)}}
     rhat, bulk, tail = _convergence(columns)
     diag = pd.DataFrame({"ess_bulk": bulk, "ess_tail": tail, "r_hat": rhat})
     table = stats.loc[list(columns)].join(diag)
 
-    trace = _figure(az.plot_trace_dist(dt, backend="matplotlib"))
+    # imported here: arviz_plots brings matplotlib, half a second that a release,
+    # which needs only the gate's statistics, should not pay (issue 12)
+    import arviz_plots as azp
+
+    trace = _figure(azp.plot_trace_dist(dt, backend="matplotlib"))
     trace.suptitle("Trace and per-chain density: distance to the footpoint, chart coordinates")
     cols = min(dim + 1, 3)
     rows = -(-(dim + 1) // cols)
     rank = _figure(
-        az.plot_rank(
+        azp.plot_rank(
             dt,
             backend="matplotlib",
             # the multi-chain uniformity test assumes independent draws: thin by the

@@ -112,7 +112,7 @@ def _seconds_per_point(manifold) -> float:
     return _SECONDS_PER_POINT.get(name, 1e-7) * scale
 
 
-def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=2000, max_seconds=None):
+def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_seconds=None):
     """Refuse an MCMC run whose log-density passes over ``n`` points far too often.
 
     Every leapfrog step of NUTS (and every Metropolis step) evaluates the density, one
@@ -803,7 +803,7 @@ class CompiledSampler:
         """The values the model's ``pm.Data`` hold now (copies)."""
         return {v.name: np.array(v.get_value()) for v in self.model.data_vars}
 
-    def sample(self, values, *, draws=2000, tune=1000, chains=2, random_seed=None):
+    def sample(self, values, *, draws=1000, tune=1000, chains=2, random_seed=None):
         """Set every ``pm.Data`` to ``values`` (exactly the model's names), run MCMC.
 
         Returns the ArviZ ``DataTree`` (``posterior``, ``sample_stats``; the
@@ -929,7 +929,7 @@ def _without_data(idata):
 
 
 def sample(
-    model, sampler="nuts", *, draws=2000, tune=1000, chains=2, random_seed=None, progressbar=False
+    model, sampler="nuts", *, draws=1000, tune=1000, chains=2, random_seed=None, progressbar=False
 ):
     """Run MCMC once on ``model`` with its current data; return the ArviZ ``DataTree``.
 
