@@ -93,10 +93,11 @@ def nuts_backend(backend=None) -> str:
 
 
 # Lower bounds on the seconds one gradient evaluation of the log-density costs per
-# data point (nutpie, 2 cores, 2026-11-23, measured with an idle machine in mind: real
-# runs were 2-5 times slower). NUTS pays at least ~3 evaluations per draw (measured
-# 4.9 on KNG, S^2); one evaluation is one pass over the data.
-_SECONDS_PER_POINT = {"Sphere": 2e-8, "KendallShape": 2e-8, "Euclidean": 5e-9, "SPD2": 3e-7}
+# data point (NUMBA backend, 2 cores, 2026-11-24, KNG's norm by the manifolds' own
+# routes: S^2 27 ns, Kendall(8) 46 ns, i.e. 8 ns per half dimension, SPD(2) 177 ns;
+# docs/benchmarks/bench_kng_norm.py). NUTS pays at least ~3 evaluations per draw
+# (measured 4.7-6.9); one evaluation is one pass over the data.
+_SECONDS_PER_POINT = {"Sphere": 2e-8, "KendallShape": 5e-9, "Euclidean": 5e-9, "SPD2": 1e-7}
 _LEAPFROG_PER_DRAW = 3
 MCMC_MAX_SECONDS = 600.0
 MAX_SECONDS_ENV = "PYMC_MANIDP_MCMC_MAX_SECONDS"
@@ -106,8 +107,11 @@ def _seconds_per_point(manifold) -> float:
     name = type(manifold).__name__
     if name == "SPD":
         k = manifold.k
-        # k = 2: closed forms; k >= 3: one batched eigh per data point and step
-        return _SECONDS_PER_POINT["SPD2"] if k == 2 else 3e-6 * (k / 3) ** 3
+        # k = 2: closed forms; k = 3: the vectorized congruence-sum kernel (0.17 us
+        # measured, docs/benchmarks/bench_kng_norm.py); k >= 4: its loops (2.6 us at 4)
+        if k == 2:
+            return _SECONDS_PER_POINT["SPD2"]
+        return 1.5e-7 if k == 3 else 1e-6 * (k / 4) ** 3
     scale = max(1.0, manifold.dim / 2)
     return _SECONDS_PER_POINT.get(name, 1e-7) * scale
 
@@ -545,17 +549,28 @@ def _manifest_path(key):
 
 
 def _initial_point_fn(model):
+    """PyMC's jittered initial point of ``model``, compiled for Python's linker.
+
+    PyMC compiles it in ``FAST_COMPILE`` mode, whose virtual machine imports
+    PyTensor's C layer (and with it setuptools) in a fresh process: 0.3-0.5 s of a
+    first release for a function nutpie calls once per chain. The same graph with the
+    pure-Python linker costs 0.14 s and returns the same values."""
+    import pytensor.compile.mode as pt_mode
     from nutpie import compile_pymc as ncp
     from pymc.initial_point import make_initial_point_fn
 
-    return ncp._wrap_with_lock(
-        make_initial_point_fn(
+    fast_compile = pt_mode.FAST_COMPILE  # read by make_initial_point_fn at call time
+    pt_mode.FAST_COMPILE = pt_mode.Mode(linker="py", optimizer="fast_compile")
+    try:
+        fn = make_initial_point_fn(
             model=model,
             default_strategy="support_point",
             jitter_rvs=set(model.free_RVs),
             return_transformed=True,
         )
-    )
+    finally:
+        pt_mode.FAST_COMPILE = fast_compile
+    return ncp._wrap_with_lock(fn)
 
 
 def _assemble(model, manifest, cfuncs, initial_point_fn, shared_var_keys, shared_data, fns):
