@@ -41,7 +41,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.compile.builders import OpFromGraph
 
-from pymc_manidp.geometry.pt_sym_ops import sym_congruence_sum, sym_matrix_function
+from pymc_manidp.geometry.pt_sym_ops import sym_congruence_sum, sym_eigvalsh, sym_matrix_function
 
 __all__ = [
     "atanhc",
@@ -376,33 +376,22 @@ sqrtm.__doc__ = "Principal square root of SPD tensors.\n" + _METHOD_DOC
 invsqrtm.__doc__ = "Inverse principal square root of SPD tensors.\n" + _METHOD_DOC
 
 
-@cache
-def _spectral_sum_op(phi, ndim: int) -> OpFromGraph:
-    x = pt.tensor("x_spectral", dtype="float64", shape=(None,) * ndim)
-
-    def forward(x):
-        return phi(pt.linalg.eigh(sym(x))[0])
-
-    def pullback(inputs, outputs, output_grads):
-        (x,), (g,) = inputs, output_grads
-        w, u = pt.linalg.eigh(sym(x))
-        gw = pt.grad(phi(w).sum(), w)
-        return [sym(_apply_eig(u, gw)) * g[..., None, None]]
-
-    return OpFromGraph([x], [forward(x)], pullback=pullback, name="spectral_sum", inline=True)
-
-
 def spectral_sum(phi, x):
     """``phi(eigenvalues(sym(x)))`` with gradient ``U diag(phi'(w)) U^T``.
 
     Parameters
     ----------
     phi : callable
-        Maps eigenvalues ``(..., k)`` to ``(...)``; must be a symmetric function of
-        the eigenvalues with a finite gradient (then the pullback is well defined at
-        repeated eigenvalues). It must be a module-level function: the Op is cached
-        on it.
+        Maps eigenvalues ``(..., k)`` (unsorted) to ``(...)``; must be a symmetric
+        function of the eigenvalues with a finite gradient (then the pullback is well
+        defined at repeated eigenvalues).
     x : tensor, shape (..., k, k)
+
+    Notes
+    -----
+    The eigenvalues come from :class:`~pymc_manidp.geometry.pt_sym_ops.SymEigvalsh`
+    (the Jacobi kernel; an Op with ``__props__``, so models using it can be cached on
+    disk), and ``phi`` is differentiated by PyTensor.
     """
     x = pt.as_tensor_variable(x)
-    return _keep_static_shape(_spectral_sum_op(phi, x.ndim)(x), x.type.shape[:-2])
+    return _keep_static_shape(phi(sym_eigvalsh(x)), x.type.shape[:-2])

@@ -39,6 +39,7 @@ from pymc_manidp.geometry.sym_kernels import (
     FUNC_CODES,
     congruence_sum_eig,
     congruence_sum_pullback_eig,
+    sym_eigh,
     sym_function_eig,
     sym_function_pullback_eig,
 )
@@ -46,9 +47,11 @@ from pymc_manidp.geometry.sym_kernels import (
 __all__ = [
     "SymCongruenceSum",
     "SymCongruenceSumGrad",
+    "SymEigvalsh",
     "SymMatrixFunction",
     "SymMatrixFunctionGrad",
     "sym_congruence_sum",
+    "sym_eigvalsh",
     "sym_matrix_function",
 ]
 
@@ -162,6 +165,48 @@ class SymMatrixFunctionGrad(Op):
 
     def __str__(self):
         return f"SymMatrixFunctionGrad{{{self.func}}}"
+
+
+class SymEigvalsh(Op):
+    r"""Eigenvalues of ``sym(X)`` for a stack ``X`` ``(..., k, k)``, unsorted.
+
+    For functions symmetric in the eigenvalues (e.g. the SPD volume density): their
+    gradient ``\bar w`` is equal on tied eigenvalues, so the pullback
+
+    .. math:: \bar X = U \operatorname{diag}(\bar w)\, U^\top
+
+    does not depend on the basis chosen inside an eigenspace and is right at repeated
+    eigenvalues. ``U`` is a hidden second output (not differentiable). Unlike an
+    ``OpFromGraph`` around ``eigh``, the Op carries ``__props__``, so a model using it
+    can be keyed for the on-disk sampler cache (``samplers/mcmc.py``).
+    """
+
+    __props__ = ()
+    default_output = 0
+
+    def make_node(self, x):
+        x = _as_float64(x)
+        w = pt.tensor(dtype="float64", shape=x.type.shape[:-1])
+        return Apply(self, [x], [w, x.type()])
+
+    def perform(self, node, inputs, output_storage):
+        w, u = sym_eigh(np.asarray(inputs[0], dtype=np.float64))
+        output_storage[0][0], output_storage[1][0] = w, u
+
+    def infer_shape(self, node, shapes):
+        return [shapes[0][:-1], shapes[0]]
+
+    def pullback(self, inputs, outputs, cotangents):
+        g_w, g_u = cotangents
+        if not isinstance(g_u.type, DisconnectedType):
+            return [grad_not_implemented(self, 0, inputs[0], "no gradient through U")]
+        if isinstance(g_w.type, DisconnectedType):
+            return [pt.zeros_like(inputs[0])]
+        u = outputs[1]
+        return [(u * pt.expand_dims(g_w, -2)) @ pt.swapaxes(u, -1, -2)]
+
+    def __str__(self):
+        return "SymEigvalsh"
 
 
 class SymCongruenceSum(Op):
@@ -292,6 +337,15 @@ def _numba_sym_matrix_function_grad(op, node, **kwargs):
     return sym_matrix_function_grad, _kernel_salt()
 
 
+@register_funcify_default_op_cache_key(SymEigvalsh)
+def _numba_sym_eigvalsh(op, node, **kwargs):
+    @numba_njit
+    def sym_eigvalsh(x):
+        return sym_eigh(x)
+
+    return sym_eigvalsh, _kernel_salt()
+
+
 @register_funcify_default_op_cache_key(SymCongruenceSum)
 def _numba_sym_congruence_sum(op, node, **kwargs):
     code = op.code
@@ -318,6 +372,7 @@ def _numba_sym_congruence_sum_grad(op, node, **kwargs):
 # does it for batched log-densities and predictive draws) only needs the batched inputs
 # aligned, not a Blockwise wrapper.
 _vectorize_node.register(SymMatrixFunction)(_vectorize_not_needed)
+_vectorize_node.register(SymEigvalsh)(_vectorize_not_needed)
 
 
 @_vectorize_node.register(SymMatrixFunctionGrad)
@@ -327,6 +382,11 @@ def _vectorize_sym_matrix_function_grad(op, node, w, u, g):
     u, g = pt.broadcast_arrays(u, g)
     w = pt.broadcast_to(pt.shape_padleft(w, nd - 1 - w.ndim), u.shape[:-1])
     return op.make_node(w, u, g)
+
+
+def sym_eigvalsh(x):
+    """Eigenvalues ``(..., k)`` of ``sym(x)``, unsorted, through :class:`SymEigvalsh`."""
+    return SymEigvalsh()(x)
 
 
 def sym_congruence_sum(func: str, a, d):

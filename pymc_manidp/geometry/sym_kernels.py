@@ -35,6 +35,7 @@ from numba import njit
 __all__ = [
     "FUNC_CODES",
     "JACOBI_MAX_K",
+    "sym_eigh",
     "sym_function",
     "sym_function_eig",
     "sym_function_pullback",
@@ -327,6 +328,24 @@ def _as_stack(x):
 def sym_function(x, code):
     """``f(sym(x))`` for ``x`` of shape ``(..., k, k)``; ``code`` from :data:`FUNC_CODES`."""
     return _function_stack(_as_stack(x), code)[0].reshape(x.shape)
+
+
+@njit(cache=True)
+def sym_eigh(x):
+    """Eigenvalues ``(..., k)`` and eigenvectors ``(..., k, k)`` of ``sym(x)``, unsorted
+    (the Jacobi iteration's order): for functions symmetric in the eigenvalues."""
+    k = x.shape[-1]
+    x3 = _as_stack(x)
+    nb = x3.shape[0]
+    ws = np.empty((nb, k))
+    us = np.empty((nb, k, k))
+    a = np.empty((k, k))
+    for b in range(nb):
+        for i in range(k):
+            for j in range(k):
+                a[i, j] = 0.5 * (x3[b, i, j] + x3[b, j, i])
+        _eigh(a, ws[b], us[b])
+    return ws.reshape(x.shape[:-1]), us.reshape(x.shape)
 
 
 @njit(cache=True)

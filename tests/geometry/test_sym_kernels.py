@@ -447,3 +447,34 @@ def test_congruence_sum_gets_no_gradient_through_its_working_outputs():
         pt.grad(pt.sum(node.outputs[1]), a)
     with pytest.raises(Exception, match="D is data"):
         pt.grad(pt.sum(node.outputs[0]), d)
+
+
+# --- eigenvalues for symmetric functions (the SPD volume density) -------------------------
+
+
+def test_spectral_sum_gradient_at_repeated_eigenvalues():
+    # phi symmetric in the eigenvalues: U diag(phi'(w)) U^T is basis-free at ties
+    x = pt.matrix("x")
+
+    def phi(w):  # a symmetric function with distinct partial derivatives
+        return pt.sum(w**3, axis=-1) + pt.prod(w, axis=-1)
+
+    out = ptn.spectral_sum(phi, x)
+    f = pytensor.function([x], [out, pt.grad(out, x)], mode="FAST_COMPILE")
+    for case in ("identity", "two equal", "spread"):
+        x0 = _rotated(GRAD_CASES[case][:3], 7)
+        val, g = f(x0)
+        w = np.linalg.eigvalsh(x0)
+        assert np.isclose(val, np.sum(w**3) + np.prod(w), rtol=1e-12)
+        # phi(X) = tr(X^3) + det(X): gradient 3 X^2 + det(X) X^{-1}
+        want = 3 * x0 @ x0 + np.linalg.det(x0) * np.linalg.inv(x0)
+        np.testing.assert_allclose(g, want, rtol=0, atol=1e-11)
+
+
+def test_eigvalsh_refuses_a_gradient_through_its_eigenvectors():
+    from pymc_manidp.geometry.pt_sym_ops import SymEigvalsh
+
+    x = pt.matrix("x")
+    node = SymEigvalsh()(x).owner
+    with pytest.raises(Exception, match="no gradient through U"):
+        pt.grad(pt.sum(node.outputs[1]), x)

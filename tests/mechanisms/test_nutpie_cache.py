@@ -279,3 +279,24 @@ def test_structure_key_ignores_data_values_and_sees_every_constant():
     assert mcmc._structure_key(model([5.0, -1.0, 3.0], big)) == key  # other data, other n
     assert mcmc._structure_key(model([1.0, 2.0], other)) != key
     assert mcmc._structure_key(model(np.ones((2, 2)), big)) != key  # data of another rank
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_every_mechanism_model_on_spd_can_be_keyed(k):
+    # SPD(k >= 3)'s volume density used an OpFromGraph (no __props__): its models were
+    # compiled again in every process. Each mechanism's model must now have a key, the
+    # same for other data of the same n and shape
+    pytest.importorskip("nutpie")
+    import pymc_manidp as pmd
+    from pymc_manidp.datasets.generators import uniform_radius_ball
+
+    M = pmd.SPD(k=k)
+    for cls in (pmd.KNGMechanism, pmd.LaplaceMechanism):
+        mech = cls(M, epsilon=1.0, center=np.eye(k), radius=1.0)
+        keys = [
+            mcmc._structure_key(
+                mech.model(uniform_radius_ball(M, 20, center=np.eye(k), radius=0.9, random_seed=s))
+            )
+            for s in (0, 1)
+        ]
+        assert keys[0] is not None and keys[0] == keys[1], cls.__name__
