@@ -68,6 +68,15 @@ def _as_float64_any(x):
     return x if x.dtype == "float64" else pt.cast(x, "float64")
 
 
+def _no_second_derivative(op, inputs, what):
+    """The pullback of a gradient Op: second derivatives would need the derivatives of
+    the divided differences, and NUTS and the tests use first derivatives only."""
+    return [
+        grad_not_implemented(op, i, x, f"no second derivative of {what}")
+        for i, x in enumerate(inputs)
+    ]
+
+
 def _func_code(func: str) -> int:
     """The kernels' code of the scalar function ``func`` (ValueError naming the choices)."""
     if func not in FUNC_CODES:
@@ -156,12 +165,7 @@ class SymMatrixFunctionGrad(Op):
         return [shapes[1]]
 
     def pullback(self, inputs, outputs, cotangents):
-        # second derivatives would need the derivative of the divided differences;
-        # NUTS and the tests use first derivatives only
-        return [
-            grad_not_implemented(self, i, inputs[i], "no second derivative of f(sym(X))")
-            for i in range(3)
-        ]
+        return _no_second_derivative(self, inputs, "f(sym(X))")
 
     def __str__(self):
         return f"SymMatrixFunctionGrad{{{self.func}}}"
@@ -295,10 +299,7 @@ class SymCongruenceSumGrad(Op):
         return [shapes[0]]
 
     def pullback(self, inputs, outputs, cotangents):
-        return [
-            grad_not_implemented(self, i, inputs[i], "no second derivative of the sum")
-            for i in range(6)
-        ]
+        return _no_second_derivative(self, inputs, "the congruence sum")
 
     def __str__(self):
         return f"SymCongruenceSumGrad{{{self.func}}}"
