@@ -265,9 +265,9 @@ class SPD(ManifoldBase):
 
         since ``log_x(y) = x^{1/2} logm(x^{-1/2} y x^{-1/2}) x^{1/2}`` and the norm at
         ``x`` undoes the outer congruence. One inverse square root of ``x`` and ``n``
-        logarithms in one kernel (:func:`~pymc_manidp.geometry.pt_numerics.logm_congruence_sum`),
-        instead of a square root, an inverse square root and a logarithm per datum
-        (the generic route broadcasts ``x`` over the data).
+        logarithms in one kernel (``pt_numerics.logm_congruence_sum``), instead of a
+        square root, an inverse square root and a logarithm per datum (the generic
+        route broadcasts ``x`` over the data).
         """
         xi = ptn.invsqrtm(pt.as_tensor_variable(x), k=self.k)
         total = ptn.logm_congruence_sum(xi, data, k=self.k)
