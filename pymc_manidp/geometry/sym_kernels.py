@@ -237,32 +237,35 @@ def _divided_difference(code, a, b):
 
 
 @njit(cache=True)
-def _function_stack(x, code):
-    """``f(sym(x_b))`` for each ``b``, with the eigenvalues and eigenvectors it used."""
+def _eigh_stack(x):
+    """Eigenvalues ``(B, k)`` and eigenvectors ``(B, k, k)`` of each ``sym(x_b)``."""
     nb, k = x.shape[0], x.shape[1]
-    out = np.empty((nb, k, k))
     ws = np.empty((nb, k))
     us = np.empty((nb, k, k))
     a = np.empty((k, k))
-    w = np.empty(k)
-    u = np.empty((k, k))
-    fw = np.empty(k)
     for b in range(nb):
         for i in range(k):
             for j in range(k):
                 a[i, j] = 0.5 * (x[b, i, j] + x[b, j, i])
-        _eigh(a, w, u)
+        _eigh(a, ws[b], us[b])
+    return ws, us
+
+
+@njit(cache=True)
+def _function_stack(x, code):
+    """``f(sym(x_b))`` for each ``b``, with the eigenvalues and eigenvectors it used."""
+    nb, k = x.shape[0], x.shape[1]
+    ws, us = _eigh_stack(x)
+    out = np.empty((nb, k, k))
+    fw = np.empty(k)
+    for b in range(nb):
         for m in range(k):
-            fw[m] = _scalar(code, w[m])
-            ws[b, m] = w[m]
-        for i in range(k):
-            for j in range(k):
-                us[b, i, j] = u[i, j]
+            fw[m] = _scalar(code, ws[b, m])
         for i in range(k):
             for j in range(i, k):
                 acc = 0.0
                 for m in range(k):
-                    acc += u[i, m] * fw[m] * u[j, m]
+                    acc += us[b, i, m] * fw[m] * us[b, j, m]
                 out[b, i, j] = acc
                 out[b, j, i] = acc
     return out, ws, us
@@ -334,17 +337,7 @@ def sym_function(x, code):
 def sym_eigh(x):
     """Eigenvalues ``(..., k)`` and eigenvectors ``(..., k, k)`` of ``sym(x)``, unsorted
     (the Jacobi iteration's order): for functions symmetric in the eigenvalues."""
-    k = x.shape[-1]
-    x3 = _as_stack(x)
-    nb = x3.shape[0]
-    ws = np.empty((nb, k))
-    us = np.empty((nb, k, k))
-    a = np.empty((k, k))
-    for b in range(nb):
-        for i in range(k):
-            for j in range(k):
-                a[i, j] = 0.5 * (x3[b, i, j] + x3[b, j, i])
-        _eigh(a, ws[b], us[b])
+    ws, us = _eigh_stack(_as_stack(x))
     return ws.reshape(x.shape[:-1]), us.reshape(x.shape)
 
 
