@@ -1,36 +1,47 @@
-"""pymc-manidp: differentially private releases on Riemannian manifolds, the PyMC way."""
+"""pymc-manidp: differentially private releases on Riemannian manifolds, the PyMC way.
 
-from pymc_manidp.geometry import SPD, Euclidean, KendallShape, Manifold, Sphere
-from pymc_manidp.mechanisms import (
-    KNG,
-    KNGMechanism,
-    LaplaceMechanism,
-    ManifoldLaplace,
-    ManifoldUniform,
-)
-from pymc_manidp.privacy import DiagnosticsError, Release
-from pymc_manidp.privacy.inference import noise_aware_model
-from pymc_manidp.stats import DataDomain, DomainError, FrechetResult, frechet_mean
+The public names below are loaded on first use (PEP 562), so that importing a lower
+layer (``import pymc_manidp.geometry``) does not load PyMC through this package's
+``__init__``; ``import pymc_manidp as pmd`` then ``pmd.KNGMechanism`` works as usual.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0.dev0"
 
-__all__ = [
-    "KNG",
-    "SPD",
-    "DataDomain",
-    "DiagnosticsError",
-    "DomainError",
-    "Euclidean",
-    "FrechetResult",
-    "KNGMechanism",
-    "KendallShape",
-    "LaplaceMechanism",
-    "Manifold",
-    "ManifoldLaplace",
-    "ManifoldUniform",
-    "Release",
-    "Sphere",
-    "__version__",
-    "frechet_mean",
-    "noise_aware_model",
-]
+#: public name -> module that defines it (docs/architecture.md: the layers)
+_PUBLIC = {
+    "Manifold": "pymc_manidp.geometry",
+    "Sphere": "pymc_manidp.geometry",
+    "SPD": "pymc_manidp.geometry",
+    "KendallShape": "pymc_manidp.geometry",
+    "Euclidean": "pymc_manidp.geometry",
+    "DataDomain": "pymc_manidp.stats",
+    "DomainError": "pymc_manidp.stats",
+    "FrechetResult": "pymc_manidp.stats",
+    "frechet_mean": "pymc_manidp.stats",
+    "ManifoldLaplace": "pymc_manidp.laws",
+    "KNG": "pymc_manidp.laws",
+    "ManifoldUniform": "pymc_manidp.laws",
+    "noise_aware_model": "pymc_manidp.laws",
+    "Release": "pymc_manidp.privacy",
+    "DiagnosticsError": "pymc_manidp.privacy",
+    "LaplaceMechanism": "pymc_manidp.mechanisms",
+    "KNGMechanism": "pymc_manidp.mechanisms",
+}
+
+__all__ = sorted([*_PUBLIC, "__version__"])
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module 'pymc_manidp' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_PUBLIC})

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pymc_manidp.files import MANIFOLDS
+from pymc_manidp.io.files import MANIFOLDS
 
 __all__ = ["EXIT_AUDIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERNAL", "build_parser", "main"]
 
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "release",
         help="release a private mean of your data (.npy/.csv) as JSON",
         description="Release a private mean of the records in DATA (one per row; see "
-        "pymc_manidp.files for the layouts) and write it with its provenance as JSON. "
+        "pymc_manidp.io.files for the layouts) and write it with its provenance as JSON. "
         "The centre and radius of the public ball must be chosen without looking at "
         "the data.",
     )
@@ -263,8 +263,8 @@ def release(args) -> int:
     import contextlib
 
     import pymc_manidp as pmd
-    from pymc_manidp.files import manifold_for, parse_center, read_points, release_json
-    from pymc_manidp.io import is_lazy_source, open_points, source_name
+    from pymc_manidp.io.files import manifold_for, parse_center, read_points, release_json
+    from pymc_manidp.io.stores import is_lazy_source, open_points, source_name
     from pymc_manidp.stats import reductions
 
     _refuse_ignored_options(args)
@@ -436,8 +436,8 @@ def _one_line(err) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (module docstring), one line on stderr."""
+    from pymc_manidp.laws.exact import ExactSamplingError
     from pymc_manidp.privacy.diagnostics import DiagnosticsError
-    from pymc_manidp.samplers.exact import ExactSamplingError
 
     args = build_parser().parse_args(argv)
     try:

@@ -1,41 +1,38 @@
-"""The layer picture: every import of the package points down (or sideways), never up.
+"""The layer picture: folders are layers, and every import points down.
 
-Each module's imports are read with :mod:`ast` (module-level and inside functions, so
-a lazy import counts as much as a top-level one) and each module is mapped to its
-layer. The order, bottom to top (DESIGN.md's table, revised where the code showed a
-better split):
+Each module's imports are read with :mod:`ast` (module level and inside functions, so a
+lazy import counts as much as a top-level one); importing ``a.b.c`` also runs the
+``__init__`` of package ``a.b``, so it counts as an import of that package too. A
+second check is dynamic: importing a folder (in a fresh interpreter) may load no module
+of a higher layer, whatever its ``__init__`` does. The order, bottom to top
+(docs/architecture.md):
 
-==  =================  =====================================================================
-0   foundation         ``rng`` (seeds and generators)
-1   geometry           manifolds, charts, NumPy and PyTensor numerics
-2   statistics         ``stats``: Fréchet means, sensitivity, the data domain, passes
-3   exact samplers     ``samplers`` (package), ``samplers.exact``, ``samplers.random_walk``:
-                       NumPy samplers of the laws, given geometry and statistics
-4   laws               ``mechanisms.transforms``, ``.normalizers``, ``.distributions``: tangent
-                       charts and the PyMC distributions (their ``rng_fn`` draws with the
-                       exact samplers, hence above them)
-5   MCMC               ``samplers.mcmc``: PyMC models built from the laws, and sampling
-6   privacy            ``privacy``: the Release record, the diagnostics gate, the release
-                       procedure (``privacy.procedure``), audits, coupling, inference
-7   mechanisms         ``mechanisms`` (package), ``mechanisms.base`` / ``laplace`` / ``kng``:
-                       mechanism objects that know ε, Δ, σ and whose ``release`` runs the
-                       privacy layer's procedure (a mechanism carries its privacy map, as
-                       OpenDP's Measurement: it sits on top of what it composes)
-8   public API         ``pymc_manidp`` (the package's ``__init__``)
-9   applications       ``baselines``, ``datasets``, ``experiments``, ``cli``, ``demo``,
-                       ``files``, ``io``
-==  =================  =====================================================================
+==  ===========  ==========================================================================
+0   rng          seeds and generators
+1   geometry     the Manifold protocol, one file per manifold, private kernels; no PyMC
+2   stats        Fréchet means, sensitivities, the public domain, passes over the data
+3   laws         Laplace and KNG: log-densities, charts, normalizers, exact samplers, the
+                 PyMC distributions, noise-aware models
+4   mcmc         the PyMC model of a law, sampling (nutpie, PyMC), the compile cache, kernels
+5   privacy      the Release record, the diagnostics gate, audits, the delta estimate
+6   mechanisms   mechanism objects that own their release (Laplace, KNG, baselines)
+7   public API   ``pymc_manidp`` itself (its names load lazily: it imports nothing)
+8   io           users' files and out-of-core stores
+9   datasets     generators and the shipped data
+10  experiments  the papers' experiments
+11  demo         the README's first command
+12  cli          the command line
+==  ===========  ==========================================================================
 
-Why the revision: the table's "mechanisms" row held both the laws (needed by the MCMC
-samplers) and the mechanism objects (which need the samplers and the privacy gate), and
-its "samplers" row held both the exact samplers (needed by the laws' ``rng_fn``) and
-the MCMC samplers (which need the laws). Splitting each row in two gives an order with
-no cycle; the packages keep their names and public paths.
+One prefix per layer, no exceptions: an import between two folders goes down or fails.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,43 +41,23 @@ import pymc_manidp
 
 PACKAGE = Path(pymc_manidp.__file__).parent
 
-#: ``(layer name, module prefixes)``, bottom to top. A module belongs to the layer of
-#: its longest matching prefix (a prefix matches itself and its submodules; the bare
-#: package name ``pymc_manidp`` matches only the package's ``__init__``).
-LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("pymc_manidp.rng",)),
-    ("geometry", ("pymc_manidp.geometry",)),
-    ("statistics", ("pymc_manidp.stats",)),
-    ("exact samplers", ("pymc_manidp.samplers",)),
-    (
-        "laws",
-        (
-            "pymc_manidp.mechanisms.transforms",
-            "pymc_manidp.mechanisms.normalizers",
-            "pymc_manidp.mechanisms.distributions",
-        ),
-    ),
-    ("MCMC", ("pymc_manidp.samplers.mcmc",)),
-    ("privacy", ("pymc_manidp.privacy",)),
-    ("mechanisms", ("pymc_manidp.mechanisms",)),
-    ("public API", ("pymc_manidp",)),
-    (
-        "applications",
-        (
-            "pymc_manidp.baselines",
-            "pymc_manidp.datasets",
-            "pymc_manidp.experiments",
-            "pymc_manidp.cli",
-            "pymc_manidp.demo",
-            "pymc_manidp.files",
-            "pymc_manidp.io",
-        ),
-    ),
+#: ``(layer name, module prefix)``, bottom to top. A prefix matches itself and its
+#: submodules; the bare package name matches only the package's ``__init__``.
+LAYERS: list[tuple[str, str]] = [
+    ("rng", "pymc_manidp.rng"),
+    ("geometry", "pymc_manidp.geometry"),
+    ("stats", "pymc_manidp.stats"),
+    ("laws", "pymc_manidp.laws"),
+    ("mcmc", "pymc_manidp.mcmc"),
+    ("privacy", "pymc_manidp.privacy"),
+    ("mechanisms", "pymc_manidp.mechanisms"),
+    ("public API", "pymc_manidp"),
+    ("io", "pymc_manidp.io"),
+    ("datasets", "pymc_manidp.datasets"),
+    ("experiments", "pymc_manidp.experiments"),
+    ("demo", "pymc_manidp.demo"),
+    ("cli", "pymc_manidp.cli"),
 ]
-
-#: Upward imports allowed on purpose, ``(importer, imported): reason``. Empty: add an
-#: entry only with a design reason written here, never to make the test pass.
-EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def module_name(path: Path) -> str:
@@ -126,31 +103,36 @@ def imports(name: str, source: str, known: set[str]) -> list[tuple[str, int]]:
 
 
 def layer_of(module: str) -> int:
-    """Index of ``module``'s layer in :data:`LAYERS` (longest matching prefix)."""
-    best, best_len = None, -1
-    for i, (_, prefixes) in enumerate(LAYERS):
-        for p in prefixes:
-            hit = module == p if p == "pymc_manidp" else module == p or module.startswith(p + ".")
-            if hit and len(p) > best_len:
-                best, best_len = i, len(p)
-    if best is None:
-        raise LookupError(f"{module} is in no layer: add it to LAYERS")
-    return best
+    """Index of ``module``'s layer in :data:`LAYERS`."""
+    for i, (_, prefix) in enumerate(LAYERS):
+        if prefix != "pymc_manidp" and (module == prefix or module.startswith(prefix + ".")):
+            return i
+    if module == "pymc_manidp":
+        return [p for _, p in LAYERS].index("pymc_manidp")
+    raise LookupError(f"{module} is in no layer: add its folder to LAYERS")
 
 
-def upward_imports(sources: dict[str, str]) -> list[str]:
-    """One line per import that points to a higher layer (and is not an exception)."""
+def with_packages(target: str) -> list[str]:
+    """``target`` and the packages whose ``__init__`` importing it runs (not the root's:
+    it imports nothing, checked by :func:`test_importing_a_folder_loads_nothing_above_it`)."""
+    parts = target.split(".")
+    return [*(".".join(parts[:i]) for i in range(2, len(parts))), target]
+
+
+def bad_imports(sources: dict[str, str]) -> list[str]:
+    """One line per import that points to another folder at the same or a higher layer."""
     known = set(all_modules()) | set(sources)
     found = []
     for name, source in sorted(sources.items()):
         mine = layer_of(name)
         for target, line in imports(name, source, known):
-            theirs = layer_of(target)
-            if theirs > mine and (name, target) not in EXCEPTIONS:
-                found.append(
-                    f"{name}:{line} imports {target} "
-                    f"({LAYERS[mine][0]} -> {LAYERS[theirs][0]}, upward)"
-                )
+            for mod in with_packages(target):
+                theirs = layer_of(mod)
+                if theirs > mine:
+                    found.append(
+                        f"{name}:{line} imports {mod} "
+                        f"({LAYERS[mine][0]} -> {LAYERS[theirs][0]}, upward)"
+                    )
     return found
 
 
@@ -159,13 +141,21 @@ def sources() -> dict[str, str]:
     return {name: path.read_text(encoding="utf-8") for name, path in all_modules().items()}
 
 
+def test_one_prefix_per_folder():
+    """Every folder (and top-level module) of the package is one layer, and no more."""
+    tops = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" and p.stem != "__init__"}
+    tops |= {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    prefixes = {p.split(".", 1)[1] for _, p in LAYERS if p != "pymc_manidp"}
+    assert tops == prefixes
+
+
 def test_every_module_has_a_layer():
     for name in all_modules():
         layer_of(name)  # raises LookupError naming the module
 
 
 def test_no_import_points_up():
-    found = upward_imports(sources())
+    found = bad_imports(sources())
     assert not found, "upward imports:\n" + "\n".join(found)
 
 
@@ -211,14 +201,6 @@ def test_the_cycle_finder_sees_a_lazy_cycle():
     assert find_cycle(fake) == ["pymc_manidp.stats.a", "pymc_manidp.stats.b", "pymc_manidp.stats.a"]
 
 
-def test_exceptions_are_still_needed():
-    """An exception whose import is gone is removed from the list, not kept for later."""
-    mods = sources()
-    known = set(mods)
-    present = {(n, t) for n, s in mods.items() for t, _ in imports(n, s, known)}
-    assert set(EXCEPTIONS) <= present
-
-
 @pytest.mark.parametrize(
     "name, source, culprit",
     [
@@ -226,44 +208,80 @@ def test_exceptions_are_still_needed():
         (
             "pymc_manidp.geometry.fake",
             "def f():\n    from pymc_manidp.privacy.release import Release\n",
-            "pymc_manidp.privacy.release",
+            "pymc_manidp.privacy",
         ),
         # a submodule import through its package, and a plain import
-        (
-            "pymc_manidp.stats.fake",
-            "from pymc_manidp.samplers import exact\n",
-            "pymc_manidp.samplers.exact",
-        ),
-        (
-            "pymc_manidp.privacy.fake",
-            "import pymc_manidp.mechanisms.kng\n",
-            "pymc_manidp.mechanisms.kng",
-        ),
+        ("pymc_manidp.stats.fake", "from pymc_manidp.laws import exact\n", "pymc_manidp.laws"),
+        ("pymc_manidp.privacy.fake", "import pymc_manidp.mechanisms.kng\n", "mechanisms"),
         # a relative import resolved against the importer
-        (
-            "pymc_manidp.mechanisms.distributions",
-            "from .base import Mechanism\n",
-            "pymc_manidp.mechanisms.base",
-        ),
-        # the laws below the MCMC samplers
-        (
-            "pymc_manidp.mechanisms.transforms",
-            "from pymc_manidp.samplers.mcmc import sample\n",
-            "pymc_manidp.samplers.mcmc",
-        ),
+        ("pymc_manidp.laws.fake", "from ..mcmc import sample\n", "pymc_manidp.mcmc"),
+        # the laws below MCMC, MCMC below privacy
+        ("pymc_manidp.laws.charts", "from pymc_manidp.mcmc.model import x\n", "mcmc"),
+        ("pymc_manidp.mcmc.fake", "from pymc_manidp.privacy import Release\n", "privacy"),
+        # the public API is above every layer below it
+        ("pymc_manidp.mechanisms.fake", "import pymc_manidp as pmd\n", "public API"),
     ],
 )
 def test_the_checker_catches_an_upward_import(name, source, culprit):
-    found = upward_imports({name: source})
-    assert len(found) == 1 and culprit in found[0] and name in found[0]
+    found = bad_imports({name: source})
+    assert found and all(culprit in f and name in f for f in found)
 
 
-def test_the_checker_accepts_downward_and_sideways_imports():
+def test_a_planted_upward_import_in_a_real_module_fails_the_test():
+    """Plant an upward import in a copy of a real module's source: the check fails."""
+    mods = sources()
+    mods["pymc_manidp.stats.domain"] += "\ndef _planted():\n    from pymc_manidp import mcmc\n"
+    found = bad_imports(mods)
+    assert len(found) == 1 and "pymc_manidp.stats.domain" in found[0]
+
+
+def test_the_checker_accepts_downward_and_same_folder_imports():
     ok = {
-        "pymc_manidp.privacy.fake": "from pymc_manidp.samplers import exact, mcmc\n"
+        "pymc_manidp.privacy.fake": "from pymc_manidp import mcmc\n"
+        "from pymc_manidp.laws import exact\n"
         "from pymc_manidp.privacy.release import Release\n",
-        "pymc_manidp.mechanisms.fake": (
-            "def f():\n    from pymc_manidp.privacy import diagnostics\n"
-        ),
+        "pymc_manidp.mechanisms.fake": "def f():\n    from pymc_manidp.privacy import release\n",
+        "pymc_manidp.cli": "import pymc_manidp as pmd\n",
     }
-    assert upward_imports(ok) == []
+    assert bad_imports(ok) == []
+
+
+_LOADED = """
+import importlib, json, pkgutil, sys
+pkg = importlib.import_module({name!r})
+if {name!r} != "pymc_manidp" and hasattr(pkg, "__path__"):
+    for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        importlib.import_module(info.name)
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
+                        ("pymc_manidp", "pymc", "pytensor", "arviz", "nutpie"))))
+"""
+
+
+def loaded_by(name: str) -> list[str]:
+    """The modules a fresh interpreter holds after importing ``name`` and its submodules."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED.format(name=name)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=PACKAGE.parent,
+    )
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("prefix", [p for _, p in LAYERS[:7]] + ["pymc_manidp"])
+def test_importing_a_folder_loads_nothing_above_it(prefix):
+    """Dynamic: ``__init__`` side effects and lazy imports run at import time included."""
+    mine = layer_of(prefix)
+    loaded = loaded_by(prefix)
+    # the root package is every module's parent: its __init__ imports nothing (below)
+    above = [m for m in loaded if m.startswith("pymc_manidp.") and layer_of(m) > mine]
+    assert not above, f"importing {prefix} loads {above}"
+    if prefix == "pymc_manidp":  # the public names load on first use only
+        assert loaded == ["pymc_manidp"]
+
+
+def test_geometry_loads_no_pymc():
+    """NumPy users of the manifolds need no PyMC (geometry's PyTensor twins load lazily)."""
+    loaded = loaded_by("pymc_manidp.geometry")
+    assert not [m for m in loaded if m.split(".")[0] in ("pymc", "arviz", "nutpie")]

@@ -47,8 +47,8 @@ def child():
     timings = {}
     t0 = time.perf_counter()
     import pymc_manidp as pmd
-    from pymc_manidp.privacy import procedure
-    from pymc_manidp.samplers import mcmc
+    from pymc_manidp import mcmc
+    from pymc_manidp.mechanisms import procedure
 
     timings["import"] = time.perf_counter() - t0
 

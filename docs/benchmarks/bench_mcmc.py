@@ -50,8 +50,8 @@ import numpy as np
 import pymc as pm
 
 import pymc_manidp as pmd
-from pymc_manidp.samplers import mcmc
-from pymc_manidp.samplers.random_walk import random_walk_mh
+from pymc_manidp import mcmc
+from pymc_manidp.mcmc.random_walk import random_walk_mh
 from pymc_manidp.stats.frechet import frechet_mean
 
 N = 1000

@@ -34,7 +34,7 @@ import numpy as np
 
 import pymc_manidp as pmd
 from pymc_manidp.datasets.generators import uniform_radius_ball
-from pymc_manidp.samplers.random_walk import random_walk_mh
+from pymc_manidp.mcmc.random_walk import random_walk_mh
 from pymc_manidp.stats.frechet import frechet_mean
 
 

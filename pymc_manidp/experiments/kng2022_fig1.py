@@ -69,8 +69,8 @@ COLORS = {
 @cache
 def _setup(space: str, epsilon: float):
     import pymc_manidp as pmd
-    from pymc_manidp.baselines import EuclideanLaplace, ProjectedLaplace
     from pymc_manidp.datasets import sphere_cap, wishart_in_ball
+    from pymc_manidp.mechanisms.baselines import EuclideanLaplace, ProjectedLaplace
 
     if space == "SPD(2)":
         M, center, r = pmd.SPD(k=2), np.eye(2), 1.5
@@ -111,8 +111,8 @@ def paper_sigma(space: str, method: str, n: int, epsilon: float) -> float:
 
 
 def _chunk(space, n, epsilon, jobs):
-    from pymc_manidp.baselines import knorm_noise, vech
-    from pymc_manidp.samplers import exact
+    from pymc_manidp.laws import exact
+    from pymc_manidp.mechanisms.baselines import knorm_noise, vech
 
     M, gen, mechs = _setup(space, epsilon)
     amb = vech if space == "SPD(2)" else np.asarray

@@ -13,7 +13,7 @@ Setting (every choice the paper leaves open is a parameter, see ``SETTINGS``):
 - mechanisms: KNG (sampled, as in the paper, by random-walk Metropolis–Hastings: the
   exact rejection sampler's acceptance rate :math:`\approx (H/\lambda)^d` is far too
   small in ``d = 2k - 4`` dimensions), the landmark-wise Laplace with and without
-  rotational alignment (``pymc_manidp.baselines.LandmarkLaplace``, budget split over
+  rotational alignment (``pymc_manidp.mechanisms.baselines.LandmarkLaplace``, budget split over
   landmarks) and, for the table only, the exact manifold Laplace;
 - smoothing (Fig. 3): first-order local linear regression of each coordinate on
   the landmark index along the closed contour (:func:`local_linear_smooth`), then
@@ -179,7 +179,7 @@ def _problem(cfg):
 def _kng_chains(cfg, n_chains, ss):
     """``n_chains`` independent MH chains for KNG; each chain's last state is one draw."""
     import pymc_manidp as pmd
-    from pymc_manidp.samplers.random_walk import random_walk_mh
+    from pymc_manidp.mcmc.random_walk import random_walk_mh
 
     K, m0, private = _problem(cfg)
     mech = pmd.KNGMechanism(K, epsilon=cfg["epsilon"], center=m0, radius=cfg["radius"])
@@ -248,7 +248,7 @@ def kng2022_shapes(
     import pandas as pd
 
     import pymc_manidp as pmd
-    from pymc_manidp.baselines import LandmarkLaplace
+    from pymc_manidp.mechanisms.baselines import LandmarkLaplace
 
     cfg = dict(SETTINGS["quick" if quick else "full"])
     if replicates is not None:

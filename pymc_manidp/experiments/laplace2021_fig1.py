@@ -75,8 +75,8 @@ NON_PD_FRECHET = "Euclidean Laplace on the Fréchet mean (paper's protocol)"
 def _setup(space: str, epsilon: float):
     """Manifold, data generator and mechanisms of one panel row (cached per process)."""
     import pymc_manidp as pmd
-    from pymc_manidp.baselines import EuclideanLaplace
     from pymc_manidp.datasets import sphere_cap, wishart_in_ball
+    from pymc_manidp.mechanisms.baselines import EuclideanLaplace
 
     if space == "SPD(2)":
         M, center, r = pmd.SPD(k=2), np.eye(2), SPD_RADIUS
@@ -132,8 +132,8 @@ def _sensitivity_chunk(space, n, epsilon, jobs):
 
 def _utility_chunk(space, n, epsilon, non_pd_epsilons, jobs):
     """One replicate per seed: a dataset, its Fréchet mean, one release per mechanism."""
-    from pymc_manidp.baselines import knorm_noise, unvech, vech
-    from pymc_manidp.samplers import exact
+    from pymc_manidp.laws import exact
+    from pymc_manidp.mechanisms.baselines import knorm_noise, unvech, vech
 
     M, gen, lap, euc = _setup(space, epsilon)
     spd = space == "SPD(2)"

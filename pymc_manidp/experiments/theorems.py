@@ -118,8 +118,8 @@ def _rate_chunk(space, n, epsilon, jobs):
 
 def _inflation_chunk(d, D, n, radius, epsilon, jobs):
     import pymc_manidp as pmd
-    from pymc_manidp.baselines import EuclideanLaplace
     from pymc_manidp.datasets import uniform_radius_ball
+    from pymc_manidp.mechanisms.baselines import EuclideanLaplace
 
     Md, MD = pmd.Euclidean(dim=d), pmd.Euclidean(dim=D)
     intrinsic = pmd.LaplaceMechanism(Md, epsilon=epsilon, center=np.zeros(d), radius=radius)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytensor.tensor as pt
 
-from pymc_manidp.geometry import pt_numerics as ptn
+from pymc_manidp.geometry._kernels import pt_numerics as ptn
+from pymc_manidp.geometry._kernels.numerics import log_sinhc, sym, sym_eigh, sym_eigvalsh, sym_funm
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.numerics import log_sinhc, sym, sym_eigh, sym_eigvalsh, sym_funm
 from pymc_manidp.geometry.validation import as_points, check_positive_int, first_bad_row
 
 __all__ = ["SPD", "identity_frame"]

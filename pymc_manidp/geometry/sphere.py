@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytensor.tensor as pt
 
-from pymc_manidp.geometry import pt_numerics as ptn
+from pymc_manidp.geometry._kernels import pt_numerics as ptn
+from pymc_manidp.geometry._kernels.numerics import angle_between, log_sinc, sinc, theta_over_sin
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.numerics import angle_between, log_sinc, sinc, theta_over_sin
 from pymc_manidp.geometry.validation import (
     as_points,
     check_positive_int,

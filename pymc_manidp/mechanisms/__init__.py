@@ -1,27 +1,16 @@
-"""Mechanisms layer: tangent-chart transforms, PyMC distributions, mechanism objects."""
+"""Mechanisms layer: mechanism objects that own their release (Laplace, KNG, and the
+Euclidean baselines), each carrying its privacy map (ε, Δ, σ)."""
 
-from pymc_manidp.mechanisms.distributions import (
-    KNG,
-    ManifoldLaplace,
-    ManifoldUniform,
-    kng_logp,
-    laplace_log_normalizer,
-    laplace_logp,
-)
+from pymc_manidp.mechanisms.base import Mechanism
+from pymc_manidp.mechanisms.baselines import EuclideanLaplace, LandmarkLaplace, ProjectedLaplace
 from pymc_manidp.mechanisms.kng import KNGMechanism
 from pymc_manidp.mechanisms.laplace import LaplaceMechanism
-from pymc_manidp.mechanisms.transforms import ChartTransform, NormalizedGaussian, PolarChart
 
 __all__ = [
-    "KNG",
-    "ChartTransform",
+    "EuclideanLaplace",
     "KNGMechanism",
+    "LandmarkLaplace",
     "LaplaceMechanism",
-    "ManifoldLaplace",
-    "ManifoldUniform",
-    "NormalizedGaussian",
-    "PolarChart",
-    "kng_logp",
-    "laplace_log_normalizer",
-    "laplace_logp",
+    "Mechanism",
+    "ProjectedLaplace",
 ]

@@ -24,13 +24,13 @@ from pymc_manidp.geometry.validation import (
     check_positive_real,
     check_rate,
 )
+from pymc_manidp.mcmc import SamplerCache
 
 # The release procedure is privacy's job (it builds the Release and runs the
 # diagnostics gate): the mechanism objects sit one layer above the privacy layer, so
 # that this import points down (tests/test_layers.py has the order and the reason).
-from pymc_manidp.privacy.procedure import release as _release_procedure
+from pymc_manidp.mechanisms.procedure import release as _release_procedure
 from pymc_manidp.rng import as_generator
-from pymc_manidp.samplers.mcmc import SamplerCache
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.sensitivity import rate
 
@@ -168,7 +168,7 @@ class Mechanism:
         reproduce the noise. ``estimate_delta=True`` (MCMC only) draws the released
         value from a fixed coupled kernel and records its L-lag coupling estimate δ̂
         in ``Release.delta_estimate`` (curator side, an estimate; ``delta`` stays
-        ``None``). The procedure is ``release`` in ``pymc_manidp/privacy/procedure.py``.
+        ``None``). The procedure is ``release`` in ``pymc_manidp/mechanisms/procedure.py``.
         """
         return _release_procedure(
             self,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pymc_manidp.laws import exact
+from pymc_manidp.laws.distributions import KNG
+from pymc_manidp.mcmc import polar_model
 from pymc_manidp.mechanisms.base import Mechanism
-from pymc_manidp.mechanisms.distributions import KNG
-from pymc_manidp.samplers import exact
-from pymc_manidp.samplers.mcmc import polar_model
 from pymc_manidp.stats.frechet import frechet_mean
 
 __all__ = ["KNGMechanism"]

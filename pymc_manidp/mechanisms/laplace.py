@@ -17,10 +17,10 @@ import numpy as np
 
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.validation import check_bool, check_nonnegative_real
+from pymc_manidp.laws import exact
+from pymc_manidp.laws.distributions import ManifoldLaplace
+from pymc_manidp.mcmc import polar_model
 from pymc_manidp.mechanisms.base import Mechanism
-from pymc_manidp.mechanisms.distributions import ManifoldLaplace
-from pymc_manidp.samplers import exact
-from pymc_manidp.samplers.mcmc import polar_model
 from pymc_manidp.stats.frechet import frechet_mean
 
 __all__ = ["LaplaceMechanism", "spd_laplace_max_sigma"]

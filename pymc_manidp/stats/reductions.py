@@ -366,7 +366,7 @@ def distance_profile(M, x, data, top, bins=1024):
     gathered): a histogram on ``[0, top]`` whose bins are represented by their upper
     edges; a function that decreases with the distance, averaged with
     these weights, is then a lower bound of its true average (what the KNG envelope's
-    local slopes need, :func:`pymc_manidp.samplers.exact.sample_kng`).
+    local slopes need, :func:`pymc_manidp.laws.exact.sample_kng`).
 
     Parameters
     ----------

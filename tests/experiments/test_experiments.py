@@ -106,7 +106,7 @@ def _slope(sigma_of_n, n_grid=(50, 200, 800), reps=60):
     """Slope of log E ρ² on log n for the manifold Laplace on S² at rate sigma_of_n(n)."""
     from pymc_manidp import Sphere, frechet_mean
     from pymc_manidp.datasets import sphere_cap
-    from pymc_manidp.samplers import exact
+    from pymc_manidp.laws import exact
 
     S = Sphere(dim=2)
     means, ses = [], []

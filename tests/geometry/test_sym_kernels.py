@@ -18,9 +18,9 @@ import pytest
 import scipy.linalg as sl
 
 import pymc_manidp as pmd
-from pymc_manidp.geometry import pt_numerics as ptn
-from pymc_manidp.geometry.pt_sym_ops import SymMatrixFunction
-from pymc_manidp.geometry.sym_kernels import (
+from pymc_manidp.geometry._kernels import pt_numerics as ptn
+from pymc_manidp.geometry._kernels.pt_sym_ops import SymMatrixFunction
+from pymc_manidp.geometry._kernels.sym_kernels import (
     FUNC_CODES,
     _divided_difference,
     _jacobi_eigh,
@@ -472,7 +472,7 @@ def test_spectral_sum_gradient_at_repeated_eigenvalues():
 
 
 def test_eigvalsh_refuses_a_gradient_through_its_eigenvectors():
-    from pymc_manidp.geometry.pt_sym_ops import SymEigvalsh
+    from pymc_manidp.geometry._kernels.pt_sym_ops import SymEigvalsh
 
     x = pt.matrix("x")
     node = SymEigvalsh()(x).owner

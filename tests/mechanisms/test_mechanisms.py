@@ -10,9 +10,9 @@ import pytensor.tensor as pt
 import pytest
 
 import pymc_manidp as pmd
-from pymc_manidp.mechanisms.distributions import kng_logp, laplace_logp
+from pymc_manidp import mcmc
+from pymc_manidp.laws.distributions import kng_logp, laplace_logp
 from pymc_manidp.mechanisms.laplace import spd_laplace_max_sigma
-from pymc_manidp.samplers import mcmc
 from tests.radial import mcmc_ks, radial_cdf
 
 S2 = pmd.Sphere(dim=2)
@@ -218,7 +218,7 @@ def test_the_spd_envelope_refuses_a_subnormal_sigma():
     """The SPD envelope's rate 1/(1/sigma - beta) divided by zero for a subnormal sigma;
     now sigma (and that rate, a guard) must be normal floats, and the smallest normal
     sigma still samples."""
-    from pymc_manidp.samplers import exact
+    from pymc_manidp.laws import exact
 
     with pytest.raises(ValueError, match="too large for floating point"):
         exact.laplace_coords(pmd.SPD(k=2), 1e-310, 1, rng=0, t_max=1.0)
@@ -249,7 +249,7 @@ def test_only_one_place_builds_a_release():
     import pymc_manidp.mechanisms.base as base
     import pymc_manidp.mechanisms.kng as kng
     import pymc_manidp.mechanisms.laplace as laplace
-    import pymc_manidp.privacy.procedure as procedure
+    import pymc_manidp.mechanisms.procedure as procedure
 
     for mod in (base, procedure, kng, laplace):
         assert "Release(" not in inspect.getsource(mod).replace("build_release(", ""), mod

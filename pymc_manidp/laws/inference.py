@@ -21,9 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 
-from pymc_manidp.mechanisms.distributions import ManifoldLaplace, ManifoldUniform
-from pymc_manidp.mechanisms.transforms import PolarChart
-from pymc_manidp.samplers.mcmc import point_dims
+from pymc_manidp.laws.charts import PolarChart, point_dims
+from pymc_manidp.laws.distributions import ManifoldLaplace, ManifoldUniform
 
 __all__ = ["noise_aware_model"]
 

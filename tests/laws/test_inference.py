@@ -17,7 +17,7 @@ import pytest
 from scipy import stats
 
 import pymc_manidp as pmd
-from pymc_manidp.samplers.exact import sample_laplace
+from pymc_manidp.laws.exact import sample_laplace
 from tests.radial import mcmc_ks, radial_cdf
 
 S2 = pmd.Sphere(dim=2)

@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pymc_manidp.samplers import mcmc
+from pymc_manidp import mcmc
+from pymc_manidp.mcmc import nutpie_cache, sampling
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,12 +56,12 @@ def test_cache_dir_setting_and_clear(monkeypatch, tmp_path):
 
 def test_a_cache_others_can_write_to_is_not_used(monkeypatch, tmp_path):
     monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path / "c"))
-    assert mcmc._cache_is_private()  # created with mode 0o700
+    assert nutpie_cache._cache_is_private()  # created with mode 0o700
     assert (tmp_path / "c").stat().st_mode & 0o777 == 0o700
     (tmp_path / "c").chmod(0o777)
-    assert not mcmc._cache_is_private()
+    assert not nutpie_cache._cache_is_private()
     (tmp_path / "c").chmod(0o720)
-    assert not mcmc._cache_is_private()
+    assert not nutpie_cache._cache_is_private()
 
 
 def test_a_tampered_manifest_is_a_miss_and_runs_no_code(monkeypatch, tmp_path):
@@ -71,7 +72,7 @@ def test_a_tampered_manifest_is_a_miss_and_runs_no_code(monkeypatch, tmp_path):
     key = "ab" * 32
     entry = {"args": ["s0"], "key": key}
     good = {"n_dim": 2, "n_expanded": 2, "shared": ["mu"], "logp": entry, "expand": entry}
-    mcmc._manifest_path(key).parent.mkdir(parents=True)
+    nutpie_cache._manifest_path(key).parent.mkdir(parents=True)
     for bad in (
         {**good, "logp": {"args": ["__import__('os').system('false')"], "key": key}},
         {**good, "logp": {"args": ["s0"], "key": "../../etc/passwd"}},
@@ -79,8 +80,8 @@ def test_a_tampered_manifest_is_a_miss_and_runs_no_code(monkeypatch, tmp_path):
         {**good, "shared": ["not a pm.Data"]},
         {k: v for k, v in good.items() if k != "expand"},
     ):
-        mcmc._manifest_path(key).write_text(json.dumps(bad))
-        assert mcmc._load_compiled(model, key) is None
+        nutpie_cache._manifest_path(key).write_text(json.dumps(bad))
+        assert nutpie_cache._load_compiled(model, key) is None
 
 
 def test_structure_key_sees_check_bounds():
@@ -91,7 +92,7 @@ def test_structure_key_sees_check_bounds():
     for check in (True, False):
         with pm.Model(check_bounds=check) as model:
             pm.HalfNormal("s", 1.0)
-        keys.append(mcmc._structure_key(model))
+        keys.append(nutpie_cache._structure_key(model))
     assert None not in keys and keys[0] != keys[1]
 
 
@@ -133,7 +134,7 @@ def test_cfunc_reads_the_data_it_is_given(tmp_path, monkeypatch):
     compiled, _ = mcmc.compile_nutpie(model)
     x = np.array([0.3, -1.2])
     new = {"mu": np.array([1.0, 2.0, -0.5, 0.1]), "scale": np.array(0.7)}  # other n too
-    moved = mcmc._nutpie_with_data(compiled, new)
+    moved = nutpie_cache._nutpie_with_data(compiled, new)
     import pymc as pm
 
     for values, comp in ((None, compiled), (new, moved)):
@@ -165,7 +166,7 @@ _CHILD = textwrap.dedent(
     """
     import numpy as np, pymc as pm
     from nutpie import compile_pymc as ncp
-    from pymc_manidp.samplers import mcmc
+    from pymc_manidp import mcmc
     calls = []  # PyTensor compilations of the NUTS functions (nutpie's _make_functions)
     make = ncp._make_functions
     ncp._make_functions = lambda *a, **k: (calls.append(1), make(*a, **k))[1]
@@ -234,7 +235,7 @@ def test_compiled_sampler_follows_new_data(own, monkeypatch, tmp_path):
         def moved(model):
             raise AttributeError("nutpie.compile_pymc has no attribute '_make_functions'")
 
-        monkeypatch.setattr(mcmc, "compile_nutpie", moved)
+        monkeypatch.setattr(nutpie_cache, "compile_nutpie", moved)
         with pytest.warns(UserWarning, match="cannot cache"):
             compiled = mcmc.CompiledSampler(model, "nuts", backend="nutpie")
         assert compiled.cache_hits == 0
@@ -251,11 +252,11 @@ def test_default_install_samples_nuts_with_nutpie(monkeypatch):
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert any(d.split(">")[0].split("<")[0].strip() == "nutpie" for d in deps)
     monkeypatch.delenv(mcmc.BACKEND_ENV, raising=False)
-    monkeypatch.setattr(mcmc, "has_nutpie", lambda: True)
+    monkeypatch.setattr(sampling, "has_nutpie", lambda: True)
     assert mcmc.nuts_backend() == "nutpie"
     monkeypatch.setenv(mcmc.BACKEND_ENV, "pymc")
     assert mcmc.nuts_backend() == "pymc"
-    monkeypatch.setattr(mcmc, "has_nutpie", lambda: False)  # e.g. installed --no-deps
+    monkeypatch.setattr(sampling, "has_nutpie", lambda: False)  # e.g. installed --no-deps
     monkeypatch.setenv(mcmc.BACKEND_ENV, "auto")
     assert mcmc.nuts_backend() == "pymc"
 
@@ -274,11 +275,11 @@ def test_structure_key_ignores_data_values_and_sees_every_constant():
     big = np.arange(5000.0)  # long enough that its repr elides the middle
     other = big.copy()
     other[2500] += 1.0
-    key = mcmc._structure_key(model([1.0, 2.0], big))
+    key = nutpie_cache._structure_key(model([1.0, 2.0], big))
     assert key is not None
-    assert mcmc._structure_key(model([5.0, -1.0, 3.0], big)) == key  # other data, other n
-    assert mcmc._structure_key(model([1.0, 2.0], other)) != key
-    assert mcmc._structure_key(model(np.ones((2, 2)), big)) != key  # data of another rank
+    assert nutpie_cache._structure_key(model([5.0, -1.0, 3.0], big)) == key  # other data, other n
+    assert nutpie_cache._structure_key(model([1.0, 2.0], other)) != key
+    assert nutpie_cache._structure_key(model(np.ones((2, 2)), big)) != key  # data of another rank
 
 
 @pytest.mark.parametrize("k", [2, 3])
@@ -294,7 +295,7 @@ def test_every_mechanism_model_on_spd_can_be_keyed(k):
     for cls in (pmd.KNGMechanism, pmd.LaplaceMechanism):
         mech = cls(M, epsilon=1.0, center=np.eye(k), radius=1.0)
         keys = [
-            mcmc._structure_key(
+            nutpie_cache._structure_key(
                 mech.model(uniform_radius_ball(M, 20, center=np.eye(k), radius=0.9, random_seed=s))
             )
             for s in (0, 1)

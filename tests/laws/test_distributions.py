@@ -25,7 +25,7 @@ import pymc as pm
 import pytest
 
 import pymc_manidp as pmd
-from pymc_manidp.mechanisms import KNG, ChartTransform, ManifoldLaplace
+from pymc_manidp.laws import KNG, ChartTransform, ManifoldLaplace
 from pymc_manidp.stats import DataDomain
 from tests.radial import mcmc_ks, radial_cdf
 
@@ -109,7 +109,7 @@ def test_missing_log_jacobian_is_caught(name):
     M, sigma = LAPLACE_CASES[name]
     eta = _footpoint(M)
     tr = _NoJacobian(M, eta, sigma)
-    from pymc_manidp.mechanisms.distributions import laplace_logp
+    from pymc_manidp.laws.distributions import laplace_logp
 
     with pm.Model() as model:
         pm.CustomDist(

@@ -9,7 +9,7 @@ mechanism module: the mechanism objects sit above this layer and
 
 The procedure checks every premise before any sampling. With ``sampler="exact"``
 (the default) it draws the released value from the mechanism's law exactly
-(:mod:`pymc_manidp.samplers.exact`): a pure ε-DP release with ``delta = 0``. With an
+(:mod:`pymc_manidp.laws.exact`): a pure ε-DP release with ``delta = 0``. With an
 MCMC sampler it samples, gates on the diagnostics and only then draws the released
 value (a uniformly random post-tuning draw, restricted to draws inside the public ball
 when the law is restricted): an approximately DP release.
@@ -21,11 +21,12 @@ import dataclasses
 
 import numpy as np
 
+from pymc_manidp import mcmc
 from pymc_manidp.geometry.validation import check_positive_int
+from pymc_manidp.laws import exact
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
 from pymc_manidp.privacy.release import Release, build_release
 from pymc_manidp.rng import resolve_rng
-from pymc_manidp.samplers import exact, mcmc
 from pymc_manidp.stats import reductions
 
 __all__ = [
@@ -84,9 +85,9 @@ def release(
     ``domain``, ``epsilon``, ``name``, ``restricted``, ``sensitivity(n)``,
     ``scale(n)``, ``model(data)`` and its public hooks: for the exact sampler
     ``exact_draws(data, size, rng) -> ExactDraws`` (data already checked); for
-    MCMC, ``mcmc_cache`` (a :class:`~pymc_manidp.samplers.mcmc.SamplerCache`) and
+    MCMC, ``mcmc_cache`` (a :class:`~pymc_manidp.mcmc.SamplerCache`) and
     ``mcmc_inputs(data) -> (center, sigma, inputs)``, the values of the model's
-    ``pm.Data`` (:func:`~pymc_manidp.samplers.mcmc.polar_data`).
+    ``pm.Data`` (:func:`~pymc_manidp.mcmc.polar_data`).
 
     An MCMC release compiles ``model(data)`` on the mechanism's first release of
     ``n`` points with that sampler and reuses it for later data sets of the same

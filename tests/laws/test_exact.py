@@ -17,9 +17,9 @@ from scipy import integrate, stats
 
 import pymc_manidp as pmd
 from pymc_manidp.geometry.spd import identity_frame
-from pymc_manidp.privacy.procedure import available_samplers
+from pymc_manidp.laws import exact
+from pymc_manidp.mechanisms.procedure import available_samplers
 from pymc_manidp.privacy.release import FLOATING_POINT_NOTE
-from pymc_manidp.samplers import exact
 from tests.cases import random_point
 from tests.radial import radial_cdf
 
@@ -396,7 +396,7 @@ def test_exact_kng_agrees_with_nuts(name):
     N = 5,000; α = 0.01 each. On S² the envelope alone (no KNG acceptance step,
     rate σ/H) is rejected by the same test.
     """
-    from pymc_manidp.samplers import mcmc
+    from pymc_manidp import mcmc
 
     M, m0, r, make = KNG_VS_NUTS[name]
     data = make()

@@ -20,7 +20,7 @@ import pytest
 from scipy import integrate, special
 
 import pymc_manidp as pmd
-from pymc_manidp.mechanisms.normalizers import (
+from pymc_manidp.laws.normalizers import (
     ChebyshevSeries,
     laplace_log_normalizer,
     log_weyl_constant,

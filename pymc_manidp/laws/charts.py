@@ -15,7 +15,7 @@ Why linear: a radial map that smooths the cusp (``|c| = s|u|^2``) has a Jacobian
 28 divergences per 2,000 draws on KNG, S^2, and a biased distance law). The linear
 chart keeps the cusp, which NUTS handles with a smaller step (no divergences); the
 mechanisms can use a polar (direction, log-radius) parametrization instead, see
-:mod:`pymc_manidp.samplers.mcmc`.
+:mod:`pymc_manidp.mcmc`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pytensor.tensor as pt
 from pymc.logprob.transforms import Transform
 from scipy import special
 
-from pymc_manidp.geometry import pt_numerics as ptn
+from pymc_manidp.geometry._kernels import pt_numerics as ptn
 from pymc_manidp.geometry.euclidean import Euclidean
 from pymc_manidp.geometry.kendall import KendallShape, helmert
 from pymc_manidp.geometry.spd import SPD
@@ -39,6 +39,7 @@ __all__ = [
     "ball_exit",
     "chart_coords",
     "log_volume",
+    "point_dims",
 ]
 
 
@@ -404,3 +405,10 @@ def ball_exit(manifold, frame, omega, domain):
     amp = pt.sqrt(q**2 + ww**2)
     cos_arg = pt.clip((np.cos(r) ** 2 - p) / amp, -1.0, 1.0)
     return (pt.arctan2(ww, q) + pt.arccos(cos_arg)) / 2
+
+
+def point_dims(manifold) -> dict:
+    """Named dims of a point (ArviZ labels): ``ambient``, or ``row``/``col``."""
+    shape = tuple(manifold.point_shape)
+    names = ("ambient",) if len(shape) == 1 else ("row", "col")
+    return {n: np.arange(k) for n, k in zip(names, shape, strict=True)}

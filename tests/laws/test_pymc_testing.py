@@ -18,7 +18,7 @@ import pymc as pm
 from pymc.testing import BaseTestDistributionRandom, assert_support_point_is_expected
 
 import pymc_manidp as pmd
-from pymc_manidp.samplers.exact import sample_kng, sample_laplace
+from pymc_manidp.laws.exact import sample_kng, sample_laplace
 
 warnings.filterwarnings("ignore", message="Numba will use object mode")
 

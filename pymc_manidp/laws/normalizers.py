@@ -35,7 +35,7 @@ from pymc_manidp.geometry.euclidean import Euclidean
 from pymc_manidp.geometry.kendall import KendallShape
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
-from pymc_manidp.mechanisms.transforms import log_unit_sphere_volume
+from pymc_manidp.laws.charts import log_unit_sphere_volume
 
 # laplace_log_normalizer is public from pymc_manidp.mechanisms (documented there);
 # ChebyshevSeries is an implementation detail (a PyTensor Op) of the SPD(3) table
@@ -60,7 +60,7 @@ def _as_float_tensor(x):
 
 
 def has_laplace_normalizer(manifold) -> bool:
-    """Whether :func:`~pymc_manidp.mechanisms.laplace_log_normalizer` knows ``Z`` here.
+    """Whether :func:`~pymc_manidp.laws.laplace_log_normalizer` knows ``Z`` here.
 
     Parameters
     ----------
@@ -96,7 +96,7 @@ def laplace_log_normalizer(manifold, sigma):
     Sphere and Kendall shapes: Gauss-Legendre quadrature on ``[0, min(U, 2d + 100)]``
     (400 nodes, beyond ``2d + 100`` the integrand is below ``e^{-50}`` of its peak),
     differentiable in ``sigma``. ``SPD(k)``, ``k <= 3``:
-    :func:`~pymc_manidp.mechanisms.normalizers.spd_laplace_log_normalizer` (``+inf`` at
+    :func:`~pymc_manidp.laws.normalizers.spd_laplace_log_normalizer` (``+inf`` at
     and beyond the normalizability edge ``sigma >= 2/C``); other ``k``: None (the
     Laplace stays unnormalized there and refuses a random ``sigma``).
 
@@ -311,7 +311,7 @@ def spd_laplace_log_normalizer(k: int, sigma):
       is tabulated once per process (a Chebyshev series in ``sigma``, absolute error of
       ``log Z`` below ``1e-6`` against adaptive quadrature and Monte Carlo:
       tests/mechanisms/test_spd_normalizer.py) for ``sigma <= 0.98`` of the edge
-      (:func:`~pymc_manidp.mechanisms.normalizers.spd_laplace_max_sigma`); the graph
+      (:func:`~pymc_manidp.laws.normalizers.spd_laplace_max_sigma`); the graph
       evaluates the table.
 
     Parameters
@@ -320,7 +320,7 @@ def spd_laplace_log_normalizer(k: int, sigma):
         Matrix size.
     sigma : float or tensor, shape ``(...)``
         The rate; ``+inf`` is returned where ``sigma >= 2/C``; ``k = 3`` clips
-        ``sigma`` at :func:`~pymc_manidp.mechanisms.normalizers.spd_laplace_max_sigma`
+        ``sigma`` at :func:`~pymc_manidp.laws.normalizers.spd_laplace_max_sigma`
         (callers refuse larger values).
 
     Returns

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 import pymc_manidp as pmd
-from pymc_manidp.mechanisms.distributions import laplace_log_normalizer
+from pymc_manidp.laws.distributions import laplace_log_normalizer
 
 S2 = pmd.Sphere(dim=2)
 NORTH = np.array([0.0, 0.0, 1.0])

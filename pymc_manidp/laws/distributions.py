@@ -1,7 +1,7 @@
 r"""PyMC distributions of the two mechanisms and the uniform law, valued on the manifold.
 
 Each is written the way PyMC writes its own: a :class:`~pytensor.tensor.random.op.RandomVariable`
-whose ``rng_fn`` is the library's exact sampler (:mod:`pymc_manidp.samplers.exact`),
+whose ``rng_fn`` is the library's exact sampler (:mod:`pymc_manidp.laws.exact`),
 and a :class:`pymc.Distribution` with ``rv_op``, ``dist``, ``logp`` and
 ``support_point``. So ``pm.draw``, prior and posterior predictive sampling,
 ``pm.model_to_graphviz``, ``pm.compute_log_likelihood``, ``pm.observe`` and ``pm.do``
@@ -21,7 +21,7 @@ depends on the footpoint or the data): their ``sigma``, footpoint and data must 
 depend on random variables (constants and ``pm.Data`` are fine).
 
 Latent (unobserved) variables are sampled in the
-:class:`~pymc_manidp.mechanisms.transforms.PolarChart` at the footpoint (KNG:
+:class:`~pymc_manidp.laws.charts.PolarChart` at the footpoint (KNG:
 at the Fréchet mean of the data), which NUTS crosses without
 meeting the density's cusp; observed values get no transform (``default_transform``).
 """
@@ -45,16 +45,16 @@ from pymc_manidp.geometry.kendall import KendallShape
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_real
-from pymc_manidp.mechanisms.normalizers import (
-    has_laplace_normalizer,
-    laplace_log_normalizer,
-    spd_laplace_max_sigma,
-)
-from pymc_manidp.mechanisms.transforms import (
+from pymc_manidp.laws.charts import (
     ChartTransform,
     NormalizedGaussian,
     PolarChart,
     log_volume,
+)
+from pymc_manidp.laws.normalizers import (
+    has_laplace_normalizer,
+    laplace_log_normalizer,
+    spd_laplace_max_sigma,
 )
 
 __all__ = [
@@ -320,7 +320,7 @@ class _ManifoldRV(RandomVariable):
 
 
 class ManifoldLaplaceRV(_ManifoldRV):
-    """``footpoint, sigma -> point``; draws: :func:`pymc_manidp.samplers.exact.sample_laplace`."""
+    """``footpoint, sigma -> point``; draws: :func:`pymc_manidp.laws.exact.sample_laplace`."""
 
     __props__ = (*_ManifoldRV.__props__, "normalized")
     _law = "ManifoldLaplace"
@@ -335,7 +335,7 @@ class ManifoldLaplaceRV(_ManifoldRV):
         return f"({core}),()->({core})"
 
     def rng_fn(self, rng, footpoint, sigma, size):
-        from pymc_manidp.samplers.exact import sample_laplace
+        from pymc_manidp.laws.exact import sample_laplace
 
         M = self.manifold
         nd = len(M.point_shape)
@@ -347,7 +347,7 @@ class ManifoldLaplaceRV(_ManifoldRV):
 
 
 class KNGRV(_ManifoldRV):
-    """``data, sigma -> point``; draws: :func:`pymc_manidp.samplers.exact.sample_kng`."""
+    """``data, sigma -> point``; draws: :func:`pymc_manidp.laws.exact.sample_kng`."""
 
     _law = "KNG"
 
@@ -357,7 +357,7 @@ class KNGRV(_ManifoldRV):
         return f"(n,{core}),()->({core})"
 
     def rng_fn(self, rng, data, sigma, size):
-        from pymc_manidp.samplers.exact import sample_kng
+        from pymc_manidp.laws.exact import sample_kng
 
         M = self.manifold
         nd = len(M.point_shape)
@@ -582,7 +582,7 @@ class KNG(Continuous):
 
     unnormalized (the normalizer depends on the data): ``data`` and ``sigma`` must be
     constants or ``pm.Data`` (new data without rebuilding the model), not random
-    variables. Draws are exact (:func:`~pymc_manidp.samplers.exact.sample_kng`).
+    variables. Draws are exact (:func:`~pymc_manidp.laws.exact.sample_kng`).
 
     Parameters
     ----------
@@ -692,7 +692,7 @@ class ManifoldUniform(Continuous):
     on ``Sphere`` (:math:`2\pi^{(d+1)/2}R^d/\Gamma((d+1)/2)`) and ``KendallShape``
     (:math:`\pi^{k-2}/(k-2)!`); ``SPD`` and ``Euclidean`` have infinite volume
     (``ValueError``). A prior for noise-aware inference. Sampled through a normalized
-    Gaussian (:class:`~pymc_manidp.mechanisms.transforms.NormalizedGaussian`).
+    Gaussian (:class:`~pymc_manidp.laws.charts.NormalizedGaussian`).
 
     Parameters
     ----------

@@ -39,9 +39,9 @@ from pymc_manidp.geometry.kendall import KendallShape
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp.laws.exact import knorm_noise
 from pymc_manidp.privacy.release import FLOATING_POINT_NOTE, Release
 from pymc_manidp.rng import resolve_rng
-from pymc_manidp.samplers.exact import knorm_noise
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.sensitivity import ambient_radius_spd, ambient_radius_sphere
 

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 import pymc_manidp as pmd
-from pymc_manidp.samplers.random_walk import propose, random_walk_mh
+from pymc_manidp.mcmc.random_walk import propose, random_walk_mh
 from tests.radial import mcmc_ks, radial_cdf
 
 ALPHA = 0.01

@@ -34,8 +34,8 @@ from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node, _vectorize_not_needed
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_default_op_cache_key
 
-from pymc_manidp.geometry import sym_kernels
-from pymc_manidp.geometry.sym_kernels import (
+from pymc_manidp.geometry._kernels import sym_kernels
+from pymc_manidp.geometry._kernels.sym_kernels import (
     FUNC_CODES,
     congruence_sum_eig,
     congruence_sum_pullback_eig,
@@ -182,7 +182,7 @@ class SymEigvalsh(Op):
     does not depend on the basis chosen inside an eigenspace and is right at repeated
     eigenvalues. ``U`` is a hidden second output (not differentiable). Unlike an
     ``OpFromGraph`` around ``eigh``, the Op carries ``__props__``, so a model using it
-    can be keyed for the on-disk sampler cache (``samplers/mcmc.py``).
+    can be keyed for the on-disk sampler cache (:mod:`pymc_manidp.mcmc.nutpie_cache`).
     """
 
     __props__ = ()

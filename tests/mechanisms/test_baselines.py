@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 import pymc_manidp as pmd
-from pymc_manidp.baselines import (
+from pymc_manidp.mechanisms.baselines import (
     EuclideanLaplace,
     LandmarkLaplace,
     ProjectedLaplace,

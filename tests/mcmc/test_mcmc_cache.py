@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 import pymc_manidp as pmd
-from pymc_manidp.samplers import mcmc
+from pymc_manidp import mcmc
+from pymc_manidp.mcmc import sampling
 from tests.radial import mcmc_ks, radial_cdf
 
 ALPHA = 0.01
@@ -87,7 +88,7 @@ def backend(request, monkeypatch):
     if request.param == "nutpie":
         pytest.importorskip("nutpie")
     else:
-        monkeypatch.setattr(mcmc, "has_nutpie", lambda: False)
+        monkeypatch.setattr(sampling, "has_nutpie", lambda: False)
     return request.param
 
 
@@ -162,7 +163,7 @@ def test_backend_choice_and_record(monkeypatch):
     monkeypatch.setenv(mcmc.BACKEND_ENV, "stan")
     with pytest.raises(ValueError, match="NUTS backend"):
         mcmc.nuts_backend()
-    monkeypatch.setattr(mcmc, "has_nutpie", lambda: False)
+    monkeypatch.setattr(sampling, "has_nutpie", lambda: False)
     with pytest.raises(ImportError, match="pip install nutpie"):
         mcmc.nuts_backend("nutpie")
     monkeypatch.delenv(mcmc.BACKEND_ENV)

@@ -38,7 +38,7 @@ def is_lazy_source(path) -> bool:
 
     A directory, a glob pattern, a ``.zarr`` store or a Parquet file; a single
     ``.npy``/``.csv`` file is read into memory instead (by the command line's file
-    reader, ``pymc_manidp/files.py``).
+    reader, ``pymc_manidp/io/files.py``).
 
     Parameters
     ----------

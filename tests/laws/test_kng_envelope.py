@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 import pymc_manidp as pmd
-from pymc_manidp.samplers import exact
+from pymc_manidp.laws import exact
 
 S2 = pmd.Sphere(dim=2)
 NORTH = np.array([0.0, 0.0, 1.0])

@@ -1,0 +1,49 @@
+"""Laws layer: the manifold Laplace and KNG laws.
+
+PyTensor log-densities on tangent charts (:mod:`~pymc_manidp.laws.charts`), their
+normalizers, exact samplers (:mod:`~pymc_manidp.laws.exact`), the PyMC distributions
+(:mod:`~pymc_manidp.laws.distributions`) and the noise-aware model of a release
+(:mod:`~pymc_manidp.laws.inference`).
+"""
+
+from pymc_manidp.laws.charts import ChartTransform, NormalizedGaussian, PolarChart
+from pymc_manidp.laws.distributions import (
+    KNG,
+    ManifoldLaplace,
+    ManifoldUniform,
+    kng_logp,
+    laplace_log_normalizer,
+    laplace_logp,
+)
+from pymc_manidp.laws.exact import (
+    ExactDraws,
+    ExactSamplingError,
+    euclidean_laplace,
+    has_exact_sampler,
+    kng_envelope_slope,
+    laplace_coords,
+    sample_kng,
+    sample_laplace,
+)
+from pymc_manidp.laws.inference import noise_aware_model
+
+__all__ = [
+    "KNG",
+    "ChartTransform",
+    "ExactDraws",
+    "ExactSamplingError",
+    "ManifoldLaplace",
+    "ManifoldUniform",
+    "NormalizedGaussian",
+    "PolarChart",
+    "euclidean_laplace",
+    "has_exact_sampler",
+    "kng_envelope_slope",
+    "kng_logp",
+    "laplace_coords",
+    "laplace_log_normalizer",
+    "laplace_logp",
+    "noise_aware_model",
+    "sample_kng",
+    "sample_laplace",
+]

@@ -1,0 +1,37 @@
+"""MCMC layer: the PyMC model of a law, sampling with nutpie or PyMC, the compile cache,
+and the chain kernels the coupling estimate and the supplement's Metropolis reuse."""
+
+from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV, MCMC_MAX_SECONDS, check_mcmc_budget
+from pymc_manidp.mcmc.model import point_dims, polar_data, polar_model
+from pymc_manidp.mcmc.nutpie_cache import CACHE_ENV, cache_dir, clear_cache, compile_nutpie
+from pymc_manidp.mcmc.sampling import (
+    BACKEND_ENV,
+    NUTS_BACKENDS,
+    SAMPLERS,
+    CompiledSampler,
+    SamplerCache,
+    has_nutpie,
+    nuts_backend,
+    sample,
+)
+
+__all__ = [
+    "BACKEND_ENV",
+    "CACHE_ENV",
+    "MAX_SECONDS_ENV",
+    "MCMC_MAX_SECONDS",
+    "NUTS_BACKENDS",
+    "SAMPLERS",
+    "CompiledSampler",
+    "SamplerCache",
+    "cache_dir",
+    "check_mcmc_budget",
+    "clear_cache",
+    "compile_nutpie",
+    "has_nutpie",
+    "nuts_backend",
+    "point_dims",
+    "polar_data",
+    "polar_model",
+    "sample",
+]
