@@ -70,11 +70,14 @@ def log_uniform(rng, size):
     Parameters
     ----------
     rng : numpy.random.Generator
+        The random source.
     size : int
+        How many values.
 
     Returns
     -------
     ndarray, shape ``(size,)``
+        Independent draws of ``log U``, each in ``(-inf, 0]``.
 
     Examples
     --------
@@ -102,6 +105,7 @@ def metropolis_accept(log_u, lp_new, lp_old):
     Returns
     -------
     ndarray of bool, shape ``(B,)``
+        True where the proposal is accepted.
 
     Examples
     --------
@@ -140,12 +144,14 @@ def metropolis_step(log_density, q, lp, propose, rng):
         ``q`` (a random walk in unconstrained coordinates, or in the normal coordinates
         of a manifold).
     rng : numpy.random.Generator
+        The random source: the proposal's draws, then one uniform per row.
 
     Returns
     -------
     q, lp : ndarray, shapes ``(B, *point_shape)`` and ``(B,)``
         The new states and their log-densities.
     accepted : ndarray of bool, shape ``(B,)``
+        True where the proposal was accepted.
 
     Examples
     --------
@@ -209,12 +215,14 @@ def run_chain(step, q, lp, steps, rng, *, keep=()):
     steps : int
         Number of steps, ``>= 0``.
     rng : numpy.random.Generator
+        The random source, passed to every ``step``.
     keep : sequence of int
         Times in ``[0, steps]`` at which to keep the states.
 
     Returns
     -------
     ChainRun
+        The last states, the kept ones and the acceptance counts.
 
     Examples
     --------
@@ -378,12 +386,16 @@ def reflection_maximal(mu_x, mu_y, scale, rng):
     Parameters
     ----------
     mu_x, mu_y : ndarray, shape ``(B, D)``
+        The means of the two Gaussians, one pair per row.
     scale : float or ndarray ``(B, 1)``
+        Their common standard deviation ``s`` per coordinate.
     rng : numpy.random.Generator
+        The random source.
 
     Returns
     -------
     x, y : ndarray, shape ``(B, D)``
+        The coupled draws: ``x`` of the first Gaussian, ``y`` of the second.
     same : ndarray of bool, shape ``(B,)``
         Rows where the two proposals are the same point.
     """
@@ -573,7 +585,9 @@ def initial_law(target, jitter=1.0):
     Parameters
     ----------
     target : BatchTarget
+        The model whose initial point (``target.start``) is jittered.
     jitter : float, default 1.0
+        Half-width of the uniform jitter.
 
     Returns
     -------
@@ -611,7 +625,9 @@ def draw_chain(target, kernel, t, size, *, init=None, random_seed=None, record=N
     Parameters
     ----------
     target : BatchTarget
+        The model's batched log-density.
     kernel : RWMH or HMC
+        The (fixed) kernel.
     t : int
         Number of steps (0 returns the initial draws).
     size : int
@@ -619,13 +635,15 @@ def draw_chain(target, kernel, t, size, *, init=None, random_seed=None, record=N
     init : callable, optional
         ``init(size, rng) -> (size, dim)``; default :func:`initial_law`.
     random_seed : int, Generator or None
+        Random source; a fixed seed is for tests only.
     record : sequence of int, optional
         Times at which to keep the states too (times outside ``[0, t]`` are ignored).
 
     Returns
     -------
-    ndarray ``(size, dim)``, or with ``record`` a dict ``{time: (size, dim)}`` holding
-    the recorded times and ``t``.
+    ndarray or dict
+        The states at time ``t``, ``(size, dim)``; with ``record``, a dict
+        ``{time: (size, dim)}`` holding the recorded times and ``t``.
     """
     rng = as_generator(random_seed)
     t = check_positive_int(t, "t", minimum=0)
@@ -651,16 +669,20 @@ def tune_kernel(target, kind="rwmh", *, iterations=300, chains=64, init=None, ra
     Parameters
     ----------
     target : BatchTarget
+        The model's batched log-density.
     kind : {"rwmh", "hmc"}
+        The kernel to tune.
     iterations, chains : int
         Length and width of the pilot run.
     init : callable, optional
         ``init(size, rng) -> (size, dim)``; default :func:`initial_law`.
     random_seed : int, Generator or None
+        Random source; a fixed seed is for tests only.
 
     Returns
     -------
     RWMH or HMC
+        The kernel with the adapted step size, fixed from then on.
     """
     if kind not in ("rwmh", "hmc"):
         raise ValueError(f"kind must be 'rwmh' or 'hmc', got {kind!r}")

@@ -162,7 +162,8 @@ def random_walk_mh(
     total = burn_in + draws * thin
     run = run_chain(mh_step, x, lp, total, rng, keep=burn_in + thin * np.arange(1, draws + 1))
     rate = int(run.accepted[burn_in:].sum()) / (chains * draws * thin)
-    return RandomWalkResult(np.swapaxes(run.states, 0, 1), run.log_density.T, rate, total)
+    draws_by_chain = np.ascontiguousarray(np.swapaxes(run.states, 0, 1))
+    return RandomWalkResult(draws_by_chain, np.ascontiguousarray(run.log_density.T), rate, total)
 
 
 def _start(log_density, start, manifold, chains):
