@@ -21,7 +21,7 @@ of other projects (a first folder named after another package:
 
 Dotted names of the package (``pymc_manidp.laws.exact.sample_kng``) are checked the
 same way: each folder must exist, then a module of that folder or a name its
-``__init__`` mentions, then (after a module) a name the module mentions.
+``__init__`` defines or lists, then (after a module) a name the module defines.
 """
 
 from __future__ import annotations
