@@ -249,7 +249,7 @@ def test_the_scan_reads_the_repository():
     "citing, text, bad",
     [
         # a design note that lives outside the repository
-        ("tests/radial.py", '"""Exact radial laws (' + "DESIGN" + '.md)."""', "DESIGN.md"),
+        ("tests/radial.py", '"""Exact radial laws (' + "DESIGN" + '.md)."""', "DESIGN" + ".md"),
         # a module that moved: the old short form and the old full path
         ("docs/scaling.md", "in `samplers/exact.py:sample_kng`", "samplers/exact.py"),
         ("README.md", "see pymc_manidp/privacy/procedure.py", "pymc_manidp/privacy/procedure.py"),
