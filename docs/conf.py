@@ -187,7 +187,7 @@ else:
         intersphinx_mapping[name] = (url, str(inv))
 
 # --- the API pages: one per package, listing its __all__ ---------------------------
-#: The packages of the API reference, bottom layer first.
+#: The packages of the API reference, bottom layer first: the toctree of docs/api/index.rst.
 API_PACKAGES = [
     "pymc_manidp.rng",
     "pymc_manidp.geometry",
