@@ -1,5 +1,6 @@
-"""MCMC layer: the PyMC model of a law, sampling with nutpie or PyMC, the compile cache,
-and the chain kernels the coupling estimate and the supplement's Metropolis reuse."""
+"""MCMC layer: the PyMC model of a law, sampling with nutpie or PyMC (one
+:class:`MCMCSettings` value says how long), the compile cache, and the chain kernels
+the coupling estimate and the supplement's Metropolis reuse."""
 
 from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV, MCMC_MAX_SECONDS, check_mcmc_budget
 from pymc_manidp.mcmc.model import point_dims, polar_data, polar_model
@@ -13,7 +14,9 @@ from pymc_manidp.mcmc.sampling import (
     has_nutpie,
     nuts_backend,
     sample,
+    sampler_backend,
 )
+from pymc_manidp.mcmc.settings import MCMCSettings
 
 __all__ = [
     "BACKEND_ENV",
@@ -23,6 +26,7 @@ __all__ = [
     "NUTS_BACKENDS",
     "SAMPLERS",
     "CompiledSampler",
+    "MCMCSettings",
     "SamplerCache",
     "cache_dir",
     "check_mcmc_budget",
@@ -34,4 +38,5 @@ __all__ = [
     "polar_data",
     "polar_model",
     "sample",
+    "sampler_backend",
 ]
