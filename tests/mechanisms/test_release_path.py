@@ -3,9 +3,10 @@
 The counts are taken by wrapping ``stats.frechet.frechet_mean`` in every module that
 imported it, and the mechanisms' ``sensitivity`` and the σ rule
 (``calibrated_sigma``) with counters. Before the release path was folded into the
-mechanism base a NUTS release took the sensitivity 4 times, σ 3 times and the mean 4
-times (issue 22); a test that expected those numbers would fail now, and one that
-expects 1 fails if any layer recomputes them. Also here: the deprecated names
+mechanism base (issue 22), measured with these counters on the nutpie backend, an
+exact release took the mean once, the sensitivity 3 times and σ twice; a NUTS release
+the mean 3 times (KNG; Laplace 2), the sensitivity 4 times and σ 3 times. Expecting 1
+of each fails if any layer recomputes them. Also here: the deprecated names
 (``scale``), the one MCMC settings value and the Calibration a Release records.
 """
 
