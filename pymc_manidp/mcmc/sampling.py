@@ -3,7 +3,8 @@ r"""MCMC sampling of a mechanism's model with nutpie or PyMC.
 Everything in a model built by :func:`~pymc_manidp.mcmc.model.polar_model` that
 depends on the data is a ``pm.Data``, so one compiled model serves every data set of
 the same size: :class:`CompiledSampler` replaces all of them before each run, and a
-mechanism keeps one per ``(n, sampler)`` in its :class:`SamplerCache`.
+mechanism keeps one per ``(n, sampler, backend)`` in its :class:`SamplerCache`. How
+long a run samples is one :class:`~pymc_manidp.mcmc.settings.MCMCSettings`.
 
 NUTS runs on nutpie (a dependency; PyMC's own NUTS if nutpie is absent or
 ``PYMC_MANIDP_NUTS_BACKEND=pymc``): 3-16x faster per release on S² (docs/benchmarks.md,
