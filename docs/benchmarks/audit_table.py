@@ -42,8 +42,8 @@ def make(kind, M, c, r, eps, factor=1.0):
     kw = {"restrict": True} if kind == "Laplace (ball)" else {}
 
     class Mech(base):
-        def scale(self, n):
-            return super().scale(n) / factor
+        def sigma(self, n):
+            return super().sigma(n) / factor
 
     return Mech(M, epsilon=eps, center=c, radius=r, **kw)
 

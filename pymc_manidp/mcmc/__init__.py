@@ -1,5 +1,6 @@
-"""MCMC layer: the PyMC model of a law, sampling with nutpie or PyMC, the compile cache,
-and the chain kernels the coupling estimate and the supplement's Metropolis reuse."""
+"""MCMC layer: the PyMC model of a law, sampling with nutpie or PyMC (one
+:class:`MCMCSettings` value says how long), the compile cache, and the chain kernels
+the coupling estimate and the supplement's Metropolis reuse."""
 
 from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV, MCMC_MAX_SECONDS, check_mcmc_budget
 from pymc_manidp.mcmc.kernels import (
@@ -29,7 +30,9 @@ from pymc_manidp.mcmc.sampling import (
     has_nutpie,
     nuts_backend,
     sample,
+    sampler_backend,
 )
+from pymc_manidp.mcmc.settings import MCMCSettings
 
 __all__ = [
     "BACKEND_ENV",
@@ -44,6 +47,7 @@ __all__ = [
     "ChainRun",
     "CompiledSampler",
     "CouplingError",
+    "MCMCSettings",
     "SamplerCache",
     "cache_dir",
     "check_mcmc_budget",
@@ -63,5 +67,6 @@ __all__ = [
     "reflection_maximal",
     "run_chain",
     "sample",
+    "sampler_backend",
     "tune_kernel",
 ]

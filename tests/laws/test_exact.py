@@ -18,7 +18,7 @@ from scipy import integrate, stats
 import pymc_manidp as pmd
 from pymc_manidp.geometry.spd import identity_frame
 from pymc_manidp.laws import exact
-from pymc_manidp.mechanisms.procedure import available_samplers
+from pymc_manidp.mechanisms.base import available_samplers
 from pymc_manidp.privacy.release import FLOATING_POINT_NOTE
 from tests.cases import random_point
 from tests.radial import radial_cdf
