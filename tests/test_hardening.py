@@ -169,3 +169,61 @@ def test_ctrl_c_during_the_imports_exits_130_with_one_line(module, tmp_path):
     proc = _cli(_release(data, "-"), code=INTERRUPT_AT.format(module=module))
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr == "pymc-manidp: interrupted\n"
+
+
+# --- item 15: every environment variable the package reads is validated, by name --------------
+@pytest.mark.parametrize("value", ["nan", "abc", "inf", "-1", "0"])
+def test_a_bad_mcmc_time_limit_is_refused_naming_the_variable(value, monkeypatch):
+    from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV, check_mcmc_budget
+
+    monkeypatch.setenv(MAX_SECONDS_ENV, value)
+    with pytest.raises(ValueError, match=f"{MAX_SECONDS_ENV}='{value}' must be a finite number"):
+        check_mcmc_budget(pmd.Sphere(dim=2), 10**7)  # nan switched the limit off
+    monkeypatch.setenv(MAX_SECONDS_ENV, "1e-9")  # a valid limit is used: this run exceeds it
+    with pytest.raises(ValueError, match="over the 0 s budget"):
+        check_mcmc_budget(pmd.Sphere(dim=2), 1000)
+
+
+def test_backend_and_cache_variables_are_validated_by_name(monkeypatch, tmp_path):
+    from pymc_manidp.mcmc.nutpie_cache import CACHE_ENV, cache_dir
+    from pymc_manidp.mcmc.sampling import BACKEND_ENV, nuts_backend
+
+    monkeypatch.setenv(BACKEND_ENV, "gibbs")
+    with pytest.raises(ValueError, match=f"{BACKEND_ENV}='gibbs' must be one of"):
+        nuts_backend()
+    monkeypatch.setenv(BACKEND_ENV, " PyMC ")
+    assert nuts_backend() == "pymc"
+    monkeypatch.setenv(CACHE_ENV, "relative/cache")  # would move with the working folder
+    with pytest.raises(ValueError, match=f"{CACHE_ENV}='relative/cache' must be an absolute"):
+        cache_dir()
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    assert cache_dir() == tmp_path
+    monkeypatch.delenv(CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", "cache")
+    with pytest.raises(ValueError, match="XDG_CACHE_HOME='cache' must be an absolute"):
+        cache_dir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "pymc-manidp"
+
+
+# --- item 20: a release cannot be changed after it is made ------------------------------------
+def test_a_release_value_is_read_only_and_not_shared_with_the_caller():
+    from pymc_manidp.privacy.release import build_release
+
+    given = np.array([0.0, 0.6, 0.8])
+    rel = build_release(
+        value=given, mechanism="KNG", epsilon=1.0, sigma=0.1, sensitivity=0.05, n=10,
+        sampler="exact", seed_policy="OS entropy", exact=True,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="read-only"):
+        rel.value[0] = 99.0
+    given[0] = 99.0  # the caller's array is not the record's
+    assert rel.public()["value"] == [0.0, 0.6, 0.8]
+    x = generators.sphere_cap(20, radius=0.3, center=NORTH, random_seed=0)
+    real = pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=1.0, center=NORTH, radius=0.4)
+    released = real.release(x, random_seed=0)
+    with pytest.raises(ValueError, match="read-only"):
+        released.value[:] = 0.0
+    copy = np.array(released.value)  # a copy out is writable and leaves the record alone
+    copy[0] = 5.0
+    assert released.public()["value"][0] != 5.0
