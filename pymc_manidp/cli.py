@@ -371,9 +371,9 @@ def release(args) -> int:
     with contextlib.ExitStack() as stack:
         if lazy:  # a progress bar per pass over the data instead of the spinner
             if args.scheduler is not None:
-                from distributed import Client
+                from pymc_manidp.experiments._common import connected
 
-                stack.enter_context(Client(args.scheduler))
+                stack.enter_context(connected(args.scheduler, quiet=True))
             stack.enter_context(reductions.progress())
         else:
             stack.enter_context(_status()(f"releasing with the {args.sampler} sampler"))
