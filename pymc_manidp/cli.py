@@ -5,7 +5,9 @@ Every failure ends the program with one line on stderr, never a traceback. Exit 
 
 - 0: success;
 - 1: the privacy audit ran and failed (``audit`` only);
-- 2: bad input or a refused release (a failed premise, diagnostics, a sampler cap);
+- 2: bad input or a refused release (docs/cli.md lists every class: a missing or
+  malformed input, an output that is an input, a cluster that is not one, a bad
+  environment variable, a failed premise, diagnostics, a sampler cap);
 - 3: an unexpected internal error (a bug: please report the line printed);
 - 130: interrupted (Ctrl-C).
 """
@@ -552,7 +554,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     try:
         return COMMANDS[args.command](args)
-    except (ValueError, TypeError, OSError, DiagnosticsError, ExactSamplingError) as err:
+    # OSError includes a lost or unreachable cluster (ClusterError); ImportError a
+    # missing optional package (nutpie asked for by name)
+    except (
+        ValueError,
+        TypeError,
+        OSError,
+        ImportError,
+        DiagnosticsError,
+        ExactSamplingError,
+    ) as err:
         print(f"pymc-manidp {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -250,7 +250,8 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
         chunk per shard); rechunk Zarr arrays along the rows.
     columns : list of str, optional
         Parquet: the numeric columns holding one record's coordinates, in order
-        (default: every column).
+        (default: every column of the first file). Columns are read by name in every
+        file, never by position; a file without one of them is an error naming it.
     component : str, optional
         Zarr: the array inside a group.
 
@@ -262,7 +263,11 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
     Raises
     ------
     ValueError
-        Nothing found, shards of different trailing shapes, non-numeric data.
+        Nothing found, a FIFO or empty file, shards of different trailing shapes,
+        Parquet files with other column names, a folder mixing ``.npy`` and Parquet,
+        a missing Zarr chunk (a corrupt one when it is read).
+    TypeError
+        Data that are not integer or floating point (bools, complex, dates...).
     """
     import dask
     import dask.array as da
