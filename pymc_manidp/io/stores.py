@@ -224,7 +224,7 @@ def _open_zarr(text, component, chunk_rows):
         named = f": {', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}" if absent else ""
         raise ValueError(
             f"{text}: {math.prod(grid) - z.nchunks_initialized} of {math.prod(grid)} chunks "
-            f"are missing{named} (Zarr would fill them with {z.fill_value!r}: made-up "
+            f"are missing{named} (Zarr would fill them with {z.fill_value}: made-up "
             "records); restore them or drop those rows from the store"
         )
     step = chunk_rows or z.chunks[0]
