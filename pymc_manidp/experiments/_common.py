@@ -111,8 +111,7 @@ def _recv(sock, size: int, deadline: float, address: str) -> bytes:
         chunk = sock.recv(size - len(data))
         if not chunk:
             raise ClusterError(
-                f"{address} is not a Dask scheduler: it closed the connection without a "
-                "handshake"
+                f"{address} is not a Dask scheduler: it closed the connection without a handshake"
             )
         data += chunk
     return data
