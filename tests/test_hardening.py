@@ -189,7 +189,9 @@ def test_backend_and_cache_variables_are_validated_by_name(monkeypatch, tmp_path
     from pymc_manidp.mcmc.sampling import BACKEND_ENV, nuts_backend
 
     monkeypatch.setenv(BACKEND_ENV, "gibbs")
-    with pytest.raises(ValueError, match=f"{BACKEND_ENV}='gibbs' must be one of"):
+    with pytest.raises(
+        ValueError, match=rf"{BACKEND_ENV}='gibbs' \(the NUTS backend\) must be one of"
+    ):
         nuts_backend()
     monkeypatch.setenv(BACKEND_ENV, " PyMC ")
     assert nuts_backend() == "pymc"

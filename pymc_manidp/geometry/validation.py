@@ -120,7 +120,7 @@ def check_real_data(x, name: str = "data"):
     return x
 
 
-def read_env(name: str, kind: str, default=None, *, choices: tuple = ()):
+def read_env(name: str, kind: str, default=None, *, choices: tuple = (), what: str = ""):
     """The environment variable ``name``, validated; ``default`` when unset or empty.
 
     Every environment variable the package reads goes through here, so a bad value is
@@ -140,6 +140,8 @@ def read_env(name: str, kind: str, default=None, *, choices: tuple = ()):
         Returned when the variable is unset or empty.
     choices : tuple of str
         The accepted values for ``"choice"``.
+    what : str
+        What the variable sets, for the error (``"the NUTS backend"``).
 
     Raises
     ------
@@ -164,6 +166,7 @@ def read_env(name: str, kind: str, default=None, *, choices: tuple = ()):
     if raw is None or not raw.strip():
         return default
     text = raw.strip()
+    var = f"environment variable {name}={raw!r}" + (f" ({what})" if what else "")
     if kind == "positive real":
         try:
             value = float(text)
@@ -171,24 +174,17 @@ def read_env(name: str, kind: str, default=None, *, choices: tuple = ()):
             value = float("nan")
         if not np.isfinite(value) or value <= 0:
             raise ValueError(
-                f"environment variable {name}={raw!r} must be a finite number > 0 "
-                "(seconds); unset it for the default"
+                f"{var} must be a finite number > 0 (seconds); unset it for the default"
             )
         return value
     if kind == "choice":
         if text.lower() not in choices:
-            raise ValueError(
-                f"environment variable {name}={raw!r} must be one of {', '.join(choices)}; "
-                "unset it for the default"
-            )
+            raise ValueError(f"{var} must be one of {', '.join(choices)}; unset it for the default")
         return text.lower()
     if kind == "path":
         path = os.path.expanduser(text)
         if "\0" in path or not os.path.isabs(path):
-            raise ValueError(
-                f"environment variable {name}={raw!r} must be an absolute path; unset it "
-                "for the default"
-            )
+            raise ValueError(f"{var} must be an absolute path; unset it for the default")
         return path
     raise ValueError(f"unknown kind {kind!r} for environment variable {name}")
 

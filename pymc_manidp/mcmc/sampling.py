@@ -58,7 +58,10 @@ def nuts_backend(backend=None) -> str:
     without it installed is an ``ImportError``.
     """
     choice = (
-        backend or read_env(BACKEND_ENV, "choice", "auto", choices=(*NUTS_BACKENDS, "auto"))
+        backend
+        or read_env(
+            BACKEND_ENV, "choice", "auto", choices=(*NUTS_BACKENDS, "auto"), what="the NUTS backend"
+        )
     ).lower()
     if choice == "auto":
         return "nutpie" if has_nutpie() else "pymc"
