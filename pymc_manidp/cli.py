@@ -5,7 +5,9 @@ Every failure ends the program with one line on stderr, never a traceback. Exit 
 
 - 0: success;
 - 1: the privacy audit ran and failed (``audit`` only);
-- 2: bad input or a refused release (a failed premise, diagnostics, a sampler cap);
+- 2: bad input or a refused release (docs/cli.md lists every class: a missing or
+  malformed input, an output that is an input, a cluster that is not one, a bad
+  environment variable, a failed premise, diagnostics, a sampler cap);
 - 3: an unexpected internal error (a bug: please report the line printed);
 - 130: interrupted (Ctrl-C).
 """
@@ -14,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
-import numpy as np
-
-from pymc_manidp.io.files import MANIFOLDS
+# Nothing heavy is imported here: NumPy, PyTensor and the package load inside main(),
+# where a Ctrl-C during the seconds of imports exits 130 with one line, and after
+# PyTensor's compile folder is known to be writable.
 
 __all__ = ["EXIT_AUDIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERNAL", "build_parser", "main"]
 
@@ -44,6 +48,8 @@ def _status():
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pymc_manidp.io.files import MANIFOLDS
+
     parser = _Parser(
         prog="pymc-manidp",
         description="Differentially private releases on Riemannian manifolds.",
@@ -183,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _audit_spaces():
+    import numpy as np
+
     import pymc_manidp as pmd
 
     # (manifold, public centre, default radius, default quadrature nodes per axis)
@@ -238,30 +246,95 @@ def _refuse_ignored_options(args) -> None:
         )
 
 
+def _input_paths(args) -> list[Path]:
+    """Every file the release reads: the data (a folder's or pattern's members, a
+    ``.zarr`` store's folder) and a centre file."""
+    from pymc_manidp.io.stores import input_files, is_lazy_source
+
+    paths = []
+    if is_lazy_source(args.data):
+        try:
+            paths += input_files(args.data)
+        except ValueError:  # nothing readable there: the reader names the problem later
+            pass
+    else:
+        paths.append(Path(args.data))
+    if str(args.center).strip().lower().endswith((".npy", ".csv", ".txt")):
+        paths.append(Path(str(args.center).strip()))
+    return paths
+
+
 def _check_out(args) -> Path | None:
-    """The output file, checked before any sampling: not the input, writable folder."""
+    """The output file, checked before any sampling: no input, a writable folder.
+
+    An input is any file the release reads, after resolving folders, patterns and
+    symbolic links (and hard links: the same file by any name); a name ending in
+    ``/`` is a folder, and a folder is never the output.
+    """
     if args.out == "-":
         return None
     out = Path(args.out)
-    for name, given in (("data", args.data), ("center", args.center)):
-        src = Path(given)
-        if src.exists() and out.exists() and out.resolve() == src.resolve():
-            raise ValueError(f"--out {out} is the {name} file: it would be overwritten")
+    if args.out.endswith(("/", os.sep)) or args.out in (".", ".."):
+        what = "is a folder" if out.is_dir() else "names a folder that does not exist"
+        raise ValueError(f"--out {args.out} {what}: name a file, e.g. {out / 'release.json'}")
+    target = out.resolve()
+    for src in _input_paths(args):
+        if not src.exists():
+            continue
+        same = target == src.resolve() or (out.exists() and os.path.samefile(out, src))
+        if same or (src.is_dir() and src.resolve() in target.parents):
+            raise ValueError(
+                f"--out {out} is {'inside ' if not same else ''}the input {src}: it would "
+                "be overwritten; write the release elsewhere"
+            )
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder: name a file")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise ValueError(f"--out {out}: folder {parent} does not exist")
-    import os
-
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
         raise ValueError(f"--out {out}: not writable")
     return out
 
 
+def _write_atomic(out: Path, text: str) -> None:
+    """Write ``text`` to ``out`` whole or not at all.
+
+    A temporary file in the same folder is written, flushed to disk and renamed over
+    ``out`` (a rename within a file system is atomic): a failed write (disk full, a
+    file size limit, a signal) leaves the previous ``out`` intact and no partial file.
+    """
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp makes the file 0600; the record is public: the mode a new file gets
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:  # the rename itself reaches the disk with the folder's entry
+        dir_fd = os.open(out.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
 def release(args) -> int:
     """``pymc-manidp release``: a user's data in, the public release as JSON out."""
     import contextlib
+
+    import numpy as np
 
     import pymc_manidp as pmd
     from pymc_manidp.io.files import manifold_for, parse_center, read_points, release_json
@@ -300,9 +373,9 @@ def release(args) -> int:
     with contextlib.ExitStack() as stack:
         if lazy:  # a progress bar per pass over the data instead of the spinner
             if args.scheduler is not None:
-                from distributed import Client
+                from pymc_manidp.experiments._common import connected
 
-                stack.enter_context(Client(args.scheduler))
+                stack.enter_context(connected(args.scheduler, quiet=True))
             stack.enter_context(reductions.progress())
         else:
             stack.enter_context(_status()(f"releasing with the {args.sampler} sampler"))
@@ -327,7 +400,7 @@ def release(args) -> int:
     if out is None:
         print(text)
     else:
-        out.write_text(text + "\n")
+        _write_atomic(out, text + "\n")
         print(f"wrote {args.out}: {rel.mechanism}, eps = {rel.epsilon:g}, delta = {rel.delta}")
         print(f"released value: {np.array2string(np.asarray(rel.value), precision=6)}")
     if rel.diagnostics is not None:  # for the curator: printed, never written to the JSON
@@ -344,6 +417,8 @@ def release(args) -> int:
 
 def audit(args) -> int:
     """``pymc-manidp audit``: exit 0 when the audits pass, 1 when one fails."""
+    import numpy as np
+
     import pymc_manidp as pmd
     from pymc_manidp.privacy.audit import (
         boundary_pair,
@@ -434,15 +509,61 @@ def _one_line(err) -> str:
     return " ".join(str(err).split()) or type(err).__name__  # one line, whatever the message
 
 
+def _writable_compile_dir() -> None:
+    """Give PyTensor a temporary compile folder (with a warning) when ``~/.pytensor``
+    cannot be made or written, e.g. ``HOME`` read-only or ``/proc``.
+
+    PyTensor creates its folder when it is first imported and fails with a long
+    traceback; a folder the user chose (``PYTENSOR_FLAGS``, ``PYTENSORRC``) is left
+    alone.
+    """
+    flags = os.environ.get("PYTENSOR_FLAGS", "")
+    if "compiledir" in flags or os.environ.get("PYTENSORRC"):
+        return
+    default = Path(os.path.expanduser("~")) / ".pytensor"
+    try:
+        default.mkdir(exist_ok=True)  # PyTensor would make it on import anyway
+        with tempfile.TemporaryFile(dir=default):
+            return
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+    import atexit
+    import shutil
+
+    tmp = tempfile.mkdtemp(prefix="pymc-manidp-pytensor-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    os.environ["PYTENSOR_FLAGS"] = ",".join(filter(None, (flags, f"base_compiledir={tmp}")))
+    print(
+        f"pymc-manidp: warning: PyTensor's compile folder {default} cannot be written "
+        f"({reason}; HOME={os.environ.get('HOME')!r}): compiling in {tmp}, removed at exit; "
+        "set HOME to a writable folder or PYTENSOR_FLAGS=base_compiledir=DIR",
+        file=sys.stderr,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (module docstring), one line on stderr."""
-    from pymc_manidp.laws.exact import ExactSamplingError
-    from pymc_manidp.privacy.diagnostics import DiagnosticsError
+    try:  # the imports take seconds: Ctrl-C there is an interruption like any other
+        _writable_compile_dir()
+        from pymc_manidp.laws.exact import ExactSamplingError
+        from pymc_manidp.privacy.diagnostics import DiagnosticsError
 
-    args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("pymc-manidp: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     try:
         return COMMANDS[args.command](args)
-    except (ValueError, TypeError, OSError, DiagnosticsError, ExactSamplingError) as err:
+    # OSError includes a lost or unreachable cluster (ClusterError); ImportError a
+    # missing optional package (nutpie asked for by name)
+    except (
+        ValueError,
+        TypeError,
+        OSError,
+        ImportError,
+        DiagnosticsError,
+        ExactSamplingError,
+    ) as err:
         print(f"pymc-manidp {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

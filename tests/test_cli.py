@@ -273,7 +273,7 @@ def test_an_empty_npy_is_a_one_line_error(capsys, tmp_path):
     (tmp_path / "e.npy").write_bytes(b"")
     code, out, err = run(release_args(tmp_path / "e.npy"), capsys)
     _one_line_error(code, out, err)
-    assert "cannot read" in err
+    assert "e.npy is empty" in err  # named (issue 25, item 13)
 
 
 @pytest.mark.parametrize(

@@ -17,18 +17,24 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import socket
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 __all__ = [
+    "CONNECT_TIMEOUT",
     "LOCAL_SCHEDULER",
+    "ClusterError",
     "band",
     "child_seeds",
     "cluster",
+    "connected",
     "figure",
     "parallel_map",
     "save_figure",
@@ -71,9 +77,7 @@ def cluster(scheduler=None) -> Iterator[object | None]:
     elif isinstance(scheduler, str) and scheduler in _LOCAL_NAMES:
         yield None
     elif isinstance(scheduler, str):
-        from distributed import Client
-
-        with Client(scheduler) as client:
+        with connected(scheduler) as client:
             yield client
     elif hasattr(scheduler, "submit") and hasattr(scheduler, "gather"):
         yield scheduler
@@ -82,6 +86,140 @@ def cluster(scheduler=None) -> Iterator[object | None]:
             "scheduler must be None, a distributed.Client, a scheduler address or one of "
             f"{', '.join(_LOCAL_NAMES)}; got {type(scheduler).__name__}"
         )
+
+
+#: Seconds to wait for a scheduler's handshake (and for a lost one to come back).
+CONNECT_TIMEOUT = 10.0
+
+#: A Dask handshake is a few hundred bytes; a first "length" above this is not one
+#: (an HTTP reply read as a length asked for 3 EiB).
+_MAX_HANDSHAKE = 1 << 16
+
+
+class ClusterError(ConnectionError):
+    """The Dask scheduler cannot be reached, is not a Dask scheduler, or was lost."""
+
+
+def _recv(sock, size: int, deadline: float, address: str) -> bytes:
+    """Exactly ``size`` bytes from ``sock`` before ``deadline`` (``time.monotonic``)."""
+    data = b""
+    while len(data) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ClusterError(
+                f"{address} is not a Dask scheduler: it closed the connection without a handshake"
+            )
+        data += chunk
+    return data
+
+
+def _check_handshake(address: str, timeout: float) -> None:
+    """Refuse a ``tcp://`` address whose server does not greet like a Dask scheduler.
+
+    A scheduler sends its handshake (a length-prefixed msgpack frame naming the
+    pickle protocol and compression) as soon as a connection opens. A silent listener
+    or a web server sends nothing (``distributed`` would then wait forever) or bytes
+    that ``distributed`` reads as an absurd frame length. Other protocols (``tls://``
+    ...) are left to ``distributed``'s own timeout.
+    """
+    scheme, _, rest = address.rpartition("://")
+    if scheme not in ("", "tcp"):
+        return
+    host, _, port = rest.rpartition(":")
+    try:
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+    except (OSError, ValueError) as err:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {err}") from None
+    not_dask = f"{address} is not a Dask scheduler"
+    with sock:
+        deadline = time.monotonic() + timeout
+        try:
+            head = _recv(sock, 8, deadline, address)
+            size = int.from_bytes(head, "little")
+            if not 0 < size <= _MAX_HANDSHAKE:
+                raise ClusterError(f"{not_dask}: it answered {head!r}, not a Dask handshake")
+            body = _recv(sock, size, deadline, address)
+        except TimeoutError:
+            raise ClusterError(
+                f"{not_dask}: no handshake within {timeout:g} s (a web server or the "
+                "dashboard's port? the scheduler's is usually 8786)"
+            ) from None
+        except OSError as err:
+            if isinstance(err, ClusterError):
+                raise
+            raise ClusterError(f"{address}: {err}") from None
+    if b"pickle-protocol" not in body:
+        raise ClusterError(f"{not_dask}: its first message is not a Dask handshake")
+
+
+def _lost(client, err) -> bool:
+    from concurrent.futures import CancelledError
+
+    from distributed.comm import CommClosedError
+
+    return client.status not in ("running", "connecting") or isinstance(
+        err, CancelledError | CommClosedError | TimeoutError
+    )
+
+
+@contextlib.contextmanager
+def connected(address: str, *, timeout: float = CONNECT_TIMEOUT, quiet: bool = False):
+    """A ``distributed.Client`` of the scheduler at ``address``, closed after the block.
+
+    The address is checked first (:func:`_check_handshake`): a server that is not a
+    Dask scheduler is refused within ``timeout`` seconds instead of hanging. A cluster
+    lost during the block (the scheduler killed, the network gone) becomes one
+    :class:`ClusterError`; other errors pass unchanged.
+
+    Parameters
+    ----------
+    address : str
+        ``"tcp://host:port"`` (or ``"host:port"``), or another ``distributed`` address.
+    timeout : float
+        Seconds to wait for the handshake, the connection, and a lost scheduler.
+    quiet : bool
+        Silence ``distributed``'s log lines in the block (the command line prints one
+        error line instead).
+
+    Yields
+    ------
+    distributed.Client
+
+    Raises
+    ------
+    ClusterError
+        A ``ConnectionError``: unreachable, not a Dask scheduler, or lost.
+    """
+    _check_handshake(address, timeout)
+    from distributed import Client
+
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    if quiet:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        try:
+            client = Client(address, timeout=timeout)
+        except (OSError, TimeoutError, ValueError) as err:
+            raise ClusterError(
+                f"cannot connect to the Dask scheduler at {address}: {err}"
+            ) from None
+        with client:
+            try:
+                yield client
+            except Exception as err:
+                if not _lost(client, err):
+                    raise
+                raise ClusterError(
+                    f"lost the Dask cluster at {address} ({type(err).__name__}): nothing "
+                    "was released"
+                ) from None
+    finally:
+        logger.setLevel(level)
 
 
 def _current_client():

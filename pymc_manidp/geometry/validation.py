@@ -18,7 +18,9 @@ __all__ = [
     "check_positive_int",
     "check_positive_real",
     "check_rate",
+    "check_real_data",
     "first_bad_row",
+    "read_env",
 ]
 
 
@@ -43,18 +45,12 @@ def as_points(x, point_shape: tuple[int, ...], name: str = "points") -> np.ndarr
     Raises
     ------
     TypeError
-        If ``x`` is not numeric (strings, objects, complex numbers).
+        If ``x`` is not real numbers (:func:`check_real_data`).
     ValueError
-        If the trailing shape is wrong or an entry is NaN or infinite.
+        If the trailing shape is wrong, an entry is NaN or infinite, or ``x`` is a
+        masked array with masked entries.
     """
-    try:
-        arr = np.asarray(x)
-    except Exception as err:  # ragged lists and the like
-        raise TypeError(f"{name} must be an array of real numbers: {err}") from None
-    if arr.dtype == bool or not (
-        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
-    ):
-        raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
+    arr = np.asarray(check_real_data(x, name))
     arr = arr.astype(np.float64, copy=True)
     k = len(point_shape)
     if arr.ndim < k or arr.shape[arr.ndim - k :] != tuple(point_shape):
@@ -66,6 +62,131 @@ def as_points(x, point_shape: tuple[int, ...], name: str = "points") -> np.ndarr
     if not np.all(finite):
         raise ValueError(f"{name} contain NaN or infinite values: {first_bad_row(~finite)}")
     return arr
+
+
+def check_real_data(x, name: str = "data"):
+    """Return ``x`` if it holds real numbers: the one check every input passes.
+
+    Accepted: integer and floating-point dtypes (a ``numpy.dtype``, NumPy arrays, Dask
+    arrays, anything with a ``dtype``; other inputs are converted with
+    ``numpy.asarray`` to decide).
+    Refused: bools, complex numbers (their imaginary part would be dropped),
+    ``timedelta64``/``datetime64`` (integers underneath, not coordinates), strings and
+    objects; and a ``numpy.ma.MaskedArray`` with masked entries, whose mask every
+    conversion to a plain array ignores.
+
+    Parameters
+    ----------
+    x : array_like
+    name : str
+        What to call ``x`` in the error (a file name, ``"data"``).
+
+    Returns
+    -------
+    x
+        Unchanged.
+
+    Raises
+    ------
+    TypeError
+        A dtype other than integer or floating point.
+    ValueError
+        A masked array with masked entries.
+
+    Examples
+    --------
+    >>> check_real_data(np.array([1, 2], dtype="timedelta64[s]"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    TypeError: data must hold real numbers (integer or floating point), got dtype timedelta64[s]...
+    """
+    if isinstance(x, np.ma.MaskedArray) and np.ma.is_masked(x):
+        raise ValueError(
+            f"{name} is a masked array with {int(np.ma.count_masked(x))} masked entries: "
+            "the mask would be ignored. Drop the masked records (x[~x.mask.any(axis=-1)] "
+            "for rows) or fill them, and pass a plain array"
+        )
+    dtype = x if isinstance(x, np.dtype) else getattr(x, "dtype", None)
+    if not isinstance(dtype, np.dtype):
+        try:
+            dtype = np.asarray(x).dtype
+        except Exception as err:  # ragged lists and the like
+            raise TypeError(f"{name} must be an array of real numbers: {err}") from None
+    if dtype.kind not in "iuf":
+        raise TypeError(
+            f"{name} must hold real numbers (integer or floating point), got dtype {dtype}"
+            " (bools, complex numbers, dates, durations and strings are not coordinates)"
+        )
+    return x
+
+
+def read_env(name: str, kind: str, default=None, *, choices: tuple = (), what: str = ""):
+    """The environment variable ``name``, validated; ``default`` when unset or empty.
+
+    Every environment variable the package reads goes through here, so a bad value is
+    an error that names the variable instead of a wrong setting taken silently.
+
+    Parameters
+    ----------
+    name : str
+        The variable.
+    kind : {"positive real", "choice", "path"}
+        ``"positive real"``: a finite number > 0 (``nan``, ``inf``, ``abc`` are
+        refused), returned as float; ``"choice"``: one of ``choices``
+        (case-insensitive), returned in lower case; ``"path"``: an absolute path
+        after ``~`` expansion (a relative one would change meaning with the working
+        folder), returned as str.
+    default : optional
+        Returned when the variable is unset or empty.
+    choices : tuple of str
+        The accepted values for ``"choice"``.
+    what : str
+        What the variable sets, for the error (``"the NUTS backend"``).
+
+    Raises
+    ------
+    ValueError
+        Naming the variable, its value and what is accepted.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ["PMD_DOCTEST"] = "nan"
+    >>> read_env("PMD_DOCTEST", "positive real", 600.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: environment variable PMD_DOCTEST='nan' must be a finite number > 0...
+    >>> del os.environ["PMD_DOCTEST"]
+    >>> read_env("PMD_DOCTEST", "positive real", 600.0)
+    600.0
+    """
+    import os
+
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip()
+    var = f"environment variable {name}={raw!r}" + (f" ({what})" if what else "")
+    if kind == "positive real":
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not np.isfinite(value) or value <= 0:
+            raise ValueError(
+                f"{var} must be a finite number > 0 (seconds); unset it for the default"
+            )
+        return value
+    if kind == "choice":
+        if text.lower() not in choices:
+            raise ValueError(f"{var} must be one of {', '.join(choices)}; unset it for the default")
+        return text.lower()
+    if kind == "path":
+        path = os.path.expanduser(text)
+        if "\0" in path or not os.path.isabs(path):
+            raise ValueError(f"{var} must be an absolute path; unset it for the default")
+        return path
+    raise ValueError(f"unknown kind {kind!r} for environment variable {name}")
 
 
 def check_positive_int(value, name: str, minimum: int = 1) -> int:

@@ -4,7 +4,8 @@ The command line reads data with :func:`read_points`, names the manifold with
 :func:`manifold_for` (its size follows from the data's shape), parses the public
 centre with :func:`parse_center` and writes what may be published with
 :func:`release_json`. Every failure is a ``ValueError`` with one line saying what to
-fix.
+fix (a ``TypeError`` for data that are not real numbers). Only regular files are
+read: a FIFO or device would block or never end, so it is refused before it is opened.
 
 Layouts (one record per row):
 
@@ -22,26 +23,65 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import platform
+import stat
 from pathlib import Path
 
 import numpy as np
 
 from pymc_manidp.geometry import SPD, Euclidean, KendallShape, Sphere
+from pymc_manidp.geometry.validation import check_real_data
 from pymc_manidp.stats import reductions
 
-__all__ = ["MANIFOLDS", "manifold_for", "parse_center", "read_points", "release_json"]
+__all__ = [
+    "MANIFOLDS",
+    "check_regular_file",
+    "manifold_for",
+    "parse_center",
+    "read_points",
+    "release_json",
+]
 
 MANIFOLDS = ("sphere", "spd", "kendall", "euclidean")
+
+
+def check_regular_file(path) -> Path:
+    """``path`` as a ``Path`` if it is a non-empty regular file (symlinks followed).
+
+    A FIFO or a device is refused without opening it (reading one blocks or never
+    ends), an empty file is refused by name (it holds no records, and NumPy would fail
+    with an ``EOFError``).
+
+    Raises
+    ------
+    ValueError
+        Naming the path: not found, not a regular file, or empty.
+    """
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ValueError(f"data file not found: {path}") from None
+    except OSError as err:
+        raise ValueError(f"cannot read {path}: {err.strerror or err}") from None
+    if not stat.S_ISREG(info.st_mode):
+        what = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO, socket or device"
+        raise ValueError(f"{path} is {what}, not a regular file: only files are read")
+    if info.st_size == 0:
+        raise ValueError(f"{path} is empty (0 bytes): it holds no records")
+    return path
 
 
 def read_points(path, *, header=None) -> np.ndarray:
     """Read a numeric array from ``.npy`` or ``.csv`` (``#`` comments, one header row allowed).
 
-    A ``.csv`` file's first record is taken as a header only when none of its fields
-    is a number (or with ``header=True``; ``header=False`` never skips one). Any other
-    record that does not parse, or has a different number of fields than the rest,
-    is an error naming its line: a record is never dropped silently.
+    A ``.csv`` file's first record is taken as a header only when it has as many
+    fields as the other records and none of them is a number (or with
+    ``header=True``; ``header=False`` never skips one). Any other record that does
+    not parse, or has a different number of fields than the rest, is an error naming
+    its line: a record is never dropped silently (``0.1;0.2;0.97`` above
+    comma-separated records is a malformed record, not a header).
 
     Examples
     --------
@@ -52,9 +92,10 @@ def read_points(path, *, header=None) -> np.ndarray:
     (2, 3)
     """
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"data file not found: {path}")
     suffix = path.suffix.lower()
+    if suffix not in (".npy", ".csv", ".txt"):
+        raise ValueError(f"unsupported data file {path}: use .npy or .csv")
+    check_regular_file(path)
     if suffix == ".npy":
         try:
             arr = np.load(path, allow_pickle=False)
@@ -62,14 +103,9 @@ def read_points(path, *, header=None) -> np.ndarray:
             raise ValueError(
                 f"cannot read {path} as a NumPy array: {err or 'empty file'}"
             ) from None
-    elif suffix in (".csv", ".txt"):
-        arr = _read_csv(path, header)
     else:
-        raise ValueError(f"unsupported data file {path}: use .npy or .csv")
-    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"{path} must hold numbers, got dtype {arr.dtype}")
-    if np.iscomplexobj(arr):
-        raise ValueError(f"{path} must hold real numbers, got complex values")
+        arr = _read_csv(path, header)
+    check_real_data(arr, str(path))
     return np.asarray(arr, dtype=float)
 
 
@@ -91,8 +127,13 @@ def _read_csv(path: Path, header=None) -> np.ndarray:
         text = line.split("#", 1)[0].strip()
         if text:
             records.append((number, [f.strip() for f in text.split(",")]))
-    if header is None:  # a header is a first record in which nothing is a number
-        header = bool(records) and not any(_is_number(f) for f in records[0][1])
+    if header is None and records:
+        # a header has the records' width and no field that is a number; anything
+        # else on the first line is a record (a wrong separator is then named below)
+        rest = [len(fields) for _, fields in records[1:]]
+        width = max(set(rest), key=rest.count) if rest else len(records[0][1])
+        first = records[0][1]
+        header = len(first) == width and not any(_is_number(f) for f in first)
     if header:
         records = records[1:]
     if not records:
@@ -109,7 +150,8 @@ def _read_csv(path: Path, header=None) -> np.ndarray:
             if not _is_number(field):
                 raise ValueError(
                     f"{path}, line {number}, field {j}: {field!r} is not a number (every "
-                    "record must be numeric; only a first line without any number is a header)"
+                    "record must be numeric; only a first line with as many fields as the "
+                    "records is a header)"
                 )
         rows.append([float(f) for f in fields])
     return np.array(rows, dtype=float)

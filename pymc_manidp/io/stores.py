@@ -23,12 +23,16 @@ Examples
 from __future__ import annotations
 
 import glob
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["is_lazy_source", "open_points"]
+from pymc_manidp.geometry.validation import check_real_data
+from pymc_manidp.io.files import check_regular_file
+
+__all__ = ["input_files", "is_lazy_source", "open_points"]
 
 _PARQUET = (".parquet", ".pq")
 
@@ -56,35 +60,74 @@ def is_lazy_source(path) -> bool:
     (True, False)
     """
     text = str(path)
-    return (
-        any(ch in text for ch in "*?[")
-        or os.path.isdir(text)
-        or text.rstrip("/").lower().endswith((".zarr", *_PARQUET))
-    )
+    if os.path.exists(text):  # a real name is that name, whatever characters it holds
+        return os.path.isdir(text) or text.rstrip("/").lower().endswith((".zarr", *_PARQUET))
+    return _is_pattern(text) or text.rstrip("/").lower().endswith((".zarr", *_PARQUET))
+
+
+def _is_pattern(text: str) -> bool:
+    """Whether ``text`` is read as a glob pattern: only a path that does not exist is."""
+    return not os.path.exists(text) and any(ch in text for ch in "*?[")
 
 
 def _files(path):
+    """The data files at ``path``: a file, a folder's ``.npy`` or Parquet files, a pattern."""
     text = str(path)
-    if any(ch in text for ch in "*?["):
+    if _is_pattern(text):
         files = sorted(glob.glob(text))
+        if not files:
+            raise ValueError(f"no file matches the pattern {text} (and no file has that name)")
     elif os.path.isdir(text):
         entries = sorted(os.listdir(text))
-        npy = [os.path.join(text, f) for f in entries if f.lower().endswith(".npy")]
-        pq = [os.path.join(text, f) for f in entries if f.lower().endswith(_PARQUET)]
-        files = npy or pq
+        files = [os.path.join(text, f) for f in entries if f.lower().endswith((".npy", *_PARQUET))]
+    elif os.path.exists(text):
+        files = [text]
     else:
-        files = [text] if os.path.isfile(text) else []
+        raise ValueError(f"data not found: {text}")
     if not files:
-        raise ValueError(f"no .npy or Parquet files found at {text}")
+        raise ValueError(f"no .npy or Parquet files found in {text}")
+    parquet = sum(f.lower().endswith(_PARQUET) for f in files)
+    if 0 < parquet < len(files):
+        raise ValueError(
+            f"{text} holds both Parquet files ({parquet}) and others "
+            f"({len(files) - parquet}, e.g. .npy shards): one data set per folder or "
+            "pattern (reading only one kind would drop the other's records); move one "
+            "kind elsewhere or name the files with a pattern"
+        )
+    for f in files:  # a FIFO would block the reader forever; an empty file is named
+        check_regular_file(f)
     return files
+
+
+def input_files(path) -> list[Path]:
+    """Every file :func:`open_points` would read for ``path`` (a ``.zarr`` store: its folder).
+
+    The command line refuses an output path among them (``--out`` must never replace
+    an input).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> np.save(os.path.join(folder, "part-0.npy"), np.zeros((2, 3)))
+    >>> [p.name for p in input_files(folder)]
+    ['part-0.npy']
+    """
+    text = str(path).rstrip("/") or "/"
+    if text.lower().endswith(".zarr"):
+        return [Path(text)]
+    return [Path(f) for f in _files(text)]
 
 
 def _npy_header(path):
     """Shape and dtype of an ``.npy`` shard (a memory map reads only the header)."""
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as err:
-        raise ValueError(f"cannot read {path} as a NumPy array: {err}") from None
+    except (ValueError, OSError, EOFError) as err:
+        raise ValueError(f"cannot read {path} as a NumPy array: {err or 'truncated'}") from None
+    if len(arr.shape) < 2:
+        raise ValueError(f"{path}: a shard must hold one record per row, got shape {arr.shape}")
+    check_real_data(arr, str(path))
     return arr.shape, arr.dtype
 
 
@@ -97,7 +140,100 @@ def _load_parquet(path, group, columns):
     import pyarrow.parquet as pq
 
     table = pq.ParquetFile(path).read_row_group(group, columns=columns)
-    return np.column_stack([table.column(c).to_numpy().astype(float) for c in table.column_names])
+    # by name, in the order asked for: never by position in the file
+    return np.column_stack([table.column(c).to_numpy().astype(float) for c in columns])
+
+
+def _parquet_dtype(arrow_type) -> np.dtype:
+    """The NumPy dtype an Arrow column would become (object when it has none)."""
+    try:
+        return np.dtype(arrow_type.to_pandas_dtype())
+    except (TypeError, NotImplementedError):  # dictionary-coded, nested, decimal, ...
+        return np.dtype(object)
+
+
+def _parquet_parts(files, columns):
+    """One lazy block per row group; columns matched by name, types checked per file."""
+    import dask
+    import dask.array as da
+    import pyarrow.parquet as pq
+
+    names, parts = None if columns is None else list(columns), []
+    for f in files:
+        try:
+            meta = pq.ParquetFile(f)
+        except Exception as err:  # pyarrow raises several types for a bad file
+            raise ValueError(f"cannot read {f} as Parquet: {err}") from None
+        schema = meta.schema_arrow
+        if names is None:  # every column of the first file, in its order
+            names = list(schema.names)
+        missing = [c for c in names if c not in schema.names]
+        extra = [c for c in schema.names if c not in names] if columns is None else []
+        if missing or extra:
+            raise ValueError(
+                f"{f}: columns {schema.names}, but the data have {names} (missing "
+                f"{missing}, unexpected {extra}): columns are matched by name, so every "
+                "file needs the same names (pass columns= to choose some)"
+            )
+        for c in names:
+            field = schema.field(c)
+            check_real_data(_parquet_dtype(field.type), f"{f}, column {c!r} ({field.type})")
+        for g in range(meta.num_row_groups):
+            rows = meta.metadata.row_group(g).num_rows
+            load = dask.delayed(_load_parquet, pure=True)(f, g, names)
+            parts.append(da.from_delayed(load, (rows, len(names)), dtype=float))
+    return parts
+
+
+def _load_zarr(path, component, start, stop):
+    """Rows ``start:stop`` of a Zarr array; a chunk that cannot be decoded is named."""
+    import zarr
+
+    try:
+        block = zarr.open_array(path, path=component or "", mode="r")[start:stop]
+    except Exception as err:  # zarr and its codecs raise many types for a corrupt chunk
+        raise ValueError(
+            f"{path}: cannot read rows {start}:{stop} (a corrupt chunk?): "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    return np.asarray(block, dtype=float)
+
+
+def _open_zarr(text, component, chunk_rows):
+    """A Zarr array as lazy blocks of rows, after checking its dtype and its chunks."""
+    import dask
+    import dask.array as da
+    import zarr
+
+    try:
+        z = zarr.open_array(text, path=component or "", mode="r")
+    except Exception as err:  # zarr raises several types for a bad store
+        raise ValueError(f"cannot open {text} as a Zarr array: {err}") from None
+    if z.ndim < 2:
+        raise ValueError(f"{text} must hold one record per row, got shape {z.shape}")
+    check_real_data(z, text)
+    grid = tuple(math.ceil(s / c) for s, c in zip(z.shape, z.chunks, strict=True))
+    if z.nchunks_initialized < math.prod(grid):
+        # a missing chunk reads as the fill value: made-up records, never released
+        root = Path(text) / (component or "")
+        absent = [
+            key
+            for key in (z.metadata.encode_chunk_key(ix) for ix in np.ndindex(*grid))
+            if not (root / key).exists()
+        ]
+        named = f": {', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}" if absent else ""
+        raise ValueError(
+            f"{text}: {math.prod(grid) - z.nchunks_initialized} of {math.prod(grid)} chunks "
+            f"are missing{named} (Zarr would fill them with {z.fill_value}: made-up "
+            "records); restore them or drop those rows from the store"
+        )
+    step = chunk_rows or z.chunks[0]
+    parts = []
+    for start in range(0, z.shape[0], step):
+        stop = min(start + step, z.shape[0])
+        load = dask.delayed(_load_zarr, pure=True)(text, component, start, stop)
+        parts.append(da.from_delayed(load, (stop - start, *z.shape[1:]), dtype=float))
+    return parts
 
 
 def open_points(path, *, chunk_rows: int | None = None, columns=None, component=None):
@@ -114,7 +250,8 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
         chunk per shard); rechunk Zarr arrays along the rows.
     columns : list of str, optional
         Parquet: the numeric columns holding one record's coordinates, in order
-        (default: every column).
+        (default: every column of the first file). Columns are read by name in every
+        file, never by position; a file without one of them is an error naming it.
     component : str, optional
         Zarr: the array inside a group.
 
@@ -126,45 +263,30 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
     Raises
     ------
     ValueError
-        Nothing found, shards of different trailing shapes, non-numeric data.
+        Nothing found, a FIFO or empty file, shards of different trailing shapes,
+        Parquet files with other column names, a folder mixing ``.npy`` and Parquet,
+        a missing Zarr chunk (a corrupt one when it is read).
+    TypeError
+        Data that are not integer or floating point (bools, complex, dates...).
     """
     import dask
     import dask.array as da
 
-    text = str(path).rstrip("/")
+    text = str(path).rstrip("/") or "/"
     if text.lower().endswith(".zarr"):
-        try:
-            arr = da.from_zarr(text, component=component)
-        except Exception as err:  # zarr raises several types for a bad store
-            raise ValueError(f"cannot open {text} as a Zarr array: {err}") from None
-        if arr.ndim < 2:
-            raise ValueError(f"{text} must hold one record per row, got shape {arr.shape}")
-        rows = chunk_rows or arr.chunks[0][0]
-        return arr.rechunk({0: rows, **{i: -1 for i in range(1, arr.ndim)}}).astype(float)
-
-    files = _files(text)
-    parts = []
-    if files[0].lower().endswith(_PARQUET):
-        import pyarrow.parquet as pq
-
-        for f in files:
-            meta = pq.ParquetFile(f)
-            names = list(columns) if columns is not None else meta.schema_arrow.names
-            for g in range(meta.num_row_groups):
-                rows = meta.metadata.row_group(g).num_rows
-                load = dask.delayed(_load_parquet, pure=True)(f, g, names)
-                parts.append(da.from_delayed(load, (rows, len(names)), dtype=float))
+        parts = _open_zarr(text, component, chunk_rows)
+        files = []
     else:
+        files = _files(text)
+        parts = []
+    if files and files[0].lower().endswith(_PARQUET):
+        parts = _parquet_parts(files, columns)
+    elif files:
         trailing = None
         for f in files:
             if not f.lower().endswith(".npy"):
                 raise ValueError(f"{f}: shards must all be .npy files")
-            shape, dtype = _npy_header(f)
-            if len(shape) < 2 or not (np.issubdtype(dtype, np.number) and dtype.kind != "c"):
-                raise ValueError(
-                    f"{f}: a shard must hold real numbers, one record per row; got shape "
-                    f"{shape}, dtype {dtype}"
-                )
+            shape, _ = _npy_header(f)
             if trailing is None:
                 trailing = shape[1:]
             elif shape[1:] != trailing:

@@ -624,7 +624,9 @@ def _kng_shells(M, sigma, H, r, rho_data, e, t_max, rho_weights=None):
     # grid in u = t - e: doubling from a fraction of the law's scale
     tau = [0.0]
     step = min(sigma / lam(0.0) / 4.0, t_max / 256.0)
-    while tau[-1] + e < t_max:
+    # at least one shell: when e >= t_max (H tiny, r just below r*) the bound
+    # g(t) = slope (t - e) <= 0 on [0, t_max] is trivially valid
+    while tau[-1] + e < t_max or len(tau) == 1:
         tau.append(min(tau[-1] + step, t_max - e) if tau[-1] + step + e < t_max else t_max - e)
         step *= 1.5
     tau = np.array(tau)
@@ -738,7 +740,8 @@ def sample_kng(
         g_hat_norm = float(_grad_norms(M, x_hat[None], data)[0])
     # e >= rho(x_hat, x_bar); the slack absorbs the rounding of |grad F| and rho (a
     # few hundred ulps of r at most), so rounding cannot push a ratio above 1
-    e = domain.footpoint_error(g_hat_norm) + 1e-12 * domain.radius
+    # x_hat and x_bar both lie in the ball: rho <= 2r even when H (near r*) is tiny
+    e = min(domain.footpoint_error(g_hat_norm), 2.0 * domain.radius) + 1e-12 * domain.radius
     t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
     stats = {"inside": 0, "proposals": 0}
     # in memory a proposal's gradient costs as much as a pass: batches stay small for

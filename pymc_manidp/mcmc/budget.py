@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from pymc_manidp.geometry.validation import read_env
+
 __all__ = ["MAX_SECONDS_ENV", "MCMC_MAX_SECONDS", "check_mcmc_budget"]
 
 # Lower bounds on the seconds one gradient evaluation of the log-density costs per
@@ -52,7 +54,7 @@ def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_secon
     ValueError: MCMC on n = 10000000 data points would take at least ...
     """
     if max_seconds is None:
-        max_seconds = float(os.environ.get(MAX_SECONDS_ENV, MCMC_MAX_SECONDS))
+        max_seconds = read_env(MAX_SECONDS_ENV, "positive real", float(MCMC_MAX_SECONDS))
     evals = int(chains) * (int(tune) + int(draws)) * _LEAPFROG_PER_DRAW
     # nutpie runs chains on all cores; bound from below by dividing by them
     estimate = int(n) * evals * _seconds_per_point(manifold) / max(1, os.cpu_count() or 1)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pymc_manidp.geometry.validation import read_env
+
 __all__ = ["CACHE_ENV", "cache_dir", "clear_cache", "compile_nutpie"]
 
 #
@@ -46,10 +48,10 @@ def cache_dir() -> Path:
     next release compiles again. PyTensor keeps its own compiled functions under
     ``pytensor.config.base_compiledir`` (``PYTENSOR_FLAGS=base_compiledir=...``).
     """
-    env = os.environ.get(CACHE_ENV)
+    env = read_env(CACHE_ENV, "path")
     if env:
         return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = read_env("XDG_CACHE_HOME", "path") or Path.home() / ".cache"
     return Path(base) / "pymc-manidp"
 
 

@@ -16,13 +16,13 @@ only rebuilds the PyTensor graph.
 from __future__ import annotations
 
 import importlib.util
-import os
 import threading
 import time
 
 import numpy as np
 import pymc as pm
 
+from pymc_manidp.geometry.validation import read_env
 from pymc_manidp.mcmc.nutpie_cache import _compile_nutpie_or_fallback, _nutpie_with_data
 from pymc_manidp.mcmc.settings import MCMCSettings
 
@@ -58,7 +58,12 @@ def nuts_backend(backend=None) -> str:
     default): nutpie when it is installed, PyMC's NUTS otherwise. Asking for nutpie
     without it installed is an ``ImportError``.
     """
-    choice = (backend or os.environ.get(BACKEND_ENV) or "auto").lower()
+    choice = (
+        backend
+        or read_env(
+            BACKEND_ENV, "choice", "auto", choices=(*NUTS_BACKENDS, "auto"), what="the NUTS backend"
+        )
+    ).lower()
     if choice == "auto":
         return "nutpie" if has_nutpie() else "pymc"
     if choice not in NUTS_BACKENDS:

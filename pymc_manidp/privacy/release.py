@@ -72,7 +72,7 @@ class Release:
     Attributes
     ----------
     value : ndarray
-        The released point (shape ``point_shape``).
+        The released point (shape ``point_shape``), a read-only copy.
     epsilon : float
     delta : float or None
         0 for exact samplers; ``None`` for MCMC, where it is not known (see
@@ -121,6 +121,13 @@ class Release:
     sampler_info: dict | None = None
     # issue 17: curator-side estimate of delta; never published (public() lists its keys)
     delta_estimate: dict | None = None
+
+    def __post_init__(self):
+        # the record is immutable: a read-only copy, so neither the caller's array nor
+        # ``rel.value[0] = ...`` can change what public() reports after the release
+        value = np.array(self.value, dtype=float, copy=True)
+        value.flags.writeable = False
+        object.__setattr__(self, "value", value)
 
     @property
     def calibration(self) -> Calibration:

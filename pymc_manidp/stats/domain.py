@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_bool, check_positive_real
+from pymc_manidp.geometry.validation import check_bool, check_positive_real, check_real_data
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats import sensitivity as sens
 
@@ -117,6 +117,7 @@ class DataDomain:
         """
         M = self.manifold
         clip = check_bool(clip, "clip")  # "no" is truthy: never coerce
+        check_real_data(data, "data")  # before any path: a mask or a dtype never slips by
         if reductions.checked_summary(data, domain=self) is not None:
             return data
         if reductions.is_dask(data):
