@@ -2,9 +2,9 @@ r"""nutpie with its compiled entry points cached on disk across processes.
 
 nutpie's public ``nutpie.compile_pymc_model`` wraps PyTensor's numba function of the
 log-density and its gradient in two numba ``cfunc`` that hold the data as constants:
-numba cannot cache them, so every process compiles them again (16 s of a 23 s first
-release of KNG on S², against 7 s in all with this module, at load 4 on 2 cores:
-docs/benchmarks.md, "nutpie's public API against the cache"). This module builds the
+numba cannot cache them, so every process compiles them again, and a first release
+of KNG on S² in a fresh process takes about three times as long as with this module
+(docs/benchmarks.md, "nutpie's public API against the cache"). This module builds the
 two entry points from its own templates, which read the data through the pointer
 nutpie passes them (``user_data``), so numba caches them under :func:`cache_dir`
 (``PYMC_MANIDP_CACHE_DIR``; :func:`clear_cache`), with a small JSON manifest (sizes,
@@ -227,7 +227,7 @@ def _register_locator():
             return str(self._path)
 
         def get_source_stamp(self):
-            return 0  # the key hashes the source and the inner graph
+            return 0  # the key hashes the model, the manifest and this source
 
         def get_disambiguator(self):
             return self._key
@@ -498,23 +498,28 @@ def _model_layout(model):
     return [v.name for v in traced], [v.type.shape for v in traced], len(free), reparam
 
 
+_FIELDS = {"n_dim", "n_expanded", "shape_info", "reparameterized", "shared", "inner"}
+_FIELDS |= {"logp_args", "expand_args"}
+
+
 def _check_manifest(model, manifest):
     """Raise ValueError unless every field of ``manifest`` fits ``model``.
 
     Names, order and transforms of the traced variables as the model gives them;
     shapes of the right rank, equal to the static ones where known, with the slices
     and sizes they imply; the ``pm.Data`` read, distinct and the model's; each entry
-    point's arguments among them. What the model does not fix (a shape it leaves to
-    the data, the order of the ``pm.Data``) is bound by the entry points' key."""
+    point's arguments among them; PyTensor's keys of its compiled graphs, strings.
+    What the model does not fix (a shape it leaves to the data, the order of the
+    ``pm.Data``, the graphs' keys) is bound by the entry points' key."""
     names, static, n_free, reparam = _model_layout(model)
     got_names, slices, shapes = manifest["shape_info"]
     shared, keys = manifest["shared"], {f"s{i}" for i in range(len(manifest["shared"]))}
     sizes = [math.prod(sh) for sh in shapes]
     ends = np.cumsum([0, *sizes]).tolist()
     ok = (
-        set(manifest)
-        == {"n_dim", "n_expanded", "shape_info", "reparameterized", "shared"}
-        | {"logp_args", "expand_args"}
+        set(manifest) == _FIELDS
+        and len(manifest["inner"]) == 2
+        and all(type(k) is str for k in manifest["inner"])
         and got_names == names
         and manifest["reparameterized"] == reparam
         and len(shapes) == len(static)
@@ -650,6 +655,8 @@ def compile_nutpie(model):
     Raises :class:`NutpieInternalsError` if nutpie's private helpers changed
     (:func:`_nutpie_internals`).
     """
+    from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+
     ncp = _nutpie_internals()
     struct_key = _structure_key(model) if _cache_is_private() else None
     if struct_key is not None:
@@ -678,10 +685,12 @@ def compile_nutpie(model):
         "logp_args": [shared[0][var] for var in logp_pt.get_shared()],
         "expand_args": [shared[0][var] for var in expand_pt.get_shared()],
     }
-    names = manifest["shared"]
-    if len(set(names)) != len(names) or None in names:
-        struct_key = None  # a load finds the pm.Data by name: not cacheable
     inner = {"logp": logp_pt.vm.jit_fn, "expand": expand_pt.vm.jit_fn}
+    # PyTensor's keys of the compiled graphs: a wrapper is reused around the same code only
+    manifest["inner"] = [CACHED_SRC_FUNCTIONS.get(inner[k].py_func) for k in ("logp", "expand")]
+    names = manifest["shared"]
+    if len(set(names)) != len(names) or None in names or None in manifest["inner"]:
+        struct_key = None  # a load finds the pm.Data by name; PyTensor could not key a graph
     with warnings.catch_warnings():
         # an inner function numba cannot cache (it holds constants) leaves the wrapper
         # uncached too: the next process compiles it again, as nutpie would

@@ -217,6 +217,7 @@ TAMPERS = {
     "args as code": lambda m: {**m, "logp_args": ["__import__('os').system('false')"]},
     "a field missing": lambda m: {k: v for k, v in m.items() if k != "expand_args"},
     "a field added": lambda m: {**m, "source": "import os"},
+    "PyTensor's key not text": lambda m: {**m, "inner": [1, 2]},
     "not an object": lambda m: list(m),
 }
 # fields the model does not fix: caught by the entry points' key
@@ -224,6 +225,7 @@ BOUND = {
     "shared order": lambda m: {**m, "shared": m["shared"][::-1]},
     "logp args order": lambda m: {**m, "logp_args": m["logp_args"][::-1]},
     "expand args": lambda m: {**m, "expand_args": ["s1"]},
+    "PyTensor's keys": lambda m: {**m, "inner": m["inner"][::-1]},
 }
 
 
