@@ -108,7 +108,8 @@ def _not_ours_alone(root):
     """Why the tree under ``root`` that the cache loader reads is not ours alone, or None."""
 
     def fail(err):
-        raise err
+        if not isinstance(err, FileNotFoundError):  # gone: another process replaced it
+            raise err
 
     paths = [root]  # ``root`` itself may be a link the user chose: its target is checked
     for sub in ("numba", "models"):
@@ -118,7 +119,10 @@ def _not_ours_alone(root):
                 paths += [Path(folder, name) for name in dirs + files]
     uid = os.getuid()
     for path in paths:
-        st = path.stat() if path == root else path.lstat()
+        try:
+            st = path.stat() if path == root else path.lstat()
+        except FileNotFoundError:  # a temporary file another process has just renamed
+            continue
         if stat.S_ISLNK(st.st_mode):
             return f"{path} is a symbolic link"
         if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
@@ -135,7 +139,10 @@ def _private_files(pattern):
     would leave numba's new files group-writable, and :func:`_cache_is_private` would
     then refuse the cache)."""
     for path in (cache_dir() / "numba").glob(pattern):
-        path.chmod(stat.S_IMODE(path.lstat().st_mode) & ~0o022)
+        try:
+            path.chmod(stat.S_IMODE(path.lstat().st_mode) & ~0o022)
+        except FileNotFoundError:  # replaced by another process meanwhile
+            pass
 
 
 class NutpieInternalsError(ImportError):

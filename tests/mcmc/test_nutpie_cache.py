@@ -126,6 +126,25 @@ def test_a_cache_tree_others_can_write_to_is_refused(kind, monkeypatch, tmp_path
         assert not nutpie_cache._cache_is_private()
 
 
+def test_a_file_renamed_during_the_check_is_no_refusal(monkeypatch, tmp_path):
+    """numba writes a temporary file and renames it: a racing process may list one that
+    is gone when it is inspected. That is no reason to refuse the cache."""
+    root = tmp_path / "c"
+    (root / "numba").mkdir(mode=0o700, parents=True)
+    root.chmod(0o700)
+    walk = os.walk
+
+    def racing_walk(top, **kwargs):
+        for folder, dirs, files in walk(top, **kwargs):
+            yield folder, dirs, [*files, "w-ab.py312.nbi.tmp.0123"]  # listed, then renamed
+
+    monkeypatch.setattr(os, "walk", racing_walk)
+    assert nutpie_cache._not_ours_alone(root) is None
+    (root / "numba" / "w-ab.py312.nbi").write_bytes(b"x")
+    (root / "numba" / "w-ab.py312.nbi").chmod(0o666)  # the check still reads the others
+    assert "can be written by others" in nutpie_cache._not_ours_alone(root)
+
+
 class _Planted:
     """A pickle that, when loaded, creates the folder ``marker`` (it could do anything)."""
 
