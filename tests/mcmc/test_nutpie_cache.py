@@ -460,6 +460,38 @@ def test_nutpie_internals_are_those_the_cache_was_written_for():
     assert nutpie_cache._nutpie_internals() is compile_pymc
 
 
+def test_every_nutpie_private_access_goes_through_the_check():
+    """nutpie's compile_pymc is imported in one function of the package, and every
+    attribute the cache takes from it is one that function checks."""
+    import ast
+    import re
+
+    package = ROOT / "pymc_manidp"
+    importers = [
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if re.search(r"compile_pymc\b(?!_model)", path.read_text())
+        and path.name != "nutpie_cache.py"
+    ]
+    assert importers == []
+    tree = ast.parse((package / "mcmc" / "nutpie_cache.py").read_text())
+    holders = [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and any(isinstance(n, ast.ImportFrom) and n.module == "nutpie" for n in ast.walk(node))
+        and any(isinstance(n, ast.alias) and n.name == "compile_pymc" for n in ast.walk(node))
+    ]
+    assert holders == ["_nutpie_internals"]
+    used = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+        if node.value.id == "ncp"
+    }
+    assert used and used <= set(nutpie_cache._NUTPIE_PRIVATE), used
+
+
 @pytest.mark.parametrize("change", ["missing", "renamed", "new required parameter", "version"])
 def test_a_changed_nutpie_internal_is_named(change, monkeypatch):
     pytest.importorskip("nutpie")
