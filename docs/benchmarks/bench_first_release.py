@@ -19,13 +19,19 @@ Each run is a new Python process (``python -c``-like: this file run as a script 
 
 Run (the parent runs the children one after the other and prints one row each)::
 
-    PYTHONPATH=. .venv/bin/python docs/benchmarks/bench_first_release.py [backend] [runs]
+    PYTHONPATH=. .venv/bin/python docs/benchmarks/bench_first_release.py [variants] [runs]
 
-``backend``: ``pymc`` or ``nutpie`` (``PYMC_MANIDP_NUTS_BACKEND``); the first child
-gets a new, empty cache directory (``PYMC_MANIDP_CACHE_DIR``: cold), the others reuse
-it (warm). "cache hits": nutpie's entry points loaded from it (2 = both). PyTensor's
-own caches (``base_compiledir``: C modules and numba functions) stay where they are:
-add ``PYTENSOR_FLAGS=base_compiledir=/new/dir`` for a completely cold first run.
+``variants``: a comma-separated list of ``pymc`` (PyMC's NUTS), ``nutpie`` (nutpie
+through :mod:`pymc_manidp.mcmc.nutpie_cache`, its entry points cached on disk) and
+``public`` (nutpie through its public ``nutpie.compile_pymc_model(model)`` only: the
+cache module is bypassed). Each variant first runs once in a new, empty cache directory
+(``PYMC_MANIDP_CACHE_DIR``: "cold"); then ``runs`` rounds run every variant once, in
+turn (interleaved, so that the machine's load falls on all of them alike), all reusing
+that directory (warm). "cache hits": nutpie's entry points loaded from it (2 = both).
+PyTensor's own caches (``base_compiledir``: C modules and numba functions) stay where
+they are: add ``PYTENSOR_FLAGS=base_compiledir=/new/dir`` for a completely cold first
+run. The last lines give, per variant, the median and range of the warm rows' ``total``
+and ``CPU`` and the ratio of the medians to the first variant's.
 """
 
 from __future__ import annotations
@@ -70,6 +76,16 @@ def child():
     data = uniform_radius_ball(S2, 1000, center=north, radius=0.9 * np.pi / 8, random_seed=0)
     timings["data"] = time.perf_counter() - t0
 
+    if os.environ.get("BENCH_NUTPIE_COMPILE") == "public":
+        import nutpie
+
+        from pymc_manidp.mcmc import nutpie_cache
+
+        def public(model):  # nutpie's own compile: nothing cached by this package
+            return nutpie.compile_pymc_model(model), 0
+
+        nutpie_cache.compile_nutpie = public
+
     mech = pmd.KNGMechanism(S2, epsilon=1.0, center=north, radius=np.pi / 8)
     mcmc.polar_model = timed("model", mcmc.polar_model)
     init = mcmc.CompiledSampler.__init__
@@ -91,36 +107,53 @@ def child():
     )
 
 
-def main(backend, runs):
-    print(f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
-    print(f"| run | backend | cache hits | {' | '.join(PHASES)} | wall | CPU | load |")
-    print("|---" * (len(PHASES) + 6) + "|")
-    cache = tempfile.mkdtemp(prefix="manidp-cache-")
+def _run(variant, cache):
+    """One child process: its row's numbers (a dict) and the printed row."""
+    backend = "pymc" if variant == "pymc" else "nutpie"
     env = dict(os.environ, PYMC_MANIDP_NUTS_BACKEND=backend, PYMC_MANIDP_CACHE_DIR=cache)
-    for run in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        out = subprocess.run(
-            [sys.executable, __file__, "--child"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        rows = [line for line in out.stdout.splitlines() if line.startswith("ROW")]
-        if not rows:
-            print(out.stdout[-2000:], out.stderr[-4000:])
-            raise SystemExit("child failed")
-        _, used, hits, *numbers = rows[0].split()
-        label = "cold" if run == 0 else "warm"
-        print(
-            f"| {run + 1} ({label}) | {used} | {hits} | {' | '.join(numbers)} | "
-            f"{wall:.2f} | {cpu:.2f} | {os.getloadavg()[0]:.1f} |",
-            flush=True,
-        )
+    env["BENCH_NUTPIE_COMPILE"] = "public" if variant == "public" else "cached"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, __file__, "--child"], env=env, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("ROW")]
+    if not rows:
+        print(out.stdout[-2000:], out.stderr[-4000:])
+        raise SystemExit("child failed")
+    _, used, hits, *numbers = rows[0].split()
+    total = float(numbers[PHASES.index("total")])
+    row = f"{used} | {hits} | {' | '.join(numbers)} | {wall:.2f} | {cpu:.2f}"
+    return (total, cpu), row
+
+
+def main(variants, runs):
+    import statistics
+
+    print(f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
+    print(f"| run | variant | backend | cache hits | {' | '.join(PHASES)} | wall | CPU | load |")
+    print("|---" * (len(PHASES) + 7) + "|")
+    caches = {v: tempfile.mkdtemp(prefix=f"manidp-cache-{v}-") for v in variants}
+    totals = {v: [] for v in variants}
+    for run in range(runs + 1):
+        for variant in variants:
+            total, row = _run(variant, caches[variant])
+            label = "cold" if run == 0 else "warm"
+            if run:
+                totals[variant].append(total)
+            print(f"| {run} ({label}) | {variant} | {row} | {os.getloadavg()[0]:.1f} |", flush=True)
+    first = variants[0]
+    for i, what in enumerate(("total", "CPU")):
+        medians = {v: statistics.median(t[i] for t in ts) for v, ts in totals.items() if ts}
+        for variant, median in medians.items():
+            values = [t[i] for t in totals[variant]]
+            print(
+                f"{variant}: warm {what} median {median:.2f} s (range {min(values):.2f}-"
+                f"{max(values):.2f}, {len(values)} runs), {median / medians[first]:.2f}x {first}'s"
+            )
 
 
 if __name__ == "__main__":
@@ -128,4 +161,4 @@ if __name__ == "__main__":
         child()
     else:
         args = sys.argv[1:]
-        main(args[0] if args else "auto", int(args[1]) if len(args) > 1 else 3)
+        main(args[0].split(",") if args else ["nutpie"], int(args[1]) if len(args) > 1 else 3)

@@ -1,20 +1,41 @@
 r"""nutpie with its compiled entry points cached on disk across processes.
 
-nutpie.compile_pymc_model wraps PyTensor's numba function of the log-density and its
-gradient in a numba ``cfunc`` that holds the data as constants: numba cannot cache it,
-so every process compiled it again (20-35 s on 2 cores). This module rebuilds those
-wrappers so that they read the data through nutpie's ``user_data`` pointer and can be
-cached (:func:`cache_dir`, ``PYMC_MANIDP_CACHE_DIR``; :func:`clear_cache`). It is the
-one module that uses nutpie's private helpers.
+nutpie's public ``nutpie.compile_pymc_model`` wraps PyTensor's numba function of the
+log-density and its gradient in two numba ``cfunc`` that hold the data as constants:
+numba cannot cache them, so every process compiles them again, and a first release
+of KNG on S² in a fresh process takes about three times as long as with this module
+(docs/benchmarks.md, "nutpie's public API against the cache"). This module builds the
+two entry points from its own templates, which read the data through the pointer
+nutpie passes them (``user_data``), so numba caches them under :func:`cache_dir`
+(``PYMC_MANIDP_CACHE_DIR``; :func:`clear_cache`), with a small JSON manifest (sizes,
+names, the order of the ``pm.Data``) keyed on a hash of the model's structure.
+
+It is the one module that uses nutpie's private helpers, and only through
+:func:`_nutpie_internals`, which checks them (and nutpie's version) first: if they
+changed, :func:`_compile_nutpie_or_fallback` warns, naming the version, and compiles
+with the public API.
+
+The cache holds code that runs beside the private data, so nothing is loaded from it
+unless every folder and file the loader reads is the user's own and writable by the
+user only, with no link (:func:`_cache_is_private`). A manifest is data: each field is
+checked against the model, and the entry points are stored under a key that hashes
+the model's structure with *every* manifest field, so a manifest other than the one
+written with them finds none (a miss: the model is compiled, the entry rewritten).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import inspect
+import itertools
+import json
+import math
 import os
-import re
 import shutil
+import stat
+import threading
 import warnings
 import weakref
 from pathlib import Path
@@ -23,19 +44,10 @@ import numpy as np
 
 from pymc_manidp.geometry.validation import read_env
 
-__all__ = ["CACHE_ENV", "cache_dir", "clear_cache", "compile_nutpie"]
-
-#
-# nutpie.compile_pymc_model wraps PyTensor's numba function of the log-density and its
-# gradient in a numba ``cfunc`` that holds the data as constants ("dynamic globals"):
-# numba cannot cache it, so every process compiled it again (20-35 s on 2 cores, most of
-# a first release; PyTensor's own numba function inside it is cached already). The
-# wrappers below read the data (and their shapes) through the pointer the sampler passes
-# them (nutpie's ``user_data``), so they do not depend on the data or on n, and numba
-# caches them under :func:`cache_dir`, keyed on PyTensor's hash of the compiled graph.
+__all__ = ["CACHE_ENV", "NutpieInternalsError", "cache_dir", "clear_cache", "compile_nutpie"]
 
 CACHE_ENV = "PYMC_MANIDP_CACHE_DIR"
-_CACHE_FORMAT = 2  # bump when the wrappers' layout changes: old entries are then ignored
+_CACHE_FORMAT = 3  # bump when the wrappers' layout changes: old entries are then ignored
 _WRAPPER_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCATOR = None
 
@@ -66,19 +78,141 @@ def clear_cache() -> None:
 
 
 def _cache_is_private() -> bool:
-    """Whether :func:`cache_dir` may be read and written: ours, and writable by us only.
+    """Whether :func:`cache_dir` may be read and written: ours alone, all the way down.
 
     The cache holds code that runs in the curator's process beside the private data
-    (numba's pickled index and object code): a folder another user could write to is
-    not used (the model is then compiled in the process, and nothing is cached).
+    (numba's pickled index and object code), so the folder and everything the loader
+    reads below it (``numba/``, ``models/``) must belong to the current user, be
+    writable by nobody else, and be plain files and folders: no symbolic link (it
+    could point out of the tree), no FIFO. Otherwise it warns, naming the first
+    offending path, and returns False: the model is then compiled in the process and
+    nothing is read from or written to the cache.
     """
-    path = cache_dir()
+    root = cache_dir()
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = path.stat()
-    except OSError:
-        return False
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        problem = _not_ours_alone(root)
+    except OSError as err:
+        problem = f"it cannot be inspected ({err})"
+    if problem is None:
+        return True
+    warnings.warn(
+        f"not using the compile cache {root}: {problem}. It holds code that runs in this "
+        "process, so it is read only if every file in it is yours and writable by you only; "
+        f"compiling in this process instead. Remove {root / 'numba'} and {root / 'models'} "
+        f"(pymc_manidp.mcmc.clear_cache()) or set {CACHE_ENV} to a folder of your own.",
+        stacklevel=4,
+    )
+    return False
+
+
+def _not_ours_alone(root):
+    """Why the tree under ``root`` that the cache loader reads is not ours alone, or None."""
+
+    def fail(err):
+        if not isinstance(err, FileNotFoundError):  # gone: another process replaced it
+            raise err
+
+    paths = [root]  # ``root`` itself may be a link the user chose: its target is checked
+    for sub in ("numba", "models"):
+        if os.path.lexists(root / sub):
+            paths.append(root / sub)
+            for folder, dirs, files in os.walk(root / sub, onerror=fail):  # links not followed
+                paths += [Path(folder, name) for name in dirs + files]
+    uid = os.getuid()
+    for path in paths:
+        try:
+            st = path.stat() if path == root else path.lstat()
+        except FileNotFoundError:  # a temporary file another process has just renamed
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            return f"{path} is a symbolic link"
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            return f"{path} is not a regular file or folder"
+        if st.st_uid != uid:
+            return f"{path} belongs to uid {st.st_uid}, not to you (uid {uid})"
+        if st.st_mode & 0o022:
+            return f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def _private_files(pattern):
+    """Make the cache files matching ``pattern`` writable by us only (a umask of 002
+    would leave numba's new files group-writable, and :func:`_cache_is_private` would
+    then refuse the cache)."""
+    for path in (cache_dir() / "numba").glob(pattern):
+        try:
+            path.chmod(stat.S_IMODE(path.lstat().st_mode) & ~0o022)
+        except FileNotFoundError:  # replaced by another process meanwhile
+            pass
+
+
+class NutpieInternalsError(ImportError):
+    """The nutpie installed lacks, or changed, a private helper this cache needs."""
+
+
+# nutpie.compile_pymc's private helpers used here, each with the parameters it gets
+# (all by keyword); CompiledPyMCModel with the fields it is built with
+_NUTPIE_PRIVATE = {
+    "_make_functions": ("model", "mode", "compute_grad", "join_expanded", "pymc_initial_point_fn"),
+    "_rv_dict_to_flat_array_wrapper": ("fn", "names", "shapes"),
+    "_prepare_dims_and_coords": ("model", "shape_info", "reparameterized_names"),
+    "CompiledPyMCModel": tuple(
+        "dims reparameterized_names compiled_logp_func compiled_expand_func initial_point_func "
+        "shared_data shared_var_keys user_data n_expanded shape_info logp_func expand_func "
+        "_n_dim _shapes _coords".split()
+    ),
+}
+# the C signature nuts-rs calls the entry points with is not visible from Python:
+# only the versions this module was tested with are trusted
+_NUTPIE_TESTED = "0.16."
+
+
+def _nutpie_internals():
+    """``nutpie.compile_pymc``, once the private helpers this module uses are checked.
+
+    The only way this module reaches nutpie's internals. Each helper of
+    :data:`_NUTPIE_PRIVATE` must exist, accept the parameters listed and need no
+    other; nutpie's version must be one this module was tested with. Raises
+    :class:`NutpieInternalsError`, naming nutpie's version and the helper, otherwise
+    (:func:`_compile_nutpie_or_fallback` then compiles with nutpie's public API).
+    """
+    import nutpie
+    from nutpie import compile_pymc as ncp
+
+    version = nutpie.__version__
+    for name, passed in _NUTPIE_PRIVATE.items():
+        helper = getattr(ncp, name, None)
+        try:
+            params = inspect.signature(helper).parameters
+        except (TypeError, ValueError):  # None, or not introspectable
+            problem = "is missing"
+        else:
+            kinds = {p.kind for p in params.values()}
+            named = {n for n, p in params.items() if p.kind != p.POSITIONAL_ONLY}
+            needed = {
+                n
+                for n, p in params.items()
+                if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            }
+            accepts = inspect.Parameter.VAR_KEYWORD in kinds or set(passed) <= named
+            if accepts and needed <= set(passed):
+                continue
+            problem = f"now has the signature {name}{inspect.signature(helper)}"
+        raise NutpieInternalsError(
+            f"nutpie {version}: nutpie.compile_pymc.{name} {problem}, but pymc-manidp's "
+            f"compile cache (pymc_manidp/mcmc/nutpie_cache.py) passes it {', '.join(passed)} "
+            "as nutpie 0.16 does. Install nutpie 0.16 (pip install 'nutpie>=0.16.10,<0.17') "
+            "to cache compiled models across processes."
+        )
+    if not version.startswith(_NUTPIE_TESTED):
+        raise NutpieInternalsError(
+            f"nutpie {version}: pymc-manidp's compile cache is tested with nutpie "
+            f"{_NUTPIE_TESTED}x only (the C entry points it builds must match how nutpie's "
+            "sampler calls them). Install nutpie 0.16 (pip install 'nutpie>=0.16.10,<0.17') "
+            "to cache compiled models across processes."
+        )
+    return ncp
 
 
 def _register_locator():
@@ -102,7 +236,7 @@ def _register_locator():
             return str(self._path)
 
         def get_source_stamp(self):
-            return 0  # the key hashes the source and the inner graph
+            return 0  # the key hashes the model, the manifest and this source
 
         def get_disambiguator(self):
             return self._key
@@ -218,8 +352,9 @@ def _wrapper_src(template, arg_keys, shared_data, **fmt):
 def _cfunc(src, name, key, signature, inner):
     """Compile ``src``'s function ``name`` as a numba cfunc, cached under ``key``.
 
-    ``inner=None`` only loads it from the cache: returns None on a miss. Returns the
-    cfunc (its ``cache_hits`` says whether it was loaded)."""
+    ``inner=None`` only loads it from the cache: returns None on a miss. ``key=None``
+    compiles without caching. Returns the cfunc (its ``cache_hits`` says whether it
+    was loaded)."""
     import numba
 
     # __name__: numba rebuilds a cached function's environment from this module
@@ -228,7 +363,7 @@ def _cfunc(src, name, key, signature, inner):
     namespace: dict = {}
     exec(compile(src, "<pymc_manidp-nutpie>", "exec"), env, namespace)
     py_func = namespace[name]
-    if key is None:  # PyTensor could not key the graph: compile, do not cache
+    if key is None:
         return numba.cfunc(signature)(py_func)
     _register_locator()
     _WRAPPER_KEYS[py_func] = key
@@ -238,7 +373,7 @@ def _cfunc(src, name, key, signature, inner):
                 warnings.simplefilter("ignore")
                 cfunc = numba.cfunc(signature, cache=True)(py_func)
             return cfunc if cfunc.cache_hits else None
-        return numba.cfunc(signature, cache=True)(py_func)
+        cfunc = numba.cfunc(signature, cache=True)(py_func)
     except Exception as err:  # an unreadable entry, or a miss without ``inner``
         if inner is None:
             return None
@@ -247,7 +382,30 @@ def _cfunc(src, name, key, signature, inner):
         )
         for path in (cache_dir() / "numba").glob(f"*{key}*"):
             path.unlink(missing_ok=True)
-        return numba.cfunc(signature, cache=True)(py_func)
+        cfunc = numba.cfunc(signature, cache=True)(py_func)
+    _private_files(f"*{key}*")
+    return cfunc
+
+
+def _entry_points(manifest, struct_key, shared_data, inner=None):
+    """The two cfuncs of ``manifest`` (``{"logp": ..., "expand": ...}``).
+
+    Each is cached under a hash of ``struct_key`` and every manifest field: the
+    entry points written with one manifest are found with that manifest only.
+    ``inner`` (PyTensor's numba functions by kind) compiles them on a miss; without
+    it, a miss returns None. ``struct_key=None``: compiled, not cached."""
+    fmt = dict(n_dim=int(manifest["n_dim"]), n_expanded=int(manifest["n_expanded"]))
+    cfuncs = {}
+    for kind, signature in _signatures().items():
+        src = _wrapper_src(_TEMPLATES[kind], manifest[f"{kind}_args"], shared_data, **fmt)
+        key = None
+        if struct_key is not None:
+            text = json.dumps([_CACHE_FORMAT, struct_key, kind, manifest], sort_keys=True)
+            key = hashlib.sha256(text.encode()).hexdigest()
+        cfuncs[kind] = _cfunc(src, f"{kind}_wrapper", key, signature, inner and inner[kind])
+        if cfuncs[kind] is None:
+            return None
+    return cfuncs
 
 
 def _signatures():
@@ -271,8 +429,6 @@ def _structure_key(model):
     this package's source. None (not cacheable) when an op has no ``__props__`` or a
     prop prints as a memory address (it would differ in every process).
     """
-    import hashlib
-
     import numba
     import nutpie
     import pymc
@@ -317,8 +473,6 @@ def _structure_key(model):
 def _prop_token(value):
     """An op's prop as it enters the structure key: arrays by their bytes (their repr
     elides the middle of large ones)."""
-    import hashlib
-
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape, hashlib.sha256(value.tobytes()).hexdigest())
     return value
@@ -327,8 +481,6 @@ def _prop_token(value):
 @functools.cache
 def _source_hash():
     """Hash of this package's Python source (a new version never loads old entries)."""
-    import hashlib
-
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
@@ -340,15 +492,75 @@ def _manifest_path(key):
     return cache_dir() / "models" / f"{key}.json"
 
 
+def _model_layout(model):
+    """What ``model`` alone fixes of a manifest, as nutpie's ``_make_functions`` lays it
+    out: the traced variables' names (free values first) and static shapes (None
+    where unknown), and the names of the free values that are transformed."""
+    free = [model.rvs_to_values[rv] for rv in model.free_RVs]
+    names = [v.name for v in free]
+    traced = free + [v for v in model.unobserved_value_vars if v.name not in names]
+    reparam = [
+        model.rvs_to_values[rv].name
+        for rv in model.free_RVs
+        if model.rvs_to_transforms.get(rv) is not None
+    ]
+    return [v.name for v in traced], [v.type.shape for v in traced], len(free), reparam
+
+
+_FIELDS = {"n_dim", "n_expanded", "shape_info", "reparameterized", "shared", "inner"}
+_FIELDS |= {"logp_args", "expand_args"}
+
+
+def _check_manifest(model, manifest):
+    """Raise ValueError unless every field of ``manifest`` fits ``model``.
+
+    Names, order and transforms of the traced variables as the model gives them;
+    shapes of the right rank, equal to the static ones where known, with the slices
+    and sizes they imply; the ``pm.Data`` read, distinct and the model's; each entry
+    point's arguments among them; PyTensor's keys of its compiled graphs, strings.
+    What the model does not fix (a shape it leaves to the data, the order of the
+    ``pm.Data``, the graphs' keys) is bound by the entry points' key."""
+    names, static, n_free, reparam = _model_layout(model)
+    got_names, slices, shapes = manifest["shape_info"]
+    shared, keys = manifest["shared"], {f"s{i}" for i in range(len(manifest["shared"]))}
+    sizes = [math.prod(sh) for sh in shapes]
+    ends = np.cumsum([0, *sizes]).tolist()
+    ok = (
+        set(manifest) == _FIELDS
+        and len(manifest["inner"]) == 2
+        and all(type(k) is str for k in manifest["inner"])
+        and got_names == names
+        and manifest["reparameterized"] == reparam
+        and len(shapes) == len(static)
+        and all(
+            len(sh) == len(st)
+            and all(
+                type(d) is int and d >= 0 and s in (None, d) for d, s in zip(sh, st, strict=True)
+            )
+            for sh, st in zip(shapes, static, strict=True)
+        )
+        and slices == [list(ab) for ab in itertools.pairwise(ends)]
+        and type(manifest["n_dim"]) is int
+        and manifest["n_dim"] == ends[n_free]
+        and type(manifest["n_expanded"]) is int
+        and manifest["n_expanded"] == ends[-1]
+        and len(set(shared)) == len(shared)
+        and set(shared) <= {v.name for v in model.data_vars}
+        and all(set(manifest[k]) <= keys for k in ("logp_args", "expand_args"))
+    )
+    if not ok:
+        raise ValueError("the cached manifest does not fit the model")
+
+
 def _initial_point_fn(model):
     """PyMC's jittered initial point of ``model``, compiled for Python's linker.
 
     PyMC compiles it in ``FAST_COMPILE`` mode, whose virtual machine imports
     PyTensor's C layer (and with it setuptools) in a fresh process: 0.3-0.5 s of a
     first release for a function nutpie calls once per chain. The same graph with the
-    pure-Python linker costs 0.14 s and returns the same values."""
+    pure-Python linker costs 0.14 s and returns the same values. Locked: nutpie's
+    chains call it from their threads."""
     import pytensor.compile.mode as pt_mode
-    from nutpie import compile_pymc as ncp
     from pymc.initial_point import make_initial_point_fn
 
     fast_compile = pt_mode.FAST_COMPILE  # read by make_initial_point_fn at call time
@@ -362,21 +574,29 @@ def _initial_point_fn(model):
         )
     finally:
         pt_mode.FAST_COMPILE = fast_compile
-    return ncp._wrap_with_lock(fn)
+    lock = threading.Lock()
+
+    def locked(seed=None):
+        with lock:
+            return fn(seed)
+
+    return locked
 
 
-def _assemble(model, manifest, cfuncs, initial_point_fn, shared_var_keys, shared_data, fns):
-    """nutpie's ``CompiledPyMCModel`` from its parts."""
-    from nutpie import compile_pymc as ncp
-
+def _assemble(ncp, model, manifest, cfuncs, initial_point_fn, shared, fns):
+    """nutpie's ``CompiledPyMCModel`` from its parts (``shared``: the
+    ``(shared_var_keys, shared_data)`` of :func:`_shared_arrays`)."""
+    shared_var_keys, shared_data = shared
     names, slices, shapes = manifest["shape_info"]
     shape_info = (names, [slice(*sl) for sl in slices], [tuple(sh) for sh in shapes])
     n_free = len(model.free_RVs)
     flat_initial = ncp._rv_dict_to_flat_array_wrapper(
-        initial_point_fn, names=names[:n_free], shapes=shape_info[2][:n_free]
+        fn=initial_point_fn, names=names[:n_free], shapes=shape_info[2][:n_free]
     )
     reparam = manifest["reparameterized"]
-    dims, coords = ncp._prepare_dims_and_coords(model, shape_info, reparam)
+    dims, coords = ncp._prepare_dims_and_coords(
+        model=model, shape_info=shape_info, reparameterized_names=reparam
+    )
     return ncp.CompiledPyMCModel(
         _n_dim=manifest["n_dim"],
         dims=dims,
@@ -408,40 +628,25 @@ def _shared_arrays(variables):
     return shared_var_keys, shared_data
 
 
-_HEX = re.compile(r"[0-9a-f]{64}")
-
-
-def _load_compiled(model, key):
+def _load_compiled(ncp, model, key):
     """The compiled model from the cache without compiling any PyTensor function, or None.
 
-    The manifest is data: its fields are checked (integers, known ``pm.Data`` names,
-    hexadecimal keys) and the wrappers' source is generated here from our templates,
-    so a tampered or stale manifest only ever means a miss."""
-    import json
-
+    None (a miss) unless the manifest parses, fits the model (:func:`_check_manifest`)
+    and both entry points stored with it are found."""
     path = _manifest_path(key)
     if not path.is_file():
         return None
     try:
         manifest = json.loads(path.read_text())
+        _check_manifest(model, manifest)
         by_name = {v.name: v for v in model.data_vars}
-        shared_var_keys, shared_data = _shared_arrays(by_name[n] for n in manifest["shared"])
-        fmt = dict(n_dim=int(manifest["n_dim"]), n_expanded=int(manifest["n_expanded"]))
-        cfuncs = {}
-        for kind, signature in _signatures().items():
-            entry = manifest[kind]
-            args, entry_key = list(entry["args"]), str(entry["key"])
-            if not _HEX.fullmatch(entry_key) or not set(args) <= set(shared_data):
-                return None
-            src = _wrapper_src(_TEMPLATES[kind], args, shared_data, **fmt)
-            cfuncs[kind] = _cfunc(src, f"{kind}_wrapper", entry_key, signature, None)
-            if cfuncs[kind] is None:
-                return None
+        shared = _shared_arrays(by_name[n] for n in manifest["shared"])
+        cfuncs = _entry_points(manifest, key, shared[1])
+        if cfuncs is None:
+            return None
         initial = _initial_point_fn(model)
-        return _assemble(
-            model, manifest, cfuncs, initial, shared_var_keys, shared_data, (None, None)
-        )
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return _assemble(ncp, model, manifest, cfuncs, initial, shared, (None, None))
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
 
 
@@ -455,30 +660,27 @@ def compile_nutpie(model):
     model of the same structure compiled before (any data, any n) is then assembled
     without compiling any PyTensor function for NUTS. Returns the compiled model and
     the number of its two entry points loaded from the cache.
-    """
-    import hashlib
-    import json
 
-    import numba
-    from nutpie import compile_pymc as ncp
+    Raises :class:`NutpieInternalsError` if nutpie's private helpers changed
+    (:func:`_nutpie_internals`).
+    """
     from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 
-    private = _cache_is_private()
-    struct_key = _structure_key(model) if private else None
+    ncp = _nutpie_internals()
+    struct_key = _structure_key(model) if _cache_is_private() else None
     if struct_key is not None:
-        loaded = _load_compiled(model, struct_key)
+        loaded = _load_compiled(ncp, model, struct_key)
         if loaded is not None:
             return loaded, 2
     initial_point_fn = _initial_point_fn(model)
     n_dim, n_expanded, logp_pt, expand_pt, _, shape_info, reparam = ncp._make_functions(
-        model,
+        model=model,
         mode="NUMBA",
         compute_grad=True,
         join_expanded=True,
         pymc_initial_point_fn=initial_point_fn,
     )
-    shared_var_keys, shared_data = _shared_arrays([*logp_pt.get_shared(), *expand_pt.get_shared()])
-    fmt = dict(n_dim=n_dim, n_expanded=n_expanded)
+    shared = _shared_arrays([*logp_pt.get_shared(), *expand_pt.get_shared()])
     manifest = {
         "n_dim": int(n_dim),
         "n_expanded": int(n_expanded),
@@ -488,61 +690,52 @@ def compile_nutpie(model):
             [[int(d) for d in sh] for sh in shape_info[2]],
         ],
         "reparameterized": list(reparam),
-        "shared": [var.name for var in shared_var_keys],
+        "shared": [var.name for var in shared[0]],
+        "logp_args": [shared[0][var] for var in logp_pt.get_shared()],
+        "expand_args": [shared[0][var] for var in expand_pt.get_shared()],
     }
-    cfuncs, hits = {}, 0
-    templates = {"logp": logp_pt, "expand": expand_pt}
-    for kind, signature in _signatures().items():
-        fn_pt = templates[kind]
-        args = [shared_var_keys[var] for var in fn_pt.get_shared()]
-        src = _wrapper_src(_TEMPLATES[kind], args, shared_data, **fmt)
-        inner = fn_pt.vm.jit_fn
-        inner_key = CACHED_SRC_FUNCTIONS.get(inner.py_func) if private else None
-        key = None
-        if inner_key is not None:
-            # this package's source too: a new kernel never meets an old wrapper
-            text = f"{_CACHE_FORMAT}\n{inner_key}\n{src}\n{numba.__version__}\n{_source_hash()}"
-            key = hashlib.sha256(text.encode()).hexdigest()
-        cfuncs[kind] = _cfunc(src, f"{kind}_wrapper", key, signature, inner)
-        hits += int(cfuncs[kind].cache_hits > 0) if key is not None else 0
-        manifest[kind] = {"args": args, "key": key}
-    cacheable = struct_key is not None and all(manifest[k]["key"] for k in templates)
-    names = [var.name for var in shared_var_keys]
-    if cacheable and len(set(names)) == len(names) and None not in names:
+    inner = {"logp": logp_pt.vm.jit_fn, "expand": expand_pt.vm.jit_fn}
+    # PyTensor's keys of the compiled graphs: a wrapper is reused around the same code only
+    manifest["inner"] = [CACHED_SRC_FUNCTIONS.get(inner[k].py_func) for k in ("logp", "expand")]
+    names = manifest["shared"]
+    if len(set(names)) != len(names) or None in names or None in manifest["inner"]:
+        struct_key = None  # a load finds the pm.Data by name; PyTensor could not key a graph
+    with warnings.catch_warnings():
+        # an inner function numba cannot cache (it holds constants) leaves the wrapper
+        # uncached too: the next process compiles it again, as nutpie would
+        warnings.filterwarnings("ignore", message="Cannot cache compiled function")
+        cfuncs = _entry_points(manifest, struct_key, shared[1], inner)
+    hits = 0 if struct_key is None else sum(int(f.cache_hits > 0) for f in cfuncs.values())
+    if struct_key is not None:
         path = _manifest_path(struct_key)
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(manifest))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump(manifest, out)
             tmp.replace(path)  # atomic: a concurrent reader sees all or nothing
         except OSError:
             pass  # a read-only cache only costs compile time
-    compiled = _assemble(
-        model,
-        manifest,
-        cfuncs,
-        initial_point_fn,
-        shared_var_keys,
-        shared_data,
-        (logp_pt, expand_pt),
-    )
-    return compiled, hits
+    fns = (logp_pt, expand_pt)
+    return _assemble(ncp, model, manifest, cfuncs, initial_point_fn, shared, fns), hits
 
 
 def _compile_nutpie_or_fallback(model):
-    """:func:`compile_nutpie`, or nutpie's own compile if its internals have changed.
+    """:func:`compile_nutpie`, or nutpie's public compile if its internals have changed.
 
     :func:`compile_nutpie` uses helpers of ``nutpie.compile_pymc`` that are not public
-    API: if a nutpie release renames them, sample anyway (compiling in every process)
-    and say so."""
+    API: if a nutpie release renames or changes them, sample anyway (compiling in
+    every process) and say so, naming the version."""
     try:
         return compile_nutpie(model)
     except (ImportError, AttributeError, TypeError, ValueError) as err:
         import nutpie
 
+        why = str(err) if isinstance(err, NutpieInternalsError) else f"{err!r}"
         warnings.warn(
-            f"nutpie {nutpie.__version__}: cannot cache its compiled model ({err!r}); "
-            "compiling it in this process",
+            f"cannot cache nutpie's compiled model, compiling it in this process with "
+            f"nutpie.compile_pymc_model (nutpie {nutpie.__version__}): {why}",
             stacklevel=3,
         )
         return nutpie.compile_pymc_model(model), 0

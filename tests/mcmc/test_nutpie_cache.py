@@ -21,7 +21,9 @@ their data through nutpie's ``user_data`` pointer instead, so numba caches them 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -54,34 +56,233 @@ def test_cache_dir_setting_and_clear(monkeypatch, tmp_path):
     mcmc.clear_cache()  # clearing an absent cache is fine
 
 
-def test_a_cache_others_can_write_to_is_not_used(monkeypatch, tmp_path):
-    monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path / "c"))
+def _plant(kind, root):
+    """Make the cache tree under ``root`` writable by someone else, or a link out of it."""
+    numba_dir, models = root / "numba", root / "models"
+    some_file = sorted(numba_dir.iterdir())[0]
+    outside = root.parent / "outside"
+    outside.mkdir(exist_ok=True)
+    if kind == "top world-writable":
+        root.chmod(0o777)
+    elif kind == "top group-writable":
+        root.chmod(0o720)
+    elif kind == "numba/ group-writable":
+        numba_dir.chmod(0o770)
+    elif kind == "a manifest world-writable":
+        next(models.iterdir()).chmod(0o666)
+    elif kind == "a numba file another user's":
+        os.chown(some_file, 65534, 65534)
+    elif kind == "models/ another user's":
+        os.chown(models, 65534, 65534)
+    elif kind == "a link out of the tree":
+        (outside / "index").write_bytes(some_file.read_bytes())
+        some_file.unlink()
+        some_file.symlink_to(outside / "index")
+    elif kind == "numba/ a link":
+        shutil.move(numba_dir, outside / "numba")
+        numba_dir.symlink_to(outside / "numba")
+    elif kind == "a FIFO":
+        os.mkfifo(models / "pipe.json")
+    else:
+        raise AssertionError(kind)
+
+
+PLANTS = [
+    "top world-writable",
+    "top group-writable",
+    "numba/ group-writable",
+    "a manifest world-writable",
+    "a numba file another user's",
+    "models/ another user's",
+    "a link out of the tree",
+    "numba/ a link",
+    "a FIFO",
+]
+
+
+@pytest.mark.parametrize("kind", PLANTS)
+def test_a_cache_tree_others_can_write_to_is_refused(kind, monkeypatch, tmp_path):
+    """Every folder and file the loader reads must be ours, writable by us only, and no
+    link: checked on a tree laid out as the cache writes it (no nutpie needed)."""
+    if "another user" in kind and os.getuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    root = tmp_path / "c"
+    monkeypatch.setenv(mcmc.CACHE_ENV, str(root))
     assert nutpie_cache._cache_is_private()  # created with mode 0o700
-    assert (tmp_path / "c").stat().st_mode & 0o777 == 0o700
-    (tmp_path / "c").chmod(0o777)
-    assert not nutpie_cache._cache_is_private()
-    (tmp_path / "c").chmod(0o720)
-    assert not nutpie_cache._cache_is_private()
-
-
-def test_a_tampered_manifest_is_a_miss_and_runs_no_code(monkeypatch, tmp_path):
-    import json
-
-    monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path))
-    model = _small_model([0.5], 1.0)
-    key = "ab" * 32
-    entry = {"args": ["s0"], "key": key}
-    good = {"n_dim": 2, "n_expanded": 2, "shared": ["mu"], "logp": entry, "expand": entry}
-    nutpie_cache._manifest_path(key).parent.mkdir(parents=True)
-    for bad in (
-        {**good, "logp": {"args": ["__import__('os').system('false')"], "key": key}},
-        {**good, "logp": {"args": ["s0"], "key": "../../etc/passwd"}},
-        {**good, "n_dim": "2); import os; (1"},
-        {**good, "shared": ["not a pm.Data"]},
-        {k: v for k, v in good.items() if k != "expand"},
+    assert root.stat().st_mode & 0o777 == 0o700
+    for sub, name in (
+        ("numba", "w-ab.py312.nbi"),
+        ("numba", "w-ab.py312.1.nbc"),
+        ("models", "k.json"),
     ):
-        nutpie_cache._manifest_path(key).write_text(json.dumps(bad))
-        assert nutpie_cache._load_compiled(model, key) is None
+        (root / sub).mkdir(mode=0o700, exist_ok=True)
+        (root / sub / name).write_bytes(b"x")
+        (root / sub / name).chmod(0o644)
+    (root / "notes").mkdir()  # the user's own files beside the cache are not read
+    (root / "notes").chmod(0o777)
+    assert nutpie_cache._cache_is_private()
+    _plant(kind, root)
+    with pytest.warns(UserWarning, match="not using the compile cache"):
+        assert not nutpie_cache._cache_is_private()
+
+
+def test_a_file_renamed_during_the_check_is_no_refusal(monkeypatch, tmp_path):
+    """numba writes a temporary file and renames it: a racing process may list one that
+    is gone when it is inspected. That is no reason to refuse the cache."""
+    root = tmp_path / "c"
+    (root / "numba").mkdir(mode=0o700, parents=True)
+    root.chmod(0o700)
+    walk = os.walk
+
+    def racing_walk(top, **kwargs):
+        for folder, dirs, files in walk(top, **kwargs):
+            yield folder, dirs, [*files, "w-ab.py312.nbi.tmp.0123"]  # listed, then renamed
+
+    monkeypatch.setattr(os, "walk", racing_walk)
+    assert nutpie_cache._not_ours_alone(root) is None
+    (root / "numba" / "w-ab.py312.nbi").write_bytes(b"x")
+    (root / "numba" / "w-ab.py312.nbi").chmod(0o666)  # the check still reads the others
+    assert "can be written by others" in nutpie_cache._not_ours_alone(root)
+
+
+class _Planted:
+    """A pickle that, when loaded, creates the folder ``marker`` (it could do anything)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def test_a_planted_pickle_in_the_cache_is_never_loaded(monkeypatch, tmp_path):
+    """Issue 25 item 1: a pickle planted in ``numba/`` ran on the next release when the
+    tree below the top folder was not checked. The control (the same pickle with our
+    owner and modes) shows that it does run when loaded, so the refusals can fail."""
+    pytest.importorskip("nutpie")
+    import pickle
+
+    root = tmp_path / "c"
+    monkeypatch.setenv(mcmc.CACHE_ENV, str(root))
+    umask = os.umask(0o002)  # group-writable new files: our own must still be private
+    try:
+        mcmc.compile_nutpie(_small_model([0.5], 1.0))
+    finally:
+        os.umask(umask)
+    assert nutpie_cache._not_ours_alone(root) is None
+    marker = tmp_path / "planted-code-ran"
+    x = np.array([0.3, -1.2])
+    want = -0.5 * ((x - 0.5) ** 2).sum() - np.log(2 * np.pi)
+
+    def plant():
+        index = next((root / "numba").glob("*logp_wrapper*.nbi"))
+        index.unlink()
+        index.write_bytes(pickle.dumps(_Planted(marker)))
+        index.chmod(0o644)
+
+    kinds = ["numba/ group-writable", "a link out of the tree"]
+    if os.getuid() == 0:
+        kinds.append("a numba file another user's")
+    for kind in kinds:
+        plant()
+        _plant(kind, root)
+        with pytest.warns(UserWarning, match="not using the compile cache"):
+            compiled, hits = mcmc.compile_nutpie(_small_model([0.5], 1.0))
+        assert hits == 0 and not marker.exists(), kind
+        assert _call_logp(compiled, x)[0] == pytest.approx(want)
+        shutil.rmtree(root)
+        shutil.rmtree(tmp_path / "outside")
+        mcmc.compile_nutpie(_small_model([0.5], 1.0))  # a clean cache again
+    plant()  # control: a tree that is ours alone is loaded, planted pickle and all
+    mcmc.compile_nutpie(_small_model([0.5], 1.0))
+    assert marker.exists()
+
+
+def _tamper_model():
+    import pymc as pm
+
+    with pm.Model() as model:
+        mu = pm.Data("mu", np.array([0.5, 0.25]))
+        scale = pm.Data("scale", np.array(1.5))
+        x = pm.Normal("x", mu=mu.sum(), sigma=scale, shape=2)
+        s = pm.HalfNormal("s", scale)  # transformed: a reparameterized name
+        pm.Deterministic("x2", x**2 * s)
+    return model
+
+
+def _info(m, i, value):
+    info = list(m["shape_info"])
+    info[i] = value
+    return {**m, "shape_info": info}
+
+
+TAMPERS = {
+    "n_dim": lambda m: {**m, "n_dim": m["n_dim"] + 1},
+    "n_dim as text": lambda m: {**m, "n_dim": str(m["n_dim"])},
+    "n_expanded": lambda m: {**m, "n_expanded": m["n_expanded"] + 1},
+    "names swapped": lambda m: _info(m, 0, m["shape_info"][0][::-1]),
+    "slices": lambda m: _info(m, 1, [[0, 1]] * 4),
+    "shapes": lambda m: _info(m, 2, [[1, 2], [], [], [2]]),
+    "shapes and sizes": lambda m: {
+        **m,
+        "n_dim": m["n_dim"] + 1,
+        "n_expanded": m["n_expanded"] + 2,
+        "shape_info": [m["shape_info"][0], [[0, 3], [3, 4], [4, 5], [5, 8]], [[3], [], [], [3]]],
+    },
+    "reparameterized": lambda m: {**m, "reparameterized": []},
+    "shared unknown": lambda m: {**m, "shared": ["mu", "__import__('os')"]},
+    "shared repeated": lambda m: {**m, "shared": ["mu", "mu"]},
+    "logp args": lambda m: {**m, "logp_args": ["s0", "s7"]},
+    "args as code": lambda m: {**m, "logp_args": ["__import__('os').system('false')"]},
+    "a field missing": lambda m: {k: v for k, v in m.items() if k != "expand_args"},
+    "a field added": lambda m: {**m, "source": "import os"},
+    "PyTensor's key not text": lambda m: {**m, "inner": [1, 2]},
+    "not an object": lambda m: list(m),
+}
+# fields the model does not fix: caught by the entry points' key
+BOUND = {
+    "shared order": lambda m: {**m, "shared": m["shared"][::-1]},
+    "logp args order": lambda m: {**m, "logp_args": m["logp_args"][::-1]},
+    "expand args": lambda m: {**m, "expand_args": ["s1"]},
+    "PyTensor's keys": lambda m: {**m, "inner": m["inner"][::-1]},
+}
+
+
+def test_a_tampered_manifest_is_a_miss_that_rewrites_the_entry(monkeypatch, tmp_path):
+    """Issue 25 item 2: a changed ``n_expanded`` made nutpie panic, swapped names
+    crashed. Every field tampered: the release draws what an untampered one draws
+    with the same seed, and the manifest is written again."""
+    pytest.importorskip("nutpie")
+    monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path))
+    values = {"mu": np.array([1.0, 2.0]), "scale": np.array(0.5)}
+
+    def draws():
+        compiled = mcmc.CompiledSampler(_tamper_model(), "nuts", backend="nutpie")
+        idata = compiled.sample(values, draws=20, tune=20, chains=2, random_seed=3)
+        return compiled.cache_hits, idata.posterior["x"].values
+
+    _, want = draws()
+    (path,) = (tmp_path / "models").iterdir()
+    good = json.loads(path.read_text())
+    assert good["shared"] == ["mu", "scale"] and good["logp_args"] == ["s0", "s1"]
+    nutpie_cache._check_manifest(_tamper_model(), good)  # the one written fits
+    ncp = nutpie_cache._nutpie_internals()
+    for name, tamper in {**TAMPERS, **BOUND}.items():
+        bad = tamper(good)
+        assert bad != good, name
+        if name in TAMPERS:
+            with pytest.raises((ValueError, TypeError, KeyError)):
+                nutpie_cache._check_manifest(_tamper_model(), bad)
+        else:  # passes the checks, finds no entry point
+            nutpie_cache._check_manifest(_tamper_model(), bad)
+            path.write_text(json.dumps(bad))
+            assert nutpie_cache._load_compiled(ncp, _tamper_model(), path.stem) is None
+        path.write_text(json.dumps(bad))
+        hits, got = draws()
+        assert np.array_equal(got, want), name
+        assert json.loads(path.read_text()) == good, name  # rewritten
+        assert hits == 2, name  # the entry points written with the true manifest
+    assert draws()[0] == 2 and nutpie_cache._load_compiled(ncp, _tamper_model(), path.stem)
 
 
 def test_structure_key_sees_check_bounds():
@@ -224,24 +425,96 @@ def _mean_x(compiled, mu, scale, seed):
 @pytest.mark.parametrize("own", [True, False], ids=["cached-wrappers", "nutpie-fallback"])
 def test_compiled_sampler_follows_new_data(own, monkeypatch, tmp_path):
     """Sampling with new data draws the new law, with our wrappers and with nutpie's
-    own compile (used, with a warning, if nutpie's internals change)."""
+    public compile (used, with a warning naming nutpie's version and the helper, if
+    nutpie's internals change)."""
     pytest.importorskip("nutpie")
     monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path))
     model = _small_model([0.0], 1.0)
     if own:
         compiled = mcmc.CompiledSampler(model, "nuts", backend="nutpie")
     else:
+        from nutpie import compile_pymc
 
-        def moved(model):
-            raise AttributeError("nutpie.compile_pymc has no attribute '_make_functions'")
+        make = compile_pymc._make_functions
 
-        monkeypatch.setattr(nutpie_cache, "compile_nutpie", moved)
-        with pytest.warns(UserWarning, match="cannot cache"):
+        def changed(model, *, mode, compute_grad, join_expanded, pymc_initial_point_fn, var_names):
+            """A new required parameter: nutpie's own compile passes it, the cache not."""
+            kwargs = dict(mode=mode, compute_grad=compute_grad, join_expanded=join_expanded)
+            return make(model, pymc_initial_point_fn=pymc_initial_point_fn, **kwargs)
+
+        monkeypatch.setattr(compile_pymc, "_make_functions", changed)
+        match = r"cannot cache .*: nutpie \S+: nutpie.compile_pymc._make_functions now has"
+        with pytest.warns(UserWarning, match=match):
             compiled = mcmc.CompiledSampler(model, "nuts", backend="nutpie")
-        assert compiled.cache_hits == 0
+        assert compiled.cache_hits == 0 and not (tmp_path / "models").exists()
     # x ~ N(sum(mu), scale): 400 draws of sd 0.1 put the mean within 0.1 of sum(mu)
     assert _mean_x(compiled, [20.0, 30.0], 0.1, seed=1) == pytest.approx(50.0, abs=0.1)
     assert _mean_x(compiled, [-3.0], 0.1, seed=2) == pytest.approx(-3.0, abs=0.1)
+
+
+def test_nutpie_internals_are_those_the_cache_was_written_for():
+    """Fails, with the message a user would see, when a nutpie release changes them."""
+    pytest.importorskip("nutpie")
+    from nutpie import compile_pymc
+
+    assert nutpie_cache._nutpie_internals() is compile_pymc
+
+
+def test_every_nutpie_private_access_goes_through_the_check():
+    """nutpie's compile_pymc is imported in one function of the package, and every
+    attribute the cache takes from it is one that function checks."""
+    import ast
+    import re
+
+    package = ROOT / "pymc_manidp"
+    importers = [
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if re.search(r"compile_pymc\b(?!_model)", path.read_text())
+        and path.name != "nutpie_cache.py"
+    ]
+    assert importers == []
+    tree = ast.parse((package / "mcmc" / "nutpie_cache.py").read_text())
+    holders = [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and any(isinstance(n, ast.ImportFrom) and n.module == "nutpie" for n in ast.walk(node))
+        and any(isinstance(n, ast.alias) and n.name == "compile_pymc" for n in ast.walk(node))
+    ]
+    assert holders == ["_nutpie_internals"]
+    used = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+        if node.value.id == "ncp"
+    }
+    assert used and used <= set(nutpie_cache._NUTPIE_PRIVATE), used
+
+
+@pytest.mark.parametrize("change", ["missing", "renamed", "new required parameter", "version"])
+def test_a_changed_nutpie_internal_is_named(change, monkeypatch):
+    pytest.importorskip("nutpie")
+    import nutpie
+    from nutpie import compile_pymc as ncp
+
+    if change == "missing":
+        monkeypatch.delattr(ncp, "CompiledPyMCModel")
+        match = r"^nutpie \S+: nutpie.compile_pymc.CompiledPyMCModel is missing"
+    elif change == "renamed":
+        monkeypatch.setattr(ncp, "_prepare_dims_and_coords", lambda model, shape_info, names: 0)
+        match = r"_prepare_dims_and_coords now has the signature .*\(model, shape_info, names\)"
+    elif change == "new required parameter":
+        monkeypatch.setattr(ncp, "_rv_dict_to_flat_array_wrapper", lambda fn, names, shapes, d: 0)
+        match = "_rv_dict_to_flat_array_wrapper now has the signature"
+    else:
+        monkeypatch.setattr(nutpie, "__version__", "0.17.0")
+        match = r"^nutpie 0\.17\.0: .*tested with nutpie 0\.16\.x only"
+    with pytest.raises(nutpie_cache.NutpieInternalsError, match=match) as err:
+        nutpie_cache._nutpie_internals()
+    assert "nutpie>=0.16.10,<0.17" in str(err.value)  # says what to install
+    with pytest.raises(nutpie_cache.NutpieInternalsError, match=match):
+        mcmc.compile_nutpie(_small_model([0.0], 1.0))  # checked before anything else
 
 
 def test_default_install_samples_nuts_with_nutpie(monkeypatch):
