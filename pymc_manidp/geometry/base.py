@@ -125,10 +125,12 @@ class Manifold(Protocol):
 
     # --- the laws' hooks: generic answers in ManifoldBase ----------------------------
     #: Whether the exact samplers (:mod:`pymc_manidp.laws.exact`) may be used: the class
-    #: vouches for their premises (``volume_is_radial`` and ``log_volume_growth``, the
-    #: curvature bounds). Not inherited: a subclass may change the geometry, and a
-    #: sampler for the wrong law is worse than none, so ``ManifoldBase`` sets it to
-    #: False on a subclass that does not set it in its own body.
+    #: vouches for their premises, a homogeneous space (the law at any footpoint is the
+    #: same in normal coordinates) whose ``volume_is_radial``, ``log_volume_growth`` and
+    #: curvature bounds are right, and, where ``kappa_max > 0``, a radial volume density
+    #: with ``J <= 1`` (KNG's envelope draws radii). Not inherited: a subclass may change
+    #: the geometry, and a sampler for the wrong law is worse than none, so
+    #: ``ManifoldBase`` sets it to False on a subclass that does not set it in its body.
     exact_sampling: bool
 
     #: Whether the volume density of the exp chart depends on ``|c|`` only (spheres,
