@@ -198,6 +198,10 @@ def test_frechet_mean_and_domain(data):
     assert dom.curvature_factor == pytest.approx(pmd.DataDomain(S2, NORTH, 0.35).curvature_factor)
     with pytest.raises(ValueError, match="r\\*"):
         pmd.DataDomain(R2, NORTH, 0.8)  # r* = pi/4
+    # clipping into the ball moves a record along the same geodesic on both
+    far = S2.exp_coords(NORTH, np.array([[0.5, 0.0], [0.0, -0.6], [0.1, 0.1]]))
+    want = pmd.DataDomain(S2, NORTH, 0.35).check(far, clip=True)
+    np.testing.assert_allclose(dom.check(far, clip=True), want, atol=1e-12)
 
 
 # --- the PyMC distribution ------------------------------------------------------------------
