@@ -218,6 +218,28 @@ def test_laplace_logp_is_the_spheres():
     np.testing.assert_allclose(lp, -np.log(4 * np.pi))
 
 
+def test_kng_and_restricted_laplace_logp_are_the_spheres(data):
+    """The unnormalized laws on the public ball: log-densities equal Sphere's, inside
+    and outside the ball (-inf), and a model of each has a finite start (the polar
+    chart at the Fréchet mean, uncapped: RoundSphere has no closed-form ball exit)."""
+    values = _cap(9, 0.5, 5)  # some outside the ball of radius 0.35
+    for M in (R2, S2):
+        dom = pmd.DataDomain(M, NORTH, 0.35)
+        kng = pm.logp(pmd.KNG.dist(M, data, 0.1, dom), values).eval()
+        lap = pm.logp(pmd.ManifoldLaplace.dist(M, NORTH, 0.1, domain=dom), values).eval()
+        if M is R2:
+            got = (kng, lap)
+        with pm.Model() as m:
+            pmd.KNG("k", M, data, 0.1, dom)
+            pmd.ManifoldLaplace("x", M, NORTH, 0.1, domain=dom)
+        assert np.isfinite(m.compile_logp()(m.initial_point()))
+    inside = S2.dist(NORTH, values) <= 0.35
+    assert inside.any() and not inside.all()
+    for a, b in zip(got, (kng, lap), strict=True):
+        np.testing.assert_allclose(a[inside], b[inside], rtol=1e-10)
+        assert np.all(a[~inside] == -np.inf) and np.all(b[~inside] == -np.inf)
+
+
 def test_exact_draws_follow_the_spheres_law():
     """Distances of ``pm.draw`` to the footpoint: KS against Sphere's (n = 3000, alpha 0.01)."""
     eta = S2.exp_coords(NORTH, [0.3, 0.1])
