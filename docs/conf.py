@@ -187,22 +187,20 @@ else:
         intersphinx_mapping[name] = (url, str(inv))
 
 # --- the API pages: one per package, listing its __all__ ---------------------------
-#: The packages of the API reference, bottom layer first.
+#: The packages of the API reference, bottom layer first: the toctree of docs/api/index.rst.
 API_PACKAGES = [
+    "pymc_manidp.rng",
     "pymc_manidp.geometry",
     "pymc_manidp.stats",
     "pymc_manidp.stats.reductions",
-    "pymc_manidp.io",
-    "pymc_manidp.mechanisms",
-    "pymc_manidp.mechanisms.base",
+    "pymc_manidp.laws",
     "pymc_manidp.laws.normalizers",
-    "pymc_manidp.laws.exact",
+    "pymc_manidp.mcmc",
     "pymc_manidp.privacy",
-    "pymc_manidp.laws.inference",
-    "pymc_manidp.mechanisms.baselines",
+    "pymc_manidp.mechanisms",
+    "pymc_manidp.io",
     "pymc_manidp.datasets",
     "pymc_manidp.experiments",
-    "pymc_manidp.rng",
 ]
 API_GENERATED = DOCS / "api" / "generated"
 

@@ -210,14 +210,15 @@ def demo(args) -> int:
     return 0
 
 
-MCMC_SETTINGS = {"draws": 1000, "tune": 1000, "chains": 4}
+#: the MCMC options; their defaults are ``pymc_manidp.mcmc.MCMCSettings``'s, the one set
+MCMC_OPTIONS = ("draws", "tune", "chains")
 
 
 def _refuse_ignored_options(args) -> None:
     """Options that would be silently ignored for this release are errors instead."""
     ignored = []
     if args.sampler == "exact":
-        ignored += [f"--{k}" for k in MCMC_SETTINGS if getattr(args, k) is not None]
+        ignored += [f"--{k}" for k in MCMC_OPTIONS if getattr(args, k) is not None]
         ignored += ["--report"] * (args.report is not None)
         ignored += ["--skip-diagnostics"] * args.skip_diagnostics
     if args.mechanism == "kng" and args.restrict:
@@ -294,9 +295,8 @@ def release(args) -> int:
         mech = pmd.LaplaceMechanism(
             M, epsilon=args.epsilon, center=center, radius=args.radius, restrict=args.restrict
         )
-    mcmc = {
-        k: v if getattr(args, k) is None else getattr(args, k) for k, v in MCMC_SETTINGS.items()
-    }
+    # options not given are left to the release (None): the defaults live in one place
+    mcmc = {k: getattr(args, k) for k in MCMC_OPTIONS}
     with contextlib.ExitStack() as stack:
         if lazy:  # a progress bar per pass over the data instead of the spinner
             if args.scheduler is not None:

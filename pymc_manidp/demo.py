@@ -167,7 +167,7 @@ def _map(S, data, center, radius, mean, mechs, releases, rng, out) -> Path:
             marker, color = ("*", "tab:red") if sampler == "exact" else ("P", "tab:green")
             ax.scatter(lo, la, marker=marker, s=160, c=color, edgecolor="k",
                        label=f"release ({sampler})")  # fmt: skip
-        ax.set_title(f"{name}, ε = {mech.epsilon:g}, σ = {mech.scale(len(data)):.4f}")
+        ax.set_title(f"{name}, ε = {mech.epsilon:g}, σ = {mech.sigma(len(data)):.4f}")
         ax.set_xlabel("longitude (°E)")
         ax.set_ylabel("latitude (°N)")
         ax.set_aspect(1 / np.cos(np.deg2rad(50.0)))

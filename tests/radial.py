@@ -1,4 +1,4 @@
-"""Exact radial laws of the manifold Laplace (DESIGN.md), written independently.
+"""Exact radial laws of the Laplace (docs/architecture.md, math facts), written independently.
 
 The geodesic distance t of a Laplace draw from its footpoint has density
 ``p(t) ∝ e^{-t/σ} t^{d-1} A(t)`` on ``[0, T)``, where ``A`` is the exp chart's volume

@@ -103,7 +103,7 @@ def test_release_writes_public_json_with_provenance_and_never_the_seed(capsys, s
     assert rel["epsilon"] == 1.0 and rel["delta"] == 0.0 and rel["sampler"] == "exact"
     assert rel["mechanism"] == "KNG" and rel["n"] == 200
     mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.4)
-    assert np.isclose(rel["sigma"], mech.scale(200))  # the JSON states the true rate
+    assert np.isclose(rel["sigma"], mech.sigma(200))  # the JSON states the true rate
     assert doc["public_ball"] == {"center": [0.0, 0.0, 1.0], "radius": 0.4}
     assert doc["provenance"]["source"] == "points.csv"
     assert doc["provenance"]["software"]["pymc-manidp"] == pmd.__version__

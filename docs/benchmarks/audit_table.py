@@ -42,8 +42,8 @@ def make(kind, M, c, r, eps, factor=1.0):
     kw = {"restrict": True} if kind == "Laplace (ball)" else {}
 
     class Mech(base):
-        def scale(self, n):
-            return super().scale(n) / factor
+        def sigma(self, n):
+            return super().sigma(n) / factor
 
     return Mech(M, epsilon=eps, center=c, radius=r, **kw)
 
@@ -75,7 +75,7 @@ def main():
                 a = quadrature_audit(mech, n=N, resolution=res)
                 f = break_factor(kind, M, c, r, eps, res // 2)
                 print(
-                    f"| {name} | {kind} | {eps:g} | {mech.scale(N):.4g} | "
+                    f"| {name} | {kind} | {eps:g} | {mech.sigma(N):.4g} | "
                     f"{a.worst_log_ratio:.4g} | {a.ratio:.3f} | {a.grid_error:.1e} | "
                     f"{a.pair.label} | {f:.2f} |",
                     flush=True,

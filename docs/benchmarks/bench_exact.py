@@ -100,7 +100,7 @@ def kng_log_density(M, mech, data):
     """KNG's log-density for the MH: ``mech.logp`` without re-checking data each step."""
     data = mech.domain.check(data)
     n, nd = len(data), len(M.point_shape)
-    sigma, radius = mech.scale(n), mech.domain.radius
+    sigma, radius = mech.sigma(n), mech.domain.radius
 
     def logp(x):
         g = np.sum(M.log(np.expand_dims(x, -nd - 1), data), axis=-nd - 1)
@@ -142,7 +142,7 @@ def mh_release(M, mech, data, logp, seed):
         logp,
         start,
         manifold=M,
-        step=mech.scale(len(data)),
+        step=mech.sigma(len(data)),
         draws=1,
         burn_in=MH_BURN_IN,
         thin=1,
@@ -164,7 +164,7 @@ def bench_mh(M, mech, data):
         logp,
         frechet_mean(M, data).mean,
         manifold=M,
-        step=mech.scale(len(data)),
+        step=mech.sigma(len(data)),
         draws=MH_ACCEPT_STEPS,
         burn_in=0,
         thin=1,
@@ -207,7 +207,7 @@ def bench_nuts(mech, data):
                 break  # a second release would be stopped too: keep the run short
     finally:
         signal.signal(signal.SIGALRM, previous)
-    backend = ",".join(sorted({c.backend for c in mech.mcmc_cache._entries.values()}))
+    backend = ",".join(sorted({key[2] for key in mech.mcmc_cache.keys()}))
     return {"runs": runs, "backend": backend or ("nutpie" if mcmc.has_nutpie() else "pymc")}
 
 
@@ -229,7 +229,7 @@ def main():
 
     results = []
     for label, M, mech, data in cases():
-        print(f"\n{label}: n={len(data)}, sigma={mech.scale(len(data)):.4g}", flush=True)
+        print(f"\n{label}: n={len(data)}, sigma={mech.sigma(len(data)):.4g}", flush=True)
         print("  exact ...", flush=True)
         ex = bench_exact(mech, data)
         print(

@@ -7,8 +7,8 @@ Each run is a new Python process (``python -c``-like: this file run as a script 
 
 - ``import``: ``import pymc_manidp``;
 - ``data``: generating the data set;
-- ``frechet``: the chart centre (``mech.mcmc_inputs``);
-- ``model``: building the ``pm.Model`` (``mech.model``, includes its own Fréchet mean);
+- ``model``: building the ``pm.Model`` (``mcmc.polar_model``, from the mode the
+  release computed once);
 - ``compile``: preparing the sampler (``CompiledSampler(...)``: nutpie's numba
   compile; nothing for PyMC's NUTS, which compiles inside ``pm.sample``);
 - ``sample``: ``CompiledSampler.sample`` (PyMC: compile + sampling);
@@ -48,7 +48,7 @@ def child():
     t0 = time.perf_counter()
     import pymc_manidp as pmd
     from pymc_manidp import mcmc
-    from pymc_manidp.mechanisms import procedure
+    from pymc_manidp.mechanisms import base
 
     timings["import"] = time.perf_counter() - t0
 
@@ -71,17 +71,17 @@ def child():
     timings["data"] = time.perf_counter() - t0
 
     mech = pmd.KNGMechanism(S2, epsilon=1.0, center=north, radius=np.pi / 8)
-    mech.model = timed("model", mech.model)
+    mcmc.polar_model = timed("model", mcmc.polar_model)
     init = mcmc.CompiledSampler.__init__
     mcmc.CompiledSampler.__init__ = timed("compile", init)
     mcmc.CompiledSampler.sample = timed("sample", mcmc.CompiledSampler.sample)
-    procedure.check_run = timed("gate", procedure.check_run)
+    base.check_run = timed("gate", base.check_run)
     t0 = time.perf_counter()
     rel = mech.release(data, sampler="nuts", random_seed=1)
     timings["release"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - T_START
     info = rel.sampler_info
-    hits = mech.mcmc_cache.get(len(data), "nuts", lambda: None).cache_hits
+    hits = mech.mcmc_cache.find(len(data), "nuts", info["backend"]).cache_hits
     print(
         "ROW",
         info["backend"],

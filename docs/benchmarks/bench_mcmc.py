@@ -74,13 +74,13 @@ def targets(data):
     """(name, mechanism, chart centre, NumPy log-density) for both mechanisms."""
     lap = pmd.LaplaceMechanism(S2, epsilon=EPSILON, center=NORTH, radius=RADIUS)
     _, eta = lap.footpoint(data)
-    s_lap = lap.scale(N)
+    s_lap = lap.sigma(N)
 
     def lap_logp(x):
         return -S2.dist(eta, x) / s_lap
 
     kng = pmd.KNGMechanism(S2, epsilon=EPSILON, center=NORTH, radius=RADIUS)
-    s_kng = kng.scale(N)
+    s_kng = kng.sigma(N)
     mode = frechet_mean(S2, data).mean
 
     def kng_logp(x):
@@ -147,7 +147,7 @@ def bench_releases(name, mech_cls, data, data2):
                 )
                 centre = mech.footpoint(d)[1] if name == "Laplace" else frechet_mean(S2, d).mean
                 rows.append(row(name, f"{backend} release, {label}", secs, rel.diagnostics, centre))
-            assert mech.mcmc_cache.keys() == [(N, "nuts")]
+            assert [key[:2] for key in mech.mcmc_cache.keys()] == [(N, "nuts")]
         finally:
             mcmc.has_nutpie = hidden
         print(f"  {name}: {backend} releases done, load {os.getloadavg()[0]:.2f}", flush=True)

@@ -55,7 +55,7 @@ MECHS = {"KNG": pmd.KNGMechanism, "Laplace": pmd.LaplaceMechanism}
 def hoisted_logp(mech, data):
     """The mechanism's NumPy log-density with the data checks done once."""
     M, n = mech.manifold, len(data)
-    sigma = mech.scale(n)
+    sigma = mech.sigma(n)
     if isinstance(mech, pmd.LaplaceMechanism):
         _, eta = mech.footpoint(data)
         return eta, lambda x: -M.dist(eta, x) / sigma
@@ -101,7 +101,7 @@ def run_case(mech_name, man_name, n):
         logp,
         centre,
         manifold=M,
-        step=min(mech.scale(n), 0.5 * M.injectivity_radius),
+        step=min(mech.sigma(n), 0.5 * M.injectivity_radius),
         draws=1,
         burn_in=10_000,
         thin=1,

@@ -120,7 +120,7 @@ def _chunk(space, n, epsilon, jobs):
     rows = []
     for rng, x, fm, base in C.replicate_data(jobs, gen, M, n, space):
         for name, mech in mechs.items():
-            summary = fm if name in (KNG, LAPLACE) else mech.from_ambient(mech.summary(x))
+            summary = fm if name in (KNG, LAPLACE) else mech.manifold.from_ambient(mech.summary(x))
             if name == PROJECTED:
                 summary = summary / np.linalg.norm(summary)
             rel = mech.sample(x, 1, random_seed=rng)[0]
@@ -140,7 +140,7 @@ def _chunk(space, n, epsilon, jobs):
             # the unit-norm Fréchet mean, normalized, error against the Fréchet mean. Ours
             # adds it to the ambient mean (|ybar| ~ 0.975 here), which inflates the angle.
             proj = mechs[PROJECTED]
-            y = fm + knorm_noise(rng, 3, proj.scale(n), ())
+            y = fm + knorm_noise(rng, 3, proj.sigma(n), ())
             d = float(np.linalg.norm(y / np.linalg.norm(y) - fm))
             rows.append({**base, "method": PROJECTED_PAPER, "dist": d})
     return rows

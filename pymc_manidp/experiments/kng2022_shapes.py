@@ -185,7 +185,7 @@ def _kng_chains(cfg, n_chains, ss):
     mech = pmd.KNGMechanism(K, epsilon=cfg["epsilon"], center=m0, radius=cfg["radius"])
     data = mech.domain.check(private, clip=True)
     fm = pmd.frechet_mean(K, data).mean
-    sigma, d = mech.scale(len(data)), K.dim
+    sigma, d = mech.sigma(len(data)), K.dim
     rng = np.random.default_rng(ss)
     # Start each chain at the typical distance d * sigma from the mode in a random
     # direction: from the mode itself (a cusp of the density) a random walk in d
@@ -307,10 +307,10 @@ def kng2022_shapes(
         "n": len(data),
         "clipped": outside,
         "d": K.dim,
-        "kng_sigma": kng.scale(len(data)),
+        "kng_sigma": kng.sigma(len(data)),
         "kng_mh_acceptance": acceptance,
         "curvature_factor_H": h,
-        "landmark_laplace_sigma_per_landmark": LandmarkLaplace(K, **kw).scale(len(data)),
+        "landmark_laplace_sigma_per_landmark": LandmarkLaplace(K, **kw).sigma(len(data)),
     }
     path = C.prepare_out(out, "kng2022_shapes")
     C.write_table(table, path, "table")

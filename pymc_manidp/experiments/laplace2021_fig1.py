@@ -150,7 +150,7 @@ def _utility_chunk(space, n, epsilon, non_pd_epsilons, jobs):
             sigma = empirical_delta_factor() / (n * epsilon)
             rel = exact.sample_laplace(M, fm, sigma, 1, rng).points[0]
             rows.append({**base, "method": LAPLACE_EMP, "dist": dist(rel, fm)})
-        summary = euc.from_ambient(euc.summary(x))
+        summary = euc.manifold.from_ambient(euc.summary(x))
         rel = euc.sample(x, 1, random_seed=rng)[0]
         rows.append({**base, "method": EUCLID, "dist": dist(rel, summary)})
         if spd:

@@ -110,7 +110,7 @@ def _rate_chunk(space, n, epsilon, jobs):
                     "rep": rep,
                     "rho2": float(M.dist(fm, rel)) ** 2,
                     # the asymptotic (sigma -> 0) value: rho ~ Gamma(d, sigma)
-                    "gamma_rho2": mech.scale(n) ** 2 * M.dim * (M.dim + 1),
+                    "gamma_rho2": mech.sigma(n) ** 2 * M.dim * (M.dim + 1),
                 }
             )
     return rows

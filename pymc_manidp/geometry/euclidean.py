@@ -124,3 +124,21 @@ class Euclidean(ManifoldBase):
 
     def pt_log_volume_density(self, coords):
         return pt.zeros_like(pt.as_tensor_variable(coords)[..., 0])
+
+    # --- ambient embedding: the space itself (the Euclidean baselines) --------------
+    @property
+    def ambient_dim(self) -> int:
+        """``D = dim``."""
+        return self.dim
+
+    def to_ambient(self, points) -> np.ndarray:
+        """Ambient coordinates ``(..., D)`` of points: the points themselves."""
+        return np.asarray(points, float)
+
+    def from_ambient(self, y) -> np.ndarray:
+        """Points from ambient coordinates: the identity."""
+        return np.asarray(y, float)
+
+    def ambient_radius(self, center, radius: float) -> float:
+        """The ambient ball holding ``B_radius(center)`` is that ball: ``radius``."""
+        return float(radius)

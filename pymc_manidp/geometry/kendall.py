@@ -393,3 +393,19 @@ class KendallShape(ManifoldBase):
     def pt_log_volume_density(self, coords):
         s = pt.sum(pt.as_tensor_variable(coords) ** 2, axis=-1)
         return (2 * self.k_landmarks - 6) * ptn.log_sinc_sqrt(s) + ptn.log_sinc_sqrt(4.0 * s)
+
+    # --- landmarks (the landmark-wise baseline) ----------------------------------------
+    def align(self, reference, configurations) -> np.ndarray:
+        """Pre-shapes of ``configurations`` ``(..., k, 2)`` rotated optimally onto the
+        pre-shape of ``reference`` (the rotation minimizing their Euclidean distance).
+
+        Examples
+        --------
+        >>> K = KendallShape(k_landmarks=3)
+        >>> tri = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+        >>> turned = tri @ np.array([[0.0, -1.0], [1.0, 0.0]])
+        >>> bool(np.allclose(K.align(tri, turned), K.validate(tri)))
+        True
+        """
+        aligned, _ = _align(self.validate(reference), self.validate(configurations))
+        return aligned

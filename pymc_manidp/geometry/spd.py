@@ -374,6 +374,90 @@ class SPD(ManifoldBase):
             return ptn.log_sinhc_sqrt(ptn.sym2_parts(w_mat)[-1])
         return ptn.spectral_sum(_pt_pair_log_sinhc, w_mat)
 
+    # --- ambient embedding: symmetric matrices in vech coordinates (the baselines) ---
+    @property
+    def ambient_dim(self) -> int:
+        """``D = k(k+1)/2``: :func:`vech` coordinates of symmetric matrices."""
+        return self.dim
+
+    def to_ambient(self, points) -> np.ndarray:
+        """Ambient coordinates ``(..., D)`` of points: their plain :func:`vech`."""
+        return vech(points)
+
+    def from_ambient(self, y) -> np.ndarray:
+        """Symmetric matrices ``(..., k, k)`` from ``vech`` vectors (not projected onto
+        SPD: they may fail to be positive definite)."""
+        return unvech(y, self.k)
+
+    def ambient_radius(self, center, radius: float) -> float:
+        r"""A Frobenius radius around ``center`` that holds ``B_radius(center)``:
+        ``lambda_max(center) (e^radius - 1)`` (the 2021 supplement's ``e^r - 1`` at
+        ``I``, Prop. 1; elsewhere
+        :math:`\|c^{1/2}(e^V - I)c^{1/2}\|_F \le \lambda_{\max}(c)(e^r - 1)`). Plain
+        ``vech`` has norm ``<=`` Frobenius, so it holds in ``vech`` coordinates too.
+
+        Examples
+        --------
+        >>> round(SPD(k=2).ambient_radius(2 * np.eye(2), 1.0), 6)  # 2 (e - 1)
+        3.436564
+        """
+        top = float(np.linalg.eigvalsh(self.validate(center))[-1])
+        return top * float(np.expm1(radius))
+
+
+def vech(x) -> np.ndarray:
+    """Half-vectorization ``(..., k, k) -> (..., k(k+1)/2)``: lower triangle by columns.
+
+    Plain ``vech`` (no ``sqrt 2`` on off-diagonals), as the papers write it.
+
+    Parameters
+    ----------
+    x : array_like, shape ``(..., k, k)``
+        Symmetric matrices.
+
+    Returns
+    -------
+    ndarray, shape ``(..., k(k+1)/2)``
+        Their lower triangles, column by column.
+
+    Examples
+    --------
+    >>> vech(np.array([[1.0, 2.0], [2.0, 3.0]])).tolist()
+    [1.0, 2.0, 3.0]
+    """
+    x = np.asarray(x, float)
+    i, j = np.triu_indices(x.shape[-1])
+    # the upper triangle by rows is the lower triangle by columns of a symmetric matrix
+    return x[..., j, i]
+
+
+def unvech(v, k: int) -> np.ndarray:
+    """Symmetric matrices ``(..., k, k)`` from ``vech`` vectors ``(..., k(k+1)/2)``.
+
+    Parameters
+    ----------
+    v : array_like, shape ``(..., k(k+1)/2)``
+        Half-vectorizations (the inverse of :func:`vech`).
+    k : int
+        The matrices' size.
+
+    Returns
+    -------
+    ndarray, shape ``(..., k, k)``
+        The symmetric matrices.
+
+    Examples
+    --------
+    >>> unvech([1.0, 2.0, 3.0], 2).tolist()
+    [[1.0, 2.0], [2.0, 3.0]]
+    """
+    v = np.asarray(v, float)
+    i, j = np.triu_indices(k)
+    out = np.zeros((*v.shape[:-1], k, k))
+    out[..., j, i] = v
+    out[..., i, j] = v
+    return out
+
 
 # --- the Laplace normalizer (SPD.pt_laplace_log_normalizer) ----------------------------
 def _as_float_tensor(x):

@@ -328,3 +328,42 @@ class Sphere(ManifoldBase):
         coords = pt.as_tensor_variable(coords)
         s = pt.sum(coords**2, axis=-1) / self.radius**2
         return (self.dim - 1) * ptn.log_sinc_sqrt(s)
+
+    # --- ambient embedding in R^(dim+1) (the Euclidean baselines) -------------------
+    @property
+    def ambient_dim(self) -> int:
+        """``D = dim + 1``: the points are vectors of :math:`\\mathbb R^D`."""
+        return self.dim + 1
+
+    def to_ambient(self, points) -> np.ndarray:
+        """Ambient coordinates ``(..., D)`` of points: the vectors themselves."""
+        return np.asarray(points, float)
+
+    def from_ambient(self, y) -> np.ndarray:
+        """Ambient vectors ``(..., D)`` as arrays of the points' shape (not projected:
+        see :meth:`project_ambient`)."""
+        return np.asarray(y, float)
+
+    def ambient_radius(self, center, radius: float) -> float:
+        """The radius of the smallest ambient ball around ``center`` that holds the
+        geodesic ball ``B_radius(center)``: the chord ``2R sin(radius / 2R)`` (2021
+        supplement §1.3.2), for ``radius <= pi R``.
+
+        Examples
+        --------
+        >>> round(Sphere(dim=2).ambient_radius([0, 0, 1.0], np.pi / 2), 6)  # sqrt(2)
+        1.414214
+        """
+        r = check_positive_real(radius, "radius")
+        if r > np.pi * self.radius:
+            raise ValueError(f"radius must be at most pi R = {np.pi * self.radius:.6g}, got {r}")
+        return float(2.0 * self.radius * np.sin(r / (2.0 * self.radius)))
+
+    def project_ambient(self, y) -> np.ndarray:
+        """The nearest points ``R y / |y|`` on the sphere of ambient vectors ``y``
+        ``(..., D)``; ``y = 0`` (no nearest point) is a ``FloatingPointError``."""
+        y = np.asarray(y, float)
+        norm = np.linalg.norm(y, axis=-1, keepdims=True)
+        if np.any(norm == 0.0):
+            raise FloatingPointError("the ambient vector is exactly 0: it has no nearest point")
+        return self.radius * y / norm

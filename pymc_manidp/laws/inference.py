@@ -6,7 +6,7 @@ Having received a release ``x~`` of the manifold Laplace mechanism (unrestricted
 .. math:: p(\tilde x \mid \eta) = e^{-\rho(\eta, \tilde x)/\sigma} / Z(\sigma),
 
 a proper likelihood because ``Z`` does not depend on ``eta`` on a homogeneous space
-(DESIGN.md). :func:`noise_aware_model` writes it as a PyMC model with a prior on
+(docs/architecture.md). :func:`noise_aware_model` writes it as a PyMC model with a prior on
 ``eta``: the privacy noise is accounted for exactly (the Euclidean analogues are
 Bernstein & Sheldon 2018; Ju, Awan, Gong & Rao 2022). With the uniform prior on a
 compact manifold the posterior of ``eta`` is the Laplace itself, centred at the

@@ -23,17 +23,33 @@ from pymc_manidp.laws.charts import PolarChart, chart_coords, point_dims
 __all__ = ["point_dims", "polar_data", "polar_model"]
 
 
-def polar_data(manifold, center, scale, inputs=None) -> dict:
+def polar_data(manifold, mode, sigma, inputs=None) -> dict:
     """The values of every ``pm.Data`` of :func:`polar_model` for these arguments.
 
-    ``scale``, the chart (``chart_<key>`` for each array of
-    ``manifold.chart_frame(center)``) and each entry of ``inputs``: everything in the
-    model that depends on the data. :meth:`CompiledSampler.sample` takes this dict.
+    ``scale`` (σ, which is also the chart's scale), the chart (``chart_<key>`` for
+    each array of ``manifold.chart_frame(mode)``) and each entry of ``inputs``:
+    everything in the model that depends on the data. :meth:`CompiledSampler.sample`
+    takes this dict.
+
+    Parameters
+    ----------
+    manifold : Manifold
+    mode : array, shape ``point_shape``
+        The density's mode (private: a footpoint or the data's Fréchet mean), the
+        chart's centre.
+    sigma : float
+        The law's σ.
+    inputs : dict of str to array, optional
+        The density's data-dependent arrays (a footpoint, the data).
+
+    Returns
+    -------
+    dict of str to ndarray
     """
-    center = manifold.validate(center)
-    values = {"scale": np.asarray(float(scale))}
+    mode = manifold.validate(mode)
+    values = {"scale": np.asarray(float(sigma))}
     values.update(
-        {f"chart_{k}": np.asarray(v, float) for k, v in manifold.chart_frame(center).items()}
+        {f"chart_{k}": np.asarray(v, float) for k, v in manifold.chart_frame(mode).items()}
     )
     for key, val in (inputs or {}).items():
         if key in values:
@@ -42,52 +58,68 @@ def polar_data(manifold, center, scale, inputs=None) -> dict:
     return values
 
 
-def polar_model(manifold, center, scale, law, *, name="release", inputs=None):
-    """Build the ``pm.Model`` of a mechanism's law from its PyMC distribution.
+def polar_model(manifold, mode, sigma, law, *, inputs, law_kwargs=None, name="release"):
+    """Build the ``pm.Model`` of a law from its PyMC distribution.
 
     Parameters
     ----------
     manifold : Manifold
-    center : array, shape ``point_shape``
-        Chart centre: the density's mode (footpoint or Fréchet mean).
-    scale : float
-        Typical distance from the centre (the rate ``sigma``).
-    law : callable
-        ``law(name, v, **kwargs)`` creates the distribution's variable (e.g.
-        ``ManifoldLaplace(name, M, v["footpoint"], v["scale"], **kwargs)``), where ``v``
-        maps ``"scale"`` and each name of ``inputs`` to its ``pm.Data`` tensor: build it
-        from ``v`` (not from NumPy constants) so that a compiled model follows new data
-        (:class:`CompiledSampler`). ``kwargs`` carry the chart (``default_transform``)
-        and the point's ``dims``.
+    mode : array, shape ``point_shape``
+        The density's mode (a footpoint or the data's Fréchet mean, computed once by
+        the caller): the chart's centre and, one σ from it, the chains' start.
+    sigma : float
+        The law's σ: also the chart's typical distance from the mode.
+    law : PyMC distribution class
+        Called as ``law(name, manifold, *inputs, sigma, **law_kwargs)`` with the
+        ``pm.Data`` tensors of ``inputs`` (in their order) and of ``sigma``, e.g.
+        :class:`~pymc_manidp.laws.distributions.ManifoldLaplace` with
+        ``inputs={"footpoint": eta}`` or :class:`~pymc_manidp.laws.distributions.KNG`
+        with ``inputs={"data": data}``; built from ``pm.Data`` so that a compiled
+        model follows new data (:class:`CompiledSampler`).
+    inputs : dict of str to array
+        The density's data-dependent arrays, each a ``pm.Data`` of that name.
+    law_kwargs : dict, optional
+        Further keyword arguments of ``law`` (e.g. ``normalized=False``).
     name : str
         Name of the manifold-valued variable.
-    inputs : dict of str to array, optional
-        The density's data-dependent arrays (a footpoint, the data), each a
-        ``pm.Data`` of that name.
 
     Returns
     -------
     pm.Model
         With the variable ``name`` (dims :func:`point_dims`), deterministics
-        ``chart_coords`` (normal coordinates at the centre, dim ``coord``) and
-        ``distance`` (to the centre). Its ``pm.Data`` are :func:`polar_data`'s.
+        ``chart_coords`` (normal coordinates at the mode, dim ``coord``) and
+        ``distance`` (to the mode). Its ``pm.Data`` are :func:`polar_data`'s.
         Parameter checks are left to the caller (``check_bounds=False``): a mechanism
         checks its data before any sampling.
     """
-    values = polar_data(manifold, center, scale, inputs)
+    values = polar_data(manifold, mode, sigma, inputs)
     dims = point_dims(manifold)
     coords = {"coord": np.arange(manifold.dim), **dims}
     with pm.Model(coords=coords, check_bounds=False) as model:
         v = {key: pm.Data(key, val) for key, val in values.items()}
         frame = {key[len("chart_") :]: t for key, t in v.items() if key.startswith("chart_")}
         chart = PolarChart(manifold, frame, scale=v["scale"])
-        params = {k: t for k, t in v.items() if not k.startswith("chart_")}
         # PyMC rewrites the logp in a FunctionGraph whose inputs are the roots of the
         # variable's own graph; the chart's pm.Data must be among them, or replacing
         # the value by the transform fails (MissingInputError). A zero-weight term
         # puts them there without changing sigma.
-        params["scale"] = v["scale"] + 0.0 * sum(pt.sum(t) for t in frame.values())
-        x = law(name, params, default_transform=chart, dims=tuple(dims))
+        sigma_t = v["scale"] + 0.0 * sum(pt.sum(t) for t in frame.values())
+        # the start: one sigma from the mode along the chart's diagonal (at the mode
+        # the polar chart's log-radius is -inf). Given here, from the pm.Data, so that
+        # no distribution recomputes the mode (KNG's support point would take the
+        # data's Frechet mean again) and a compiled model starts near the new data's.
+        u = np.full(manifold.dim, 1.0 / np.sqrt(manifold.dim))
+        start = manifold.pt_exp_frame(frame, v["scale"] * u)
+        x = law(
+            name,
+            manifold,
+            *(v[key] for key in inputs),
+            sigma_t,
+            **(law_kwargs or {}),
+            default_transform=chart,
+            initval=start,
+            dims=tuple(dims),
+        )
         c = pm.Deterministic("chart_coords", chart_coords(manifold, frame, x), dims="coord")
         pm.Deterministic("distance", pt.sqrt(pt.sum(c**2, axis=-1)))
     return model

@@ -15,6 +15,11 @@ its two points: the proposal density w.r.t. volume is symmetric and the plain
 Metropolis ratio is exact. The supplement keeps every 100th state after a burn-in of
 10,000 steps and uses ``step = sigma``, the Laplace rate.
 
+Only the proposal (:func:`propose`) is the supplement's: the accept step and the chain
+loop are those of every chain of the library
+(:func:`~pymc_manidp.mcmc.kernels.metropolis_step`,
+:func:`~pymc_manidp.mcmc.kernels.run_chain`).
+
 On :math:`S^d \subset \mathbb R^{d+1}` the projection of a vector uniform on the
 sphere of radius ``step`` onto a tangent space has the same law as its first ``d``
 coordinates (rotation invariance), so the tangent vector is built from those
@@ -36,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp.mcmc.kernels import metropolis_step, run_chain
 
 __all__ = ["RandomWalkResult", "propose", "random_walk_mh"]
 
@@ -145,7 +151,23 @@ def random_walk_mh(
     thin = check_positive_int(thin, "thin")
     chains = check_positive_int(chains, "chains")
     rng = np.random.default_rng(rng)
+    x, lp = _start(log_density, start, manifold, chains)
 
+    def supplement_proposal(x, rng):
+        return propose(manifold, x, step, rng)
+
+    def mh_step(x, lp, rng):
+        return metropolis_step(log_density, x, lp, supplement_proposal, rng)
+
+    total = burn_in + draws * thin
+    run = run_chain(mh_step, x, lp, total, rng, keep=burn_in + thin * np.arange(1, draws + 1))
+    rate = int(run.accepted[burn_in:].sum()) / (chains * draws * thin)
+    draws_by_chain = np.ascontiguousarray(np.swapaxes(run.states, 0, 1))
+    return RandomWalkResult(draws_by_chain, np.ascontiguousarray(run.log_density.T), rate, total)
+
+
+def _start(log_density, start, manifold, chains):
+    """The start of every chain ``(chains, *point_shape)`` and its log-density ``(chains,)``."""
     pshape = tuple(manifold.point_shape)
     x = np.array(manifold.validate(start), float)
     if x.shape == pshape:
@@ -155,23 +177,4 @@ def random_walk_mh(
     lp = np.asarray(log_density(x), float)
     if not np.all(np.isfinite(lp)):
         raise ValueError("log_density is not finite at the start point(s)")
-
-    out = np.empty((chains, draws, *pshape))
-    out_lp = np.empty((chains, draws))
-    accepted = 0
-    total = burn_in + draws * thin
-    for i in range(total):
-        prop = propose(manifold, x, step, rng)
-        lp_prop = np.asarray(log_density(prop), float)
-        # log of a uniform in (0, 1]: accept iff log u < lp' - lp (never a NaN comparison)
-        accept = np.log1p(-rng.random(chains)) < lp_prop - lp
-        x[accept] = prop[accept]
-        lp = np.where(accept, lp_prop, lp)
-        if i >= burn_in:
-            accepted += int(accept.sum())
-            k, r = divmod(i - burn_in + 1, thin)
-            if r == 0:
-                out[:, k - 1] = x
-                out_lp[:, k - 1] = lp
-    rate = accepted / (chains * draws * thin)
-    return RandomWalkResult(out, out_lp, rate, total)
+    return x, lp

@@ -3,7 +3,8 @@ r"""MCMC sampling of a mechanism's model with nutpie or PyMC.
 Everything in a model built by :func:`~pymc_manidp.mcmc.model.polar_model` that
 depends on the data is a ``pm.Data``, so one compiled model serves every data set of
 the same size: :class:`CompiledSampler` replaces all of them before each run, and a
-mechanism keeps one per ``(n, sampler)`` in its :class:`SamplerCache`.
+mechanism keeps one per ``(n, sampler, backend)`` in its :class:`SamplerCache`. How
+long a run samples is one :class:`~pymc_manidp.mcmc.settings.MCMCSettings`.
 
 NUTS runs on nutpie (a dependency; PyMC's own NUTS if nutpie is absent or
 ``PYMC_MANIDP_NUTS_BACKEND=pymc``): 3-16x faster per release on S² (docs/benchmarks.md,
@@ -22,8 +23,8 @@ import time
 import numpy as np
 import pymc as pm
 
-from pymc_manidp.mcmc.budget import check_mcmc_budget
 from pymc_manidp.mcmc.nutpie_cache import _compile_nutpie_or_fallback, _nutpie_with_data
+from pymc_manidp.mcmc.settings import MCMCSettings
 
 __all__ = [
     "BACKEND_ENV",
@@ -34,10 +35,10 @@ __all__ = [
     "has_nutpie",
     "nuts_backend",
     "sample",
+    "sampler_backend",
 ]
 
 SAMPLERS = ("nuts", "metropolis")
-_TARGET_ACCEPT = 0.9
 
 
 NUTS_BACKENDS = ("nutpie", "pymc")
@@ -72,6 +73,14 @@ def nuts_backend(backend=None) -> str:
     return choice
 
 
+def sampler_backend(sampler, backend=None) -> str:
+    """The implementation that runs ``sampler``: :func:`nuts_backend` for ``"nuts"``,
+    ``"pymc"`` for ``"metropolis"`` (PyMC's only)."""
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    return nuts_backend(backend) if sampler == "nuts" else "pymc"
+
+
 class CompiledSampler:
     """A model prepared once for one sampler and sampled again with new data.
 
@@ -94,13 +103,11 @@ class CompiledSampler:
     """
 
     def __init__(self, model, sampler="nuts", *, backend=None):
-        if sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+        # Metropolis is PyMC's; NUTS is nutpie's when installed (nuts_backend)
+        self.backend = sampler_backend(sampler, backend)
         self.model = model
         self.sampler = sampler
         self.data_names = frozenset(v.name for v in model.data_vars)
-        # Metropolis is PyMC's; NUTS is nutpie's when installed (nuts_backend)
-        self.backend = nuts_backend(backend) if sampler == "nuts" else "pymc"
         self._lock = threading.Lock()
         self._compiled = None
         self.cache_hits = 0  # compiled NUTS entry points loaded from the disk cache
@@ -114,13 +121,19 @@ class CompiledSampler:
         """The values the model's ``pm.Data`` hold now (copies)."""
         return {v.name: np.array(v.get_value()) for v in self.model.data_vars}
 
-    def sample(self, values, *, draws=1000, tune=1000, chains=2, random_seed=None):
+    def sample(
+        self, values, settings=None, *, random_seed=None, draws=None, tune=None, chains=None
+    ):
         """Set every ``pm.Data`` to ``values`` (exactly the model's names), run MCMC.
 
-        Returns the ArviZ ``DataTree`` (``posterior``, ``sample_stats``; the
-        posterior's ``sampling_time`` attribute is the sampler's own time, without
-        compilation). The data are left out of it: no ``constant_data`` group.
+        ``settings`` (an :class:`MCMCSettings`, default PyMC's 4 x (1,000 + 1,000))
+        says how long; ``draws``, ``tune``, ``chains`` override its fields. Its
+        ``backend`` was fixed when this sampler was compiled. Returns the ArviZ
+        ``DataTree`` (``posterior``, ``sample_stats``; the posterior's
+        ``sampling_time`` attribute is the sampler's own time, without compilation).
+        The data are left out of it: no ``constant_data`` group.
         """
+        s = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
         given = set(values)
         if given != self.data_names:
             raise ValueError(
@@ -129,13 +142,13 @@ class CompiledSampler:
                 f"unknown {sorted(given - self.data_names)}"
             )
         if self.backend == "nutpie":
-            return self._sample_nutpie(values, draws, tune, chains, random_seed)
+            return self._sample_nutpie(values, s, random_seed)
         with self._lock:
             pm.set_data({k: np.asarray(v, float) for k, v in values.items()}, model=self.model)
             kwargs = dict(
-                draws=draws,
-                tune=tune,
-                chains=chains,
+                draws=s.draws,
+                tune=s.tune,
+                chains=s.chains,
                 random_seed=random_seed,
                 progressbar=False,
                 compute_convergence_checks=False,
@@ -144,7 +157,7 @@ class CompiledSampler:
                 if self.sampler == "metropolis":
                     idata = pm.sample(step=pm.Metropolis(), **kwargs)
                 else:
-                    idata = pm.sample(nuts_sampler="pymc", target_accept=_TARGET_ACCEPT, **kwargs)
+                    idata = pm.sample(nuts_sampler="pymc", target_accept=s.target_accept, **kwargs)
         return self._record(idata)
 
     def _record(self, idata):
@@ -155,7 +168,7 @@ class CompiledSampler:
         idata.attrs["sampler_backend"] = label
         return idata
 
-    def _sample_nutpie(self, values, draws, tune, chains, random_seed):
+    def _sample_nutpie(self, values, s, random_seed):
         import nutpie
 
         if (
@@ -169,28 +182,30 @@ class CompiledSampler:
         t0 = time.time()
         idata = nutpie.sample(
             compiled,
-            draws=draws,
-            tune=max(int(tune), 1),  # nuts-rs needs at least one tuning step
-            chains=chains,
+            draws=s.draws,
+            tune=max(s.tune, 1),  # nuts-rs needs at least one tuning step
+            chains=s.chains,
             seed=seed,
             save_warmup=False,
             progress_bar=False,
-            target_accept=_TARGET_ACCEPT,
+            target_accept=s.target_accept,
         )
         idata.posterior.attrs["sampling_time"] = time.time() - t0
-        idata.posterior.attrs["tuning_steps"] = int(tune)
+        idata.posterior.attrs["tuning_steps"] = s.tune
         return self._record(idata)
 
 
 class SamplerCache:
-    """The compiled samplers of one mechanism object, one per ``(n, sampler)``.
+    """The compiled samplers of one mechanism object, one per ``(n, sampler, backend)``.
 
     A mechanism keeps one (``mech.mcmc_cache``) so that its second MCMC release of a
-    data set of the same size reuses the compiled model instead of compiling again.
-    What is cached is only the compiled model: :meth:`CompiledSampler.sample`
-    replaces all its data before every run. The manifold, the public ball and the
-    model's structure are constants of the compiled graph; they are fixed when the
-    mechanism is built. Copies and pickles of the cache are empty.
+    data set of the same size reuses the compiled model instead of compiling again:
+    it looks the sampler up with :meth:`find` and, on a miss, compiles one and keeps
+    it with :meth:`add` (the cache never builds a model itself). What is cached is only
+    the compiled model: :meth:`CompiledSampler.sample` replaces all its data before
+    every run. The manifold, the public ball and the model's structure are constants
+    of the compiled graph; they are fixed when the mechanism is built. Copies and
+    pickles of the cache are empty.
 
     The cached models keep the values of a data set in memory (nutpie's compiled
     model those it was compiled with, PyMC's model the last ones set) for as long
@@ -201,21 +216,20 @@ class SamplerCache:
         self._entries: dict = {}
         self._lock = threading.Lock()
 
-    def get(self, n, sampler, build, *, budget=None) -> CompiledSampler:
-        """The sampler for data of size ``n``; ``build()`` gives the model on a miss.
-
-        ``budget``, a dict of :func:`check_mcmc_budget`'s arguments besides ``n``
-        (``manifold``, ``chains``, ``tune``, ``draws``), refuses hopeless runs before
-        anything is compiled."""
-        if budget is not None:
-            check_mcmc_budget(n=n, **budget)
-        key = (int(n), sampler)
+    def find(self, n, sampler, backend) -> CompiledSampler | None:
+        """The sampler compiled for data of size ``n``, or None."""
         with self._lock:
-            if key not in self._entries:
-                self._entries[key] = CompiledSampler(build(), sampler)
-            return self._entries[key]
+            return self._entries.get((int(n), sampler, backend))
+
+    def add(self, n, compiled: CompiledSampler) -> CompiledSampler:
+        """Keep ``compiled`` for data of size ``n``; returns the one kept (the first
+        added under its key, should two threads have compiled the same model)."""
+        key = (int(n), compiled.sampler, compiled.backend)
+        with self._lock:
+            return self._entries.setdefault(key, compiled)
 
     def keys(self):
+        """The ``(n, sampler, backend)`` of the compiled samplers."""
         return list(self._entries)
 
     def clear(self):
@@ -240,17 +254,26 @@ def _without_data(idata):
 
 
 def sample(
-    model, sampler="nuts", *, draws=1000, tune=1000, chains=2, random_seed=None, progressbar=False
+    model,
+    sampler="nuts",
+    settings=None,
+    *,
+    random_seed=None,
+    draws=None,
+    tune=None,
+    chains=None,
+    progressbar=False,
 ):
     """Run MCMC once on ``model`` with its current data; return the ArviZ ``DataTree``.
 
     ``"nuts"`` uses nutpie when it is installed (faster adaptation, compiled with
     numba), PyMC's own NUTS otherwise; ``"metropolis"`` uses PyMC's random-walk
-    Metropolis. Each call compiles the model: to sample one model structure for
-    several data sets, keep a :class:`CompiledSampler`. ``progressbar`` is accepted
-    for compatibility and ignored.
+    Metropolis. ``settings`` (an :class:`MCMCSettings`) says how long, ``draws``,
+    ``tune``, ``chains`` override its fields. Each call compiles the model: to
+    sample one model structure for several data sets, keep a
+    :class:`CompiledSampler`. ``progressbar`` is accepted for compatibility and
+    ignored.
     """
-    compiled = CompiledSampler(model, sampler)
-    return compiled.sample(
-        compiled.current_data(), draws=draws, tune=tune, chains=chains, random_seed=random_seed
-    )
+    s = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
+    compiled = CompiledSampler(model, sampler, backend=s.backend)
+    return compiled.sample(compiled.current_data(), s, random_seed=random_seed)

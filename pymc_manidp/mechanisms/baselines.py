@@ -30,20 +30,12 @@ attacks).
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from pymc_manidp.geometry.euclidean import Euclidean
-from pymc_manidp.geometry.kendall import KendallShape
-from pymc_manidp.geometry.spd import SPD
-from pymc_manidp.geometry.sphere import Sphere
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
-from pymc_manidp.laws.exact import knorm_noise
-from pymc_manidp.privacy.release import FLOATING_POINT_NOTE, Release
-from pymc_manidp.rng import resolve_rng
-from pymc_manidp.stats.domain import DataDomain
-from pymc_manidp.stats.sensitivity import ambient_radius_spd, ambient_radius_sphere
+from pymc_manidp.geometry.spd import unvech, vech
+from pymc_manidp.geometry.validation import check_positive_int
+from pymc_manidp.laws.exact import ExactDraws, knorm_noise
+from pymc_manidp.mechanisms.base import Mechanism
 
 __all__ = [
     "EuclideanLaplace",
@@ -55,135 +47,36 @@ __all__ = [
 ]
 
 
-def _size(size) -> tuple[int, ...]:
-    if isinstance(size, numbers.Integral) and not isinstance(size, bool):
-        return (check_positive_int(size, "size"),)
-    try:
-        return tuple(check_positive_int(s, "size") for s in size)
-    except TypeError:
-        raise TypeError(f"size must be an int or a tuple of ints, got {size!r}") from None
+class _KNormMechanism(Mechanism):
+    """A checked summary plus K-norm noise, then post-processing: exact draws only.
 
-
-def vech(x) -> np.ndarray:
-    """Half-vectorization ``(..., k, k) -> (..., k(k+1)/2)``: lower triangle by columns.
-
-    Plain ``vech`` (no ``sqrt 2`` on off-diagonals), as the papers write it.
-
-    Parameters
-    ----------
-    x : array_like, shape ``(..., k, k)``
-        Symmetric matrices.
-
-    Returns
-    -------
-    ndarray, shape ``(..., k(k+1)/2)``
-        Their lower triangles, column by column.
-
-    Examples
-    --------
-    >>> vech(np.array([[1.0, 2.0], [2.0, 3.0]])).tolist()
-    [1.0, 2.0, 3.0]
+    The K-norm density's normalizer does not depend on its centre, so
+    ``sigma = Delta / epsilon_per_noise`` (Hardt & Talwar 2010).
     """
-    x = np.asarray(x, float)
-    i, j = np.triu_indices(x.shape[-1])
-    # the upper triangle by rows is the lower triangle by columns of a symmetric matrix
-    return x[..., j, i]
 
+    restricted = False
+    footpoint_free_normalizer = True
 
-def unvech(v, k: int) -> np.ndarray:
-    """Symmetric matrices ``(..., k, k)`` from ``vech`` vectors ``(..., k(k+1)/2)``.
-
-    Parameters
-    ----------
-    v : array_like, shape ``(..., k(k+1)/2)``
-        Half-vectorizations (the inverse of :func:`vech`).
-    k : int
-        The matrices' size.
-
-    Returns
-    -------
-    ndarray, shape ``(..., k, k)``
-        The symmetric matrices.
-
-    Examples
-    --------
-    >>> unvech([1.0, 2.0, 3.0], 2).tolist()
-    [[1.0, 2.0], [2.0, 3.0]]
-    """
-    v = np.asarray(v, float)
-    i, j = np.triu_indices(k)
-    out = np.zeros((*v.shape[:-1], k, k))
-    out[..., j, i] = v
-    out[..., i, j] = v
-    return out
-
-
-class _KNormBase:
-    """Shared release logic: a checked summary plus K-norm noise, then post-processing."""
-
-    name = ""
-
-    def sensitivity(self, n: int) -> float:  # pragma: no cover - abstract
+    def _summary(self, data):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def scale(self, n: int) -> float:
-        """Rate ``sigma`` of the noise for ``n`` records."""
-        return self.sensitivity(n) / self._epsilon_per_query
+    def _noise(self, rng, sigma, size):  # pragma: no cover - abstract
+        raise NotImplementedError
 
-    def _finish(self, noisy, rng):
+    def _finish(self, noisy):
         return noisy
 
-    def sample(self, data, size, random_seed=None, *, clip: bool = False) -> np.ndarray:
-        """Independent releases for the same data (experiments' replicates).
-
-        Parameters
-        ----------
-        data : array ``(n, *point_shape)``
-        size : int or tuple of int
-        random_seed : int, Generator or None
-
-        Returns
-        -------
-        ndarray, shape ``(*size, *value_shape)``
-        """
-        size = _size(size)
-        rng, _ = resolve_rng(random_seed)
-        data = self.domain.check(data, clip=clip)
-        summary = self._summary(data)
-        sigma = self.scale(len(data))
-        return self._finish(summary + self._noise(rng, sigma, size), rng)
-
-    def release(self, data, *, random_seed=None, clip: bool = False) -> Release:
-        """Release the private summary: a :class:`~pymc_manidp.privacy.release.Release`.
-
-        ``clip=True`` moves points outside the public ball onto its boundary (a
-        per-record map that keeps the guarantee) and is recorded in ``opt_outs``.
-        """
-        rng, policy = resolve_rng(random_seed)
-        data = self.domain.check(data, clip=clip)
-        n = len(data)
-        sigma = self.scale(n)
-        value = self._finish(self._summary(data) + self._noise(rng, sigma, ()), rng)
-        return Release(
-            value=value,
-            epsilon=self.epsilon,
-            delta=0.0,
-            mechanism=self.name,
-            sigma=sigma,
-            sensitivity=self.sensitivity(n),
-            n=n,
-            sampler="exact",
-            seed_policy=policy,
-            opt_outs=("clip",) if clip else (),
-            notes=(*self._notes, FLOATING_POINT_NOTE),
-        )
+    def exact_draws(self, data, sigma, size, rng):
+        """``size`` releases for checked data: the summary plus independent noises."""
+        noisy = self._summary(data) + self._noise(rng, sigma, (size,))
+        return ExactDraws(points=self._finish(noisy), proposals=size)
 
     def summary(self, data, *, clip: bool = False) -> np.ndarray:
         """The non-private summary the mechanism perturbs (for the curator)."""
         return self._summary(self.domain.check(data, clip=clip))
 
 
-class EuclideanLaplace(_KNormBase):
+class EuclideanLaplace(_KNormMechanism):
     r"""K-norm Laplace on the ambient mean: sphere (:math:`\mathbb R^{d+1}`), SPD (``vech``).
 
     .. math:: \tilde y \sim f(y) \propto \exp\{-\|y - \bar y\|_2/\sigma\}
@@ -200,12 +93,14 @@ class EuclideanLaplace(_KNormBase):
     holds in ``vech`` coordinates too.
 
     The released value lives in the ambient space: a vector ``(d+1,)`` off the sphere,
-    or a symmetric matrix ``(k, k)`` that may fail to be positive definite.
+    or a symmetric matrix ``(k, k)`` that may fail to be positive definite. The
+    manifold supplies the embedding: ``to_ambient``/``from_ambient``,
+    ``ambient_dim`` and ``ambient_radius(center, r)``.
 
     Parameters
     ----------
     manifold : Sphere, SPD or Euclidean
-        The manifold of the data.
+        The manifold of the data: one with an ambient embedding.
     epsilon : float
         Privacy budget ``> 0``.
     center : array_like, shape ``point_shape``
@@ -227,42 +122,29 @@ class EuclideanLaplace(_KNormBase):
     """
 
     name = "Euclidean Laplace (ambient mean)"
-    _notes = ("the released value lies in the ambient space, possibly off the manifold",)
+    value_on_manifold = False
+    release_notes = ("the released value lies in the ambient space, possibly off the manifold",)
+    _EMBEDDING = ("to_ambient", "from_ambient", "ambient_dim", "ambient_radius")
 
     def __init__(self, manifold, *, epsilon, center, radius):
-        if not isinstance(manifold, Sphere | SPD | Euclidean):
+        missing = [m for m in self._EMBEDDING if not hasattr(manifold, m)]
+        if missing:
             raise TypeError(
-                "EuclideanLaplace needs a Sphere, SPD or Euclidean manifold, got "
-                f"{type(manifold).__name__} (for Kendall shapes use LandmarkLaplace)"
+                f"{type(self).__name__} needs a manifold with an ambient embedding (a "
+                f"Sphere, SPD or Euclidean): {type(manifold).__name__} has no "
+                f"{', '.join(missing)} (for Kendall shapes use LandmarkLaplace)"
             )
-        self.manifold = manifold
-        self.epsilon = check_positive_real(epsilon, "epsilon")
-        self.domain = DataDomain(manifold, center, radius)
-        self._epsilon_per_query = self.epsilon
+        super().__init__(manifold, epsilon=epsilon, center=center, radius=radius)
 
     @property
     def ambient_dim(self) -> int:
         """``D``: ``d + 1`` (sphere), ``k(k+1)/2`` (SPD), ``d`` (Euclidean)."""
-        M = self.manifold
-        return M.dim + 1 if isinstance(M, Sphere) else M.dim
+        return self.manifold.ambient_dim
 
     @property
     def ambient_radius(self) -> float:
         """``r_E``: an ambient-norm radius around ``m0`` containing the public ball."""
-        M, r = self.manifold, self.domain.radius
-        if isinstance(M, Sphere):
-            return ambient_radius_sphere(r, M.radius)
-        if isinstance(M, SPD):
-            return float(np.linalg.eigvalsh(self.domain.center)[-1]) * ambient_radius_spd(r)
-        return r
-
-    def to_ambient(self, points) -> np.ndarray:
-        """Ambient coordinates ``(..., D)`` of points (``vech`` for SPD)."""
-        return vech(points) if isinstance(self.manifold, SPD) else np.asarray(points, float)
-
-    def from_ambient(self, y) -> np.ndarray:
-        """Inverse of :meth:`to_ambient` (symmetric matrices for SPD; no projection)."""
-        return unvech(y, self.manifold.k) if isinstance(self.manifold, SPD) else np.asarray(y)
+        return self.manifold.ambient_radius(self.domain.center, self.domain.radius)
 
     def sensitivity(self, n: int) -> float:
         """``Delta = 2 r_E / n``: ambient-norm sensitivity of the ambient mean."""
@@ -270,13 +152,13 @@ class EuclideanLaplace(_KNormBase):
         return 2.0 * self.ambient_radius / n
 
     def _summary(self, data):
-        return np.mean(self.to_ambient(data), axis=0)
+        return np.mean(self.manifold.to_ambient(data), axis=0)
 
     def _noise(self, rng, sigma, size):
         return knorm_noise(rng, self.ambient_dim, sigma, size)
 
-    def _finish(self, noisy, rng):
-        return self.from_ambient(noisy)
+    def _finish(self, noisy):
+        return self.manifold.from_ambient(noisy)
 
 
 class ProjectedLaplace(EuclideanLaplace):
@@ -297,7 +179,8 @@ class ProjectedLaplace(EuclideanLaplace):
     Parameters
     ----------
     manifold : Sphere
-        The sphere of the data.
+        The sphere of the data (a manifold with an ambient embedding and
+        ``project_ambient``, the nearest point of the manifold).
     epsilon : float
         Privacy budget ``> 0``.
     center : array_like, shape ``(d + 1,)``
@@ -318,34 +201,16 @@ class ProjectedLaplace(EuclideanLaplace):
     """
 
     name = "projected Euclidean Laplace (ambient mean, normalized)"
-    _notes = ("ambient-space release normalized onto the sphere (post-processing)",)
+    value_on_manifold = True
+    release_notes = ("ambient-space release normalized onto the sphere (post-processing)",)
+    _EMBEDDING = (*EuclideanLaplace._EMBEDDING, "project_ambient")
 
-    def __init__(self, manifold, *, epsilon, center, radius):
-        if not isinstance(manifold, Sphere):
-            raise TypeError(f"ProjectedLaplace needs a Sphere, got {type(manifold).__name__}")
-        super().__init__(manifold, epsilon=epsilon, center=center, radius=radius)
-
-    def _finish(self, noisy, rng):
-        norm = np.linalg.norm(noisy, axis=-1, keepdims=True)
-        # y = 0 has probability zero: fail loudly rather than release NaN
-        if np.any(norm == 0.0):  # pragma: no cover
-            raise FloatingPointError("the noisy ambient mean is exactly 0: draw again")
-        return self.manifold.radius * noisy / norm
+    def _finish(self, noisy):
+        # y = 0 has probability zero: project_ambient fails loudly rather than give NaN
+        return self.manifold.project_ambient(noisy)
 
 
-def _align_to(m0, z):
-    """Rotate pre-shapes ``z (..., k, 2)`` optimally onto the pre-shape ``m0``."""
-    mc = m0[..., 0] + 1j * m0[..., 1]
-    zc = z[..., 0] + 1j * z[..., 1]
-    a = np.sum(np.conj(mc) * zc, axis=-1)
-    mod = np.abs(a)
-    # |<m0, z>| > 0 inside the ball (distance < pi/2); guard only the division
-    phase = np.conj(a) / np.where(mod > 0, mod, 1.0)
-    w = zc * phase[..., None]
-    return np.stack([w.real, w.imag], axis=-1)
-
-
-class LandmarkLaplace(_KNormBase):
+class LandmarkLaplace(_KNormMechanism):
     r"""Landmark-wise planar Laplace on the mean configuration, budget split over landmarks.
 
     For planar shapes with ``k`` landmarks (2022 §4.3, baselines (ii) and (iii)):
@@ -394,28 +259,33 @@ class LandmarkLaplace(_KNormBase):
     >>> K = pmd.KendallShape(k_landmarks=4)
     >>> m0 = K.validate(np.array([[1.0, 0], [0, 1], [-1, 0], [0, -1.2]]))
     >>> mech = LandmarkLaplace(K, epsilon=1.0, center=m0, radius=0.3)
-    >>> round(mech.sensitivity(10), 6), round(mech.scale(10), 6)  # 4 sin(0.15)/10, x k
+    >>> round(mech.sensitivity(10), 6), round(mech.sigma(10), 6)  # 4 sin(0.15)/10, x k
     (0.059775, 0.239101)
     """
 
     def __init__(self, manifold, *, epsilon, center, radius, align=True, project=True):
-        if not isinstance(manifold, KendallShape):
+        if not (hasattr(manifold, "k_landmarks") and hasattr(manifold, "align")):
             raise TypeError(
-                f"LandmarkLaplace needs a KendallShape manifold, got {type(manifold).__name__}"
+                "LandmarkLaplace needs planar landmark configurations (a KendallShape "
+                f"manifold: k_landmarks, align), got {type(manifold).__name__}"
             )
         if not isinstance(align, bool) or not isinstance(project, bool):
             raise TypeError("align and project must be bools")
-        self.manifold = manifold
-        self.epsilon = check_positive_real(epsilon, "epsilon")
-        self.domain = DataDomain(manifold, center, radius)
+        super().__init__(manifold, epsilon=epsilon, center=center, radius=radius)
         self.align = align
         self.project = project
-        self._epsilon_per_query = self.epsilon / manifold.k_landmarks
+        # without projection the release is a noisy configuration, not a pre-shape
+        self.value_on_manifold = project
         self.name = "landmark-wise Laplace " + ("(aligned)" if align else "(not aligned)")
-        self._notes = (
+        self.release_notes = (
             f"budget split equally over {manifold.k_landmarks} landmarks "
-            f"(epsilon/k = {self._epsilon_per_query:.6g} each)",
+            f"(epsilon/k = {self.epsilon_per_noise:.6g} each)",
         )
+
+    @property
+    def epsilon_per_noise(self) -> float:
+        """``epsilon / k``: one planar noise per landmark (basic composition)."""
+        return self.epsilon / self.manifold.k_landmarks
 
     def sensitivity(self, n: int) -> float:
         """Per-landmark ℓ2 sensitivity of the landmark-wise mean (see the class notes)."""
@@ -429,11 +299,11 @@ class LandmarkLaplace(_KNormBase):
     def _summary(self, data):
         z = self.manifold.validate(data)
         if self.align:
-            z = _align_to(self.domain.center, z)
+            z = self.manifold.align(self.domain.center, z)
         return np.mean(z, axis=0)
 
     def _noise(self, rng, sigma, size):
         return knorm_noise(rng, 2, sigma, (*size, self.manifold.k_landmarks))
 
-    def _finish(self, noisy, rng):
+    def _finish(self, noisy):
         return self.manifold.validate(noisy) if self.project else noisy

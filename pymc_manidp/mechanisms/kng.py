@@ -9,11 +9,12 @@ the normalizing constant depends on the data, so the factor 2 of Thm 1 is needed
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import KNG
-from pymc_manidp.mcmc import polar_model
 from pymc_manidp.mechanisms.base import Mechanism
 from pymc_manidp.stats.frechet import frechet_mean
 
@@ -40,12 +41,16 @@ class KNGMechanism(Mechanism):
     >>> import pymc_manidp as pmd
     >>> mech = pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=1.0, center=[0, 0, 1.0],
     ...                         radius=np.pi / 8)
-    >>> round(mech.scale(100), 6)  # 2 * (pi/4)(2 - pi/4)/100
+    >>> round(mech.sigma(100), 6)  # 2 * (pi/4)(2 - pi/4)/100
     0.019079
     """
 
     name = "KNG"
     restricted = True  # KNG's density always lives on the public ball
+    # MCMC samples KNG's density on the whole chart and keeps the draws inside the
+    # ball (the law conditioned on it), which spares NUTS the wall at the ball's edge
+    mcmc_law = KNG
+    mcmc_law_kwargs: ClassVar[dict] = {"domain": None}
 
     def sensitivity(self, n: int) -> float:
         """KNG's sensitivity for ``n`` records (``DataDomain.kng_sensitivity``)."""
@@ -59,32 +64,15 @@ class KNGMechanism(Mechanism):
         nshape = len(self.manifold.point_shape)
         xb = np.expand_dims(x, -nshape - 1)
         g = np.sum(self.manifold.log(xb, data), axis=-nshape - 1)
-        lp = -self.manifold.norm(x, g) / (self.scale(n) * n)
+        lp = -self.manifold.norm(x, g) / (self.sigma(n) * n)
         return np.where(self.domain.distances(x) <= self.domain.radius, lp, -np.inf)
 
-    def model(self, data, *, clip=False):
-        """The ``pm.Model`` whose deterministic ``release`` follows KNG's law.
-
-        The density is sampled on the manifold and conditioned on the ball (a
-        release keeps only draws inside). The data, the rate
-        and the chart are ``pm.Data`` (``mcmc.polar_model``).
-        """
-        data = self.domain.check(data, clip=clip)
-        center, sigma, inputs = self.mcmc_inputs(data)
-        return polar_model(self.manifold, center, sigma, self.mcmc_law, inputs=inputs)
-
     def mcmc_inputs(self, data):
-        """Chart centre, rate and the density's inputs (the data) for checked data."""
-        # the chart centre is only a sampling device: its accuracy affects efficiency
-        mode = frechet_mean(self.manifold, data).mean
-        return mode, self.scale(len(data)), {"data": data}
+        """The data's Fréchet mean (the mode, the chart's centre) and the density's
+        input, the data, for checked data."""
+        # the chart's centre is only a sampling device: its accuracy affects efficiency
+        return frechet_mean(self.manifold, data).mean, {"data": data}
 
-    def mcmc_law(self, name, v, **kwargs):
-        # KNG's density on the whole chart: a release keeps the draws inside the ball
-        return KNG(name, self.manifold, v["data"], v["scale"], None, **kwargs)
-
-    def exact_draws(self, data, size, rng):
+    def exact_draws(self, data, sigma, size, rng):
         """Exact draws for checked data (``ExactDraws``, with acceptance rates)."""
-        return exact.sample_kng(
-            self.manifold, data, self.scale(len(data)), size, rng, domain=self.domain
-        )
+        return exact.sample_kng(self.manifold, data, sigma, size, rng, domain=self.domain)

@@ -13,13 +13,14 @@ widened by the footpoint's numerical error, and
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.validation import check_bool, check_nonnegative_real
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import ManifoldLaplace
-from pymc_manidp.mcmc import polar_model
 from pymc_manidp.mechanisms.base import Mechanism
 from pymc_manidp.stats.frechet import frechet_mean
 
@@ -61,11 +62,17 @@ class LaplaceMechanism(Mechanism):
     >>> import numpy as np
     >>> import pymc_manidp as pmd
     >>> mech = pmd.LaplaceMechanism(pmd.SPD(k=2), epsilon=1.0, center=np.eye(2), radius=1.5)
-    >>> round(mech.sensitivity(100), 6), round(mech.scale(100), 6)
+    >>> round(mech.sensitivity(100), 6), round(mech.sigma(100), 6)
     (0.03, 0.03)
     """
 
     name = "manifold Laplace"
+    # MCMC samples the unrestricted law (a restricted release keeps the draws inside
+    # the ball: the restricted law is the unrestricted one conditioned on it); sigma
+    # is fixed in a release, so the normalizer would only cost time, and SPD's edge
+    # is the mechanism's to check (a restricted release may exceed it)
+    mcmc_law = ManifoldLaplace
+    mcmc_law_kwargs: ClassVar[dict] = {"normalized": False}
 
     def __init__(self, manifold, *, epsilon, center, radius, restrict=False, grad_tol=None):
         super().__init__(manifold, epsilon=epsilon, center=center, radius=radius)
@@ -116,42 +123,19 @@ class LaplaceMechanism(Mechanism):
         """Unnormalized log-density (NumPy) w.r.t. volume at points ``x``."""
         data, eta = self.footpoint(data)
         x = self.manifold.validate(x)
-        lp = -self.manifold.dist(eta, x) / self.scale(len(data))
+        lp = -self.manifold.dist(eta, x) / self.sigma(len(data))
         if self.restrict:
             lp = np.where(self.domain.distances(x) <= self.domain.radius, lp, -np.inf)
         return lp
 
-    def model(self, data, *, clip=False):
-        """The ``pm.Model`` whose deterministic ``release`` follows the mechanism's law.
-
-        The footpoint, the rate and the chart are ``pm.Data`` (``mcmc.polar_model``).
-        """
-        data = self.domain.check(data, clip=clip)
-        center, sigma, inputs = self.mcmc_inputs(data)
-        # the unrestricted law: a restricted release keeps only the draws inside the
-        # ball (the restricted law is the unrestricted one conditioned on it)
-        return polar_model(self.manifold, center, sigma, self.mcmc_law, inputs=inputs)
-
     def mcmc_inputs(self, data):
-        """Chart centre, rate and the density's inputs for checked data."""
+        """The footpoint (the mode, the chart's centre) and the density's input, the
+        footpoint, for checked data."""
         eta = self._mean_of_checked(data)
-        return eta, self.scale(len(data)), {"footpoint": eta}
+        return eta, {"footpoint": eta}
 
-    def mcmc_law(self, name, v, **kwargs):
-        # sigma is fixed in a release: the normalizer would only cost time, and SPD's
-        # edge is the mechanism's to check (a restricted release may exceed it)
-        return ManifoldLaplace(
-            name, self.manifold, v["footpoint"], v["scale"], normalized=False, **kwargs
-        )
-
-    def exact_draws(self, data, size, rng):
+    def exact_draws(self, data, sigma, size, rng):
         """Exact draws for checked data (``ExactDraws``): used by ``release``."""
         eta = self._mean_of_checked(data)
-        return exact.sample_laplace(
-            self.manifold,
-            eta,
-            self.scale(len(data)),
-            size,
-            rng,
-            domain=self.domain if self.restrict else None,
-        )
+        domain = self.domain if self.restrict else None
+        return exact.sample_laplace(self.manifold, eta, sigma, size, rng, domain=domain)

@@ -1,6 +1,13 @@
 """Privacy layer: the Release record, the diagnostics gate, the privacy audits and the
-L-lag coupling estimate of an MCMC release's delta."""
+L-lag coupling estimate of an MCMC release's delta.
 
+The coupling estimate runs chains of the MCMC layer (:mod:`pymc_manidp.mcmc`), loaded on
+first use: importing this package loads no PyMC. ``HMC``, ``RWMH``, ``BatchTarget`` and
+``meeting_times``, once exported here, are now :mod:`pymc_manidp.mcmc`'s; the old names
+still work for one release, with a ``DeprecationWarning``.
+"""
+
+from pymc_manidp.privacy import coupling as _coupling
 from pymc_manidp.privacy.audit import (
     AuditResult,
     NeighbourPair,
@@ -11,26 +18,21 @@ from pymc_manidp.privacy.audit import (
     sample_test,
 )
 from pymc_manidp.privacy.coupling import (
-    HMC,
-    RWMH,
-    BatchTarget,
-    CouplingError,
     DeltaEstimate,
     TVBound,
     coupled_release,
     estimate_delta,
-    meeting_times,
     plot_tv_bound,
     tv_bound,
 )
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, DiagnosticsReport, check_run
 from pymc_manidp.privacy.release import Release
 
+#: Served by the coupling module on first use (it is the kernels' exception).
+_FROM_COUPLING = ("CouplingError",)
+
 __all__ = [
-    "HMC",
-    "RWMH",
     "AuditResult",
-    "BatchTarget",
     "CouplingError",
     "DeltaEstimate",
     "DiagnosticsError",
@@ -43,10 +45,22 @@ __all__ = [
     "check_run",
     "coupled_release",
     "estimate_delta",
-    "meeting_times",
     "neighbour_pairs",
     "plot_tv_bound",
     "quadrature_audit",
     "sample_test",
     "tv_bound",
 ]
+
+
+def __getattr__(name):
+    if name in _FROM_COUPLING:
+        value = globals()[name] = getattr(_coupling, name)  # later look-ups skip this
+        return value
+    if name in _coupling.MOVED_TO_MCMC:
+        return _coupling.moved_to_mcmc(name, __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_FROM_COUPLING})

@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["EXACT_NOTE", "FLOATING_POINT_NOTE", "MCMC_DELTA_NOTE", "Release", "build_release"]
+__all__ = [
+    "EXACT_NOTE",
+    "FLOATING_POINT_NOTE",
+    "MCMC_DELTA_NOTE",
+    "Calibration",
+    "Release",
+    "build_release",
+]
 
 MCMC_DELTA_NOTE = (
     "approximate DP: if the sampled law is within total variation gamma of the "
@@ -20,14 +27,42 @@ MCMC_DELTA_NOTE = (
     "not bounded by any computation here, only supported by the convergence diagnostics"
 )
 EXACT_NOTE = (
-    "pure epsilon-DP (delta = 0): drawn exactly from the mechanism's law by rejection "
-    "sampling, without MCMC"
+    "pure epsilon-DP (delta = 0): drawn exactly from the mechanism's law (closed-form "
+    "noise or rejection sampling), without MCMC"
 )
 FLOATING_POINT_NOTE = (
     "sampled in floating point: not hardened against least-significant-bit attacks"
 )
 _EXACT_NOTES = (FLOATING_POINT_NOTE, EXACT_NOTE)
 _MCMC_NOTES = (MCMC_DELTA_NOTE, FLOATING_POINT_NOTE)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The privacy map of one release: ``n``, the sensitivity Δ and the scale σ.
+
+    A mechanism computes it once per release (``Mechanism.calibrate(n)``), draws
+    with its ``sigma`` and records it in the :class:`Release`. All three are public:
+    they depend on ``n``, the public ball and ε, never on the records.
+
+    Attributes
+    ----------
+    n : int
+        Number of records.
+    sensitivity : float
+        Δ: how far one record can move the mechanism's statistic.
+    sigma : float
+        σ, the scale of the mechanism's density (``2Δ/ε`` or ``Δ/ε``).
+
+    Examples
+    --------
+    >>> Calibration(n=10, sensitivity=0.05, sigma=0.1)
+    Calibration(n=10, sensitivity=0.05, sigma=0.1)
+    """
+
+    n: int
+    sensitivity: float
+    sigma: float
 
 
 @dataclass(frozen=True)
@@ -43,9 +78,11 @@ class Release:
         0 for exact samplers; ``None`` for MCMC, where it is not known (see
         ``delta_note``).
     mechanism : str
+        The mechanism's name.
     sigma : float
-        Rate of the mechanism's density.
+        σ, the scale of the mechanism's density.
     sensitivity : float
+        Δ, the sensitivity σ was calibrated to.
     n : int
         Number of records.
     sampler : str
@@ -85,6 +122,11 @@ class Release:
     # issue 17: curator-side estimate of delta; never published (public() lists its keys)
     delta_estimate: dict | None = None
 
+    @property
+    def calibration(self) -> Calibration:
+        """``n``, Δ and σ as the :class:`Calibration` the release was drawn with."""
+        return Calibration(n=self.n, sensitivity=self.sensitivity, sigma=self.sigma)
+
     def public(self) -> dict:
         """What may be published: the value and its provenance, no data-dependent run."""
         return {
@@ -107,29 +149,31 @@ def build_release(
     value,
     mechanism: str,
     epsilon: float,
-    sigma: float,
-    sensitivity: float,
-    n: int,
+    calibration: Calibration,
     sampler: str,
     seed_policy: str,
     exact: bool,
     diagnostics=None,
     opt_outs: tuple = (),
     sampler_info: dict | None = None,
+    delta_estimate: dict | None = None,
     extra_notes: tuple = (),
 ) -> Release:
     """The one place a :class:`Release` is made: ``delta`` and the notes follow
     from whether the sampler is exact (``delta = 0``) or MCMC (``delta = None``);
-    ``extra_notes`` come first (e.g. a baseline's own caveats).
+    ``extra_notes`` come first (e.g. a baseline's own caveats). ``n``, Δ and σ come
+    from the release's ``calibration``.
 
     Examples
     --------
-    >>> r = build_release(value=[0.0, 1.0], mechanism="KNG", epsilon=1.0, sigma=0.1,
-    ...                   sensitivity=0.05, n=10, sampler="exact", seed_policy="OS entropy",
-    ...                   exact=True)
-    >>> r.delta, r.public()["opt_outs"]
-    (0.0, [])
+    >>> cal = Calibration(n=10, sensitivity=0.05, sigma=0.1)
+    >>> r = build_release(value=[0.0, 1.0], mechanism="KNG", epsilon=1.0, calibration=cal,
+    ...                   sampler="exact", seed_policy="OS entropy", exact=True)
+    >>> r.delta, r.public()["opt_outs"], r.calibration == cal
+    (0.0, [], True)
     """
+    if not isinstance(calibration, Calibration):
+        raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
     for name in opt_outs:
         if name not in ("clip", "skip_diagnostics"):  # names only: never data-dependent text
             raise ValueError(f"unknown opt-out {name!r}")
@@ -138,13 +182,14 @@ def build_release(
         epsilon=float(epsilon),
         delta=0.0 if exact else None,
         mechanism=mechanism,
-        sigma=float(sigma),
-        sensitivity=float(sensitivity),
-        n=int(n),
+        sigma=float(calibration.sigma),
+        sensitivity=float(calibration.sensitivity),
+        n=int(calibration.n),
         sampler=sampler,
         seed_policy=seed_policy,
         diagnostics=diagnostics,
         opt_outs=tuple(opt_outs),
         notes=(*extra_notes, *(_EXACT_NOTES if exact else _MCMC_NOTES)),
         sampler_info=sampler_info,
+        delta_estimate=delta_estimate,
     )

@@ -5,6 +5,7 @@ from pymc_manidp.stats.frechet import ConvergenceWarning, FrechetResult, frechet
 from pymc_manidp.stats.sensitivity import (
     ambient_radius_spd,
     ambient_radius_sphere,
+    calibrated_sigma,
     curvature_factor,
     curvature_factor_min,
     empirical_sphere_log_spread,
@@ -20,6 +21,7 @@ __all__ = [
     "FrechetResult",
     "ambient_radius_spd",
     "ambient_radius_sphere",
+    "calibrated_sigma",
     "curvature_factor",
     "curvature_factor_min",
     "empirical_sphere_log_spread",

@@ -1,4 +1,4 @@
-r"""Sensitivity bounds, curvature factors, rates and ambient radii.
+r"""Sensitivity bounds, curvature factors, the scale σ and ambient radii.
 
 Curvature factors (``H`` is ``h(r, kappa)`` of the 2021 paper and
 ``h_max(2r, kappa_max)`` of the 2022 paper: the same number):
@@ -12,14 +12,16 @@ and 1 otherwise. Sensitivities for data in ``B_r(m0)`` with ``r < r*``:
 - Laplace on the Fréchet mean (2021, Thm 2): ``Delta = 2r(2 - H) / (n H)``;
 - KNG gradient (2022, Thm 2): ``Delta = 2r(2 - H) / n``.
 
-Rates (2021, Thm 1): ``sigma = 2 Delta / eps`` in general; ``sigma = Delta / eps``
-only when the normalizing constant of the density does not depend on the footpoint
-(Laplace on a homogeneous space, *not* restricted to a ball). Restricting to the
+The scale σ (2021, Thm 1; :func:`calibrated_sigma`): ``sigma = 2 Delta / eps`` in
+general; ``sigma = Delta / eps`` only when the normalizing constant of the density
+does not depend on the footpoint (Laplace on a homogeneous space, *not* restricted
+to a ball). Restricting to the
 ball (2021, Thm 3) and KNG always make it depend on the footpoint.
 """
 
 from __future__ import annotations
 
+import warnings
 from functools import cache
 
 import numpy as np
@@ -29,6 +31,7 @@ from pymc_manidp.geometry.validation import check_positive_int, check_positive_r
 __all__ = [
     "ambient_radius_spd",
     "ambient_radius_sphere",
+    "calibrated_sigma",
     "curvature_factor",
     "curvature_factor_min",
     "empirical_sphere_log_spread",
@@ -188,21 +191,24 @@ def kng_sensitivity(manifold, n: int, r: float) -> float:
     return 2.0 * r * (2.0 - h) / n
 
 
-def rate(delta: float, epsilon: float, *, footpoint_free_normalizer: bool = False) -> float:
-    r"""Rate ``sigma`` of the mechanism's density from sensitivity and budget.
+def calibrated_sigma(
+    sensitivity: float, epsilon: float, *, footpoint_free_normalizer: bool = False
+) -> float:
+    r"""The scale ``sigma`` of a mechanism's density from its sensitivity and budget.
 
     .. math:: \sigma = 2\Delta/\varepsilon, \quad \text{or } \Delta/\varepsilon
               \text{ when the normalizing constant does not depend on the footpoint.}
 
     Parameters
     ----------
-    delta : float
-        Sensitivity ``Delta > 0``.
+    sensitivity : float
+        The sensitivity ``Delta > 0``.
     epsilon : float
         Privacy budget ``eps > 0``.
     footpoint_free_normalizer : bool, default False
         Claim that the density's normalizing constant does not depend on its footpoint;
-        true only for an unrestricted Laplace on a homogeneous space.
+        true only for an unrestricted Laplace on a homogeneous space (and the
+        Euclidean K-norm mechanisms).
 
     Returns
     -------
@@ -211,14 +217,33 @@ def rate(delta: float, epsilon: float, *, footpoint_free_normalizer: bool = Fals
 
     Examples
     --------
-    >>> rate(0.1, 1.0)
+    >>> calibrated_sigma(0.1, 1.0)
     0.2
-    >>> rate(0.1, 1.0, footpoint_free_normalizer=True)
+    >>> calibrated_sigma(0.1, 1.0, footpoint_free_normalizer=True)
     0.1
     """
-    delta = check_positive_real(delta, "sensitivity")
+    sensitivity = check_positive_real(sensitivity, "sensitivity")
     epsilon = check_positive_real(epsilon, "epsilon")
-    return (1.0 if footpoint_free_normalizer else 2.0) * delta / epsilon
+    return (1.0 if footpoint_free_normalizer else 2.0) * sensitivity / epsilon
+
+
+_warned: set[str] = set()
+
+
+def rate(delta: float, epsilon: float, *, footpoint_free_normalizer: bool = False) -> float:
+    """Deprecated alias of :func:`calibrated_sigma` (σ is a scale, not a rate).
+
+    Warns ``FutureWarning`` once per process and returns the same value.
+    """
+    if "rate" not in _warned:
+        _warned.add("rate")
+        warnings.warn(
+            "stats.sensitivity.rate(delta, epsilon) is renamed calibrated_sigma(sensitivity, "
+            "epsilon): sigma is a scale, not a rate; rate will be removed",
+            FutureWarning,
+            stacklevel=2,
+        )
+    return calibrated_sigma(delta, epsilon, footpoint_free_normalizer=footpoint_free_normalizer)
 
 
 def ambient_radius_spd(r: float) -> float:

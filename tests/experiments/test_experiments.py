@@ -131,7 +131,7 @@ def test_rate_slope_is_minus_two_and_a_wrong_rate_is_rejected():
     mech = theorems._setup("S2", 1.0)[2][theorems.METHODS[0]]
     slope, se = _slope(mech.scale)
     assert abs(slope + 2.0) < 0.35 and se < 0.12
-    wrong, _ = _slope(lambda n: mech.scale(50))
+    wrong, _ = _slope(lambda n: mech.sigma(50))
     assert abs(wrong + 2.0) > 0.35
 
 
@@ -276,7 +276,7 @@ def test_laplace_error_scales_as_sigma2_d_d_plus_1(space, eps):
     fm = frechet_mean(M, x, tol=1e-12).mean
     rho2 = M.dist(fm, mech.sample(x, 800, random_seed=rng)) ** 2
     se = rho2.std(ddof=1) / np.sqrt(len(rho2))
-    d, sigma = M.dim, mech.scale(1000)
+    d, sigma = M.dim, mech.sigma(1000)
     assert abs(rho2.mean() - sigma**2 * d * (d + 1)) < 4 * se
     wrong = sigma**2 * d**2 if d > 2 else (sigma / 2) ** 2 * d * (d + 1)
     assert abs(rho2.mean() - wrong) > 4 * se

@@ -18,7 +18,7 @@ from scipy import integrate, stats
 import pymc_manidp as pmd
 from pymc_manidp.geometry.spd import identity_frame
 from pymc_manidp.laws import exact
-from pymc_manidp.mechanisms.procedure import available_samplers
+from pymc_manidp.mechanisms.base import available_samplers
 from pymc_manidp.privacy.release import FLOATING_POINT_NOTE
 from tests.cases import random_point
 from tests.radial import radial_cdf
@@ -415,6 +415,6 @@ def test_exact_kng_agrees_with_nuts(name):
     if isinstance(M, pmd.Sphere):
         H = mech.domain.curvature_factor
         env = exact.sample_laplace(
-            M, x_bar, mech.scale(len(data)) / H, 5000, rng=10, domain=mech.domain
+            M, x_bar, mech.sigma(len(data)) / H, 5000, rng=10, domain=mech.domain
         ).points
         assert _ess_two_sample_pvalue(stats_of(xs)[0], stats_of(env)[0], keep) < ALPHA

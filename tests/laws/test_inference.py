@@ -1,7 +1,7 @@
 """Noise-aware inference: the posterior of the footpoint behind a Laplace release.
 
 Oracles: with the uniform prior on S^2 the posterior of the footpoint is
-``ManifoldLaplace(release, sigma)`` (DESIGN.md), whose distance law is exact
+``ManifoldLaplace(release, sigma)`` (docs/architecture.md, math facts), whose distance law is exact
 (``tests.radial``); and simulation-based calibration (Talts et al. 2018): the rank of
 the truth among posterior draws is uniform. Each statistical test states its alpha and
 sample size and rejects a deliberately wrong sigma (halved).

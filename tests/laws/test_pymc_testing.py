@@ -3,7 +3,7 @@
 ``BaseTestDistributionRandom``: ``dist`` passes the parameters to the ``Op`` in order,
 ``size`` gives the shapes PyMC's multivariate distributions give, and draws equal the
 exact sampler's for the same seed (the law of those draws is tested by KS elsewhere:
-``tests/mechanisms/test_pymc_workflow.py``, ``tests/samplers/test_exact.py``).
+``tests/laws/test_pymc_workflow.py``, ``tests/laws/test_exact.py``).
 ``assert_support_point_is_expected``: the starting point is one ``sigma`` from the
 footpoint (off the cusp; the polar chart puts the footpoint at log-radius ``-inf``).
 """

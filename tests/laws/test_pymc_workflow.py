@@ -21,7 +21,7 @@ NORTH = np.array([0.0, 0.0, 1.0])
 warnings.filterwarnings("ignore", message="Numba will use object mode")
 
 
-def _z_s2(sigma):  # DESIGN.md's closed form on S^2
+def _z_s2(sigma):  # closed form on S^2: docs/architecture.md, math facts
     return 2 * np.pi * sigma**2 * (1 + np.exp(-np.pi / sigma)) / (1 + sigma**2)
 
 

@@ -142,6 +142,62 @@ def test_shapes_and_thinning_bookkeeping():
     np.testing.assert_allclose(res.log_density, laplace_logp(res.draws))
 
 
+def reference_chain(log_density, step, *, draws, burn_in, thin, chains, seed):
+    """The supplement's algorithm as a plain loop, one chain at a time (independent of
+    the library's kernels; only the frame ``S2.tangent_basis`` is the library's, since
+    it fixes which tangent vector a pair of coordinates is).
+
+    Random numbers per step, as ``random_walk_mh`` consumes them: a ``(chains, 3)``
+    block of normals, then one uniform ``u`` per chain; a move is accepted when
+    ``log(1 - u) < log f(x') - log f(x)`` (``1 - u`` is uniform on (0, 1]).
+    """
+    rng = np.random.default_rng(seed)
+    x = [NORTH.copy() for _ in range(chains)]
+    lp = [float(log_density(NORTH[None])[0])] * chains
+    kept, kept_lp, accepted = [], [], 0
+    for i in range(burn_in + draws * thin):
+        g = rng.standard_normal((chains, 3))
+        u = rng.random(chains)
+        for c in range(chains):
+            coords = step * g[c, :2] / np.linalg.norm(g[c])
+            v = coords @ S2.tangent_basis(x[c])  # (2,) @ (2, 3): a tangent vector at x
+            theta = np.linalg.norm(v)
+            prop = np.cos(theta) * x[c] + np.sin(theta) * v / theta  # exp_x(v) on S^2
+            lp_prop = float(log_density(prop[None])[0])
+            if np.log(1.0 - u[c]) < lp_prop - lp[c]:
+                x[c], lp[c] = prop, lp_prop
+                accepted += i >= burn_in
+        if i >= burn_in and (i - burn_in + 1) % thin == 0:
+            kept.append(np.array(x))
+            kept_lp.append(list(lp))
+    rate = accepted / (chains * draws * thin)
+    return np.swapaxes(np.array(kept), 0, 1), np.array(kept_lp).T, rate
+
+
+@pytest.mark.parametrize("restricted_radius", [None, 0.25], ids=["whole", "restricted"])
+def test_a_short_chain_equals_the_plain_loop(restricted_radius):
+    """3 chains, burn-in 5, thin 3, 20 draws (seed 11) equal the reference loop up to
+    rounding: the same states, log-densities and acceptance rate. The restricted case
+    (-inf outside a ball of radius 0.25, step 0.3) exercises rejections of -inf."""
+
+    def logp(x):
+        d = S2.dist(NORTH, x)
+        if restricted_radius is None:
+            return -d / SIGMA
+        return np.where(d <= restricted_radius, -d / SIGMA, -np.inf)
+
+    settings = {"draws": 20, "burn_in": 5, "thin": 3, "chains": 3}
+    res = random_walk_mh(logp, NORTH, manifold=S2, step=SIGMA, rng=11, **settings)
+    draws, lp, rate = reference_chain(logp, SIGMA, seed=11, **settings)
+    assert 0.2 < rate < 0.95  # both accepted and rejected moves are compared
+    np.testing.assert_allclose(res.draws, draws, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(res.log_density, lp, rtol=0, atol=1e-12)
+    assert res.acceptance_rate == rate
+    # the pin is sharp: another seed gives another chain
+    other = random_walk_mh(logp, NORTH, manifold=S2, step=SIGMA, rng=12, **settings)
+    assert not np.allclose(other.draws, draws)
+
+
 def test_same_seed_same_chain():
     a = run(SIGMA, seed=5, draws=20)
     b = run(SIGMA, seed=5, draws=20)

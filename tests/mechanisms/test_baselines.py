@@ -57,6 +57,46 @@ def test_vech_round_trip_and_norm_below_frobenius():
     assert np.all(np.linalg.norm(vech(s), axis=1) <= np.linalg.norm(s, axis=(1, 2)))
 
 
+@pytest.mark.parametrize(
+    ("M", "center", "r", "tight"),
+    [
+        (pmd.Sphere(dim=2, radius=2.0), 2 * NORTH, 0.9, True),
+        (pmd.Euclidean(dim=3), np.array([1.0, -2.0, 0.5]), 0.7, True),
+        (pmd.SPD(k=2), np.diag([3.0, 1.0]), 1.0, False),
+    ],
+)
+def test_the_manifolds_ambient_embedding_holds_the_ball(M, center, r, tight):
+    """The members the baselines use: ``from_ambient`` inverts ``to_ambient``, and
+    ``ambient_radius(center, r)`` bounds the ambient distance of every point of the
+    geodesic ball's boundary (2,000 directions), attained where it is the exact chord."""
+    coords = np.random.default_rng(0).normal(size=(2000, M.dim))
+    x = M.exp_coords(center, r * coords / np.linalg.norm(coords, axis=1, keepdims=True))
+    y = M.to_ambient(x)
+    assert y.shape == (2000, M.ambient_dim)
+    np.testing.assert_allclose(M.from_ambient(y), x, atol=1e-12)
+    dist = np.linalg.norm(y - M.to_ambient(center), axis=1)
+    r_e = M.ambient_radius(center, r)
+    assert dist.max() <= r_e * (1 + 1e-12)
+    if tight:
+        np.testing.assert_allclose(dist, r_e, rtol=1e-12)
+    else:  # off the identity the supplement's e^r - 1 alone would not hold
+        assert dist.max() > np.expm1(r)
+
+
+def test_baselines_ask_the_manifold_not_its_class():
+    import inspect
+
+    import pymc_manidp.mechanisms.baselines as baselines
+
+    src = inspect.getsource(baselines)
+    for name in ("Sphere", "SPD", "KendallShape", "Euclidean"):
+        assert f"isinstance(manifold, {name}" not in src and f"import {name}" not in src
+    S = pmd.Sphere(dim=2)
+    np.testing.assert_allclose(S.project_ambient([0.0, 3.0, 4.0]), [0.0, 0.6, 0.8])
+    with pytest.raises(FloatingPointError, match="exactly 0"):
+        S.project_ambient(np.zeros(3))
+
+
 def test_knorm_noise_radius_gamma_and_wrong_sigma_caught():
     """|Y| ~ Gamma(D, sigma): KS n = 4000, alpha = 0.01; 1.1 sigma is rejected."""
     y = knorm_noise(np.random.default_rng(1), 4, 0.7, (4000,))
@@ -79,7 +119,7 @@ def test_sphere_calibration_hand_formula():
     r_e = 2 * np.sin(np.pi / 16)  # supplement §1.3.2
     assert mech.ambient_radius == pytest.approx(r_e)
     assert mech.sensitivity(40) == pytest.approx(2 * r_e / 40)
-    assert mech.scale(40) == pytest.approx(2 * r_e / 40 / 0.5)
+    assert mech.sigma(40) == pytest.approx(2 * r_e / 40 / 0.5)
     assert mech.ambient_dim == 3
 
 
@@ -110,7 +150,7 @@ def test_sphere_euclidean_noise_radius_law():
     y = mech.sample(x, 4000, random_seed=4)
     assert y.shape == (4000, 3)
     t = np.linalg.norm(y - x.mean(axis=0), axis=1)
-    sigma = mech.scale(25)
+    sigma = mech.sigma(25)
     assert _radius_pvalue(t, 3, sigma) > ALPHA
     assert _radius_pvalue(t, 3, 2 * sigma) < 1e-6
     assert _radius_pvalue(t, 3, 1.1 * sigma) < 1e-3
@@ -124,7 +164,7 @@ def test_projected_releases_are_unit_vectors():
     np.testing.assert_allclose(np.linalg.norm(y, axis=-1), 1.0, atol=1e-14)
     rel = mech.release(x, random_seed=7)
     assert rel.delta == 0.0 and rel.sampler == "exact" and rel.seed_policy == "fixed seed"
-    assert rel.n == 10 and rel.sigma == pytest.approx(mech.scale(10))
+    assert rel.n == 10 and rel.sigma == pytest.approx(mech.sigma(10))
     assert rel.value.shape == (3,) and np.linalg.norm(rel.value) == pytest.approx(1.0)
     # projection is post-processing of the Euclidean release with the same draw
     euc = _sphere_mech().release(x, random_seed=7)
@@ -146,7 +186,7 @@ def test_projected_sphere_of_radius_two():
 def test_spd_calibration_hand_formula():
     mech = EuclideanLaplace(pmd.SPD(k=2), epsilon=2.0, center=np.eye(2), radius=R_SPD)
     assert mech.ambient_radius == pytest.approx(np.exp(1.5) - 1)  # supplement Prop. 1
-    assert mech.scale(20) == pytest.approx(2 * (np.exp(1.5) - 1) / 20 / 2.0)
+    assert mech.sigma(20) == pytest.approx(2 * (np.exp(1.5) - 1) / 20 / 2.0)
     other = EuclideanLaplace(pmd.SPD(k=2), epsilon=2.0, center=np.diag([3.0, 1.0]), radius=1.0)
     assert other.ambient_radius == pytest.approx(3 * (np.e - 1))
 
@@ -171,8 +211,8 @@ def test_spd_noise_law_and_release():
     assert y.shape == (4000, 2, 2)
     np.testing.assert_array_equal(y, np.swapaxes(y, 1, 2))
     t = np.linalg.norm(vech(y) - vech(x.mean(axis=0)), axis=1)
-    assert _radius_pvalue(t, 3, mech.scale(20)) > ALPHA
-    assert _radius_pvalue(t, 3, 0.9 * mech.scale(20)) < 1e-3
+    assert _radius_pvalue(t, 3, mech.sigma(20)) > ALPHA
+    assert _radius_pvalue(t, 3, 0.9 * mech.sigma(20)) < 1e-3
     rel = mech.release(x, random_seed=3)
     assert rel.value.shape == (2, 2) and rel.delta == 0.0
 
@@ -207,11 +247,11 @@ def test_landmark_budget_split_hand_formula():
     n, eps, k = 40, 0.8, 6
     al = LandmarkLaplace(K6, epsilon=eps, center=M0, radius=R_K)
     assert al.sensitivity(n) == pytest.approx(4 * np.sin(R_K / 2) / n)
-    assert al.scale(n) == pytest.approx(k * 4 * np.sin(R_K / 2) / (n * eps))
+    assert al.sigma(n) == pytest.approx(k * 4 * np.sin(R_K / 2) / (n * eps))
     na = LandmarkLaplace(K6, epsilon=eps, center=M0, radius=R_K, align=False)
     top = np.max(np.hypot(M0[:, 0], M0[:, 1]))
     assert na.sensitivity(n) == pytest.approx(2 * min(1.0, top + 2 * np.sin(R_K / 2)) / n)
-    assert na.scale(n) == pytest.approx(k * na.sensitivity(n) / eps)
+    assert na.sigma(n) == pytest.approx(k * na.sensitivity(n) / eps)
 
 
 @pytest.mark.parametrize("align", [True, False])
@@ -242,7 +282,7 @@ def test_landmark_noise_per_landmark_radius_law():
     y = mech.sample(x, 3000, random_seed=14)
     assert y.shape == (3000, 6, 2)
     t = np.linalg.norm(y - mech.summary(x), axis=-1).ravel()
-    sigma = mech.scale(30)
+    sigma = mech.sigma(30)
     assert _radius_pvalue(t, 2, sigma) > ALPHA
     assert _radius_pvalue(t, 2, sigma / 6) < 1e-6  # wrong: budget not split
     # landmarks independent: correlation of radii across landmarks is small
@@ -275,7 +315,7 @@ def test_landmark_release_record():
     rel = mech.release(x, random_seed=1)
     assert rel.value.shape == (6, 2) and rel.delta == 0.0 and rel.sampler == "exact"
     np.testing.assert_allclose(np.sum(rel.value**2), 1.0)  # a pre-shape
-    assert rel.sigma == pytest.approx(mech.scale(10))
+    assert rel.sigma == pytest.approx(mech.sigma(10))
     assert any("split" in note for note in rel.notes)
     assert rel.public()["mechanism"] == "landmark-wise Laplace (aligned)"
 

@@ -33,8 +33,8 @@ def make(kind, M, center, radius, epsilon, factor=1.0):
     kw = {"restrict": True} if kind == "Laplace-ball" else {}
 
     class Mech(base):
-        def scale(self, n):
-            return super().scale(n) / factor
+        def sigma(self, n):
+            return super().sigma(n) / factor
 
     return Mech(M, epsilon=epsilon, center=center, radius=radius, **kw)
 
@@ -132,7 +132,7 @@ def test_unrestricted_laplace_loss_is_the_mean_shift_over_sigma(epsilon):
     mech = make("Laplace", M, c, r, epsilon)
     p = A.boundary_pair(mech.domain, N)
     loss, err, _ = A.audit_pair(mech, p.data, p.neighbour, resolution=400)
-    exact = 2 * r * (1 - 1e-9) / N / mech.scale(N)
+    exact = 2 * r * (1 - 1e-9) / N / mech.sigma(N)
     assert abs(loss - exact) <= max(err, 1e-6 * exact)
     assert err < 0.01 * exact
 
@@ -363,7 +363,7 @@ def _laplace_s2_sampler(mech):
         eta = pmd.frechet_mean(S2, data).mean
         out = np.empty((0, 3))
         while len(out) < size:
-            x = _s2_laplace_draws(eta, mech.scale(len(data)), 2 * (size - len(out)) + 100, rng)
+            x = _s2_laplace_draws(eta, mech.sigma(len(data)), 2 * (size - len(out)) + 100, rng)
             out = np.concatenate([out, x[_inside(mech, x)] if mech.restricted else x])
         return out[:size]
 
@@ -371,14 +371,14 @@ def _laplace_s2_sampler(mech):
 
 
 def _kng_s2_sampler(mech):
-    """KNG on a cap of S^2 by rejection from a Laplace envelope (DESIGN.md's route):
+    """KNG on a cap of S^2 by rejection from a Laplace envelope (docs/architecture.md, math facts):
     2022 Lemma 1 gives |grad F(x)| >= H rho(x_bar, x) on the ball, H = 2r cot 2r, so
     proposals from the Laplace at x_bar with rate σ/H are accepted with probability
     exp(logp(x) + H rho(x_bar, x)/σ) <= 1 (up to the mean's 1e-10 error)."""
 
     def sample(data, size, rng):
         xbar = pmd.frechet_mean(S2, data).mean
-        sigma, r = mech.scale(len(data)), mech.domain.radius
+        sigma, r = mech.sigma(len(data)), mech.domain.radius
         h = 2 * r / np.tan(2 * r)
         out = np.empty((0, 3))
         while len(out) < size:

@@ -1,11 +1,11 @@
 """L-lag coupling bounds on TV(pi_t, pi) and the estimated delta of MCMC releases.
 
-Oracles: PyMC's own compiled log-density and gradient (the batched target), the
-closed-form meeting probability of a maximal coupling, an independent formula for the
-L-lag bound, and, on the sphere, the exact sampler: the chain's time-t law is simulated
-by many independent chains and compared with exact draws on a 1-D statistic (distance
-to the footpoint). Every histogram TV is a lower bound of the true TV (data processing)
-up to its sampling noise, so a valid bound must lie above it at every t.
+The chains and kernels themselves are tested in tests/mcmc/test_kernels.py. Oracles
+here: an independent formula for the L-lag bound and, on the sphere, the exact sampler:
+the chain's time-t law is simulated by many independent chains and compared with exact
+draws on a 1-D statistic (distance to the footpoint). Every histogram TV is a lower
+bound of the true TV (data processing) up to its sampling noise, so a valid bound must
+lie above it at every t.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import dataclasses
 import numpy as np
 import pymc as pm
 import pytest
-from scipy import stats
 
 import pymc_manidp as pmd
+from pymc_manidp import mcmc
 from pymc_manidp.privacy import coupling as cp
 
 ALPHA = 0.01
@@ -69,32 +69,7 @@ def histogram_noise(n, bins):
     return 0.5 * bins * np.sqrt(2 * p * (1 - p) / n) * np.sqrt(2 / np.pi)
 
 
-# ------------------------------------------------------------------ building blocks
-
-
-def test_batch_target_matches_pymc_compiled_logp_and_gradient():
-    # a model with a transform (log for HalfNormal) and a vector variable
-    with pm.Model() as model:
-        a = pm.Normal("a", 1.0, 2.0, shape=2)
-        b = pm.HalfNormal("b", 1.5)
-        pm.Normal("c", a.sum(), b, shape=3)
-    target = cp.BatchTarget(model)
-    rng = np.random.default_rng(1)
-    q = rng.normal(size=(7, target.dim))
-    lp, grad = target.logp_grad(q)
-    f, df = model.compile_logp(jacobian=True), model.compile_dlogp(jacobian=True)
-    from pymc.blocking import DictToArrayBijection, RaveledVars
-
-    info = DictToArrayBijection.map(model.initial_point()).point_map_info
-    for i in range(len(q)):
-        point = DictToArrayBijection.rmap(RaveledVars(q[i], info))
-        assert np.isclose(lp[i], f(point), rtol=1e-10)
-        np.testing.assert_allclose(grad[i], df(point), rtol=1e-10)
-    np.testing.assert_allclose(target.logp(q), lp)
-    # a deterministic of the free variables: b = exp(b_log__)
-    with model:
-        pm.Deterministic("b_again", b * 1.0)
-    np.testing.assert_allclose(target.deterministic("b_again", q), np.exp(q[:, 2]))
+# ------------------------------------------------------------------ the bound
 
 
 def test_tv_bound_matches_the_tail_sum_formula():
@@ -112,60 +87,6 @@ def test_tv_bound_matches_the_tail_sum_formula():
         cp.tv_bound(tau, lag + 100, ts)
 
 
-def test_reflection_maximal_coupling_marginals_and_meeting_probability():
-    # N = 20,000 pairs, alpha = 0.01. Both marginals are N(mu, s^2 I) and the proposals
-    # coincide with probability 1 - TV = 2 Phi(-|mu_x - mu_y| / (2 s)), the maximum.
-    rng = np.random.default_rng(3)
-    n, s = 20_000, 0.7
-    mu_x = np.tile([0.3, -0.2, 0.5], (n, 1))
-    mu_y = np.tile([0.9, 0.1, 0.2], (n, 1))
-    x, y, same = cp.reflection_maximal(mu_x, mu_y, s, rng)
-    for draws, mu in ((x, mu_x), (y, mu_y)):
-        for j in range(3):
-            assert stats.kstest((draws[:, j] - mu[0, j]) / s, "norm").pvalue > ALPHA
-    assert np.array_equal(same, np.all(x == y, axis=1))
-    p = 2 * stats.norm.cdf(-np.linalg.norm(mu_x[0] - mu_y[0]) / (2 * s))
-    assert stats.binomtest(int(same.sum()), n, p).pvalue > ALPHA
-    # a coupling that is not maximal (independent proposals) never meets: caught
-    indep = mu_y + s * rng.standard_normal(mu_y.shape)
-    assert stats.binomtest(int(np.all(x == indep, axis=1).sum()), n, p).pvalue < ALPHA
-
-
-@pytest.mark.parametrize("kernel", [cp.RWMH(1.2), cp.HMC(0.4, 4, mh_prob=0.2)], ids=["rwmh", "hmc"])
-def test_kernels_leave_the_target_invariant_and_keep_met_pairs_together(kernel):
-    # 2,000 independent chains of a N(1, 2^2) x N(0, 1) target from far away (x + 8):
-    # KS of each coordinate against its law at t = 150 (alpha = 0.01), and at t = 2
-    # the same test rejects (the transient is seen).
-    with pm.Model() as model:
-        pm.Normal("a", 1.0, 2.0)
-        pm.Normal("b", 0.0, 1.0)
-    target = cp.BatchTarget(model)
-
-    def init(size, rng):
-        return rng.normal(size=(size, 2)) + 8.0
-
-    out = cp.draw_chain(target, kernel, 150, 2000, init=init, random_seed=4, record=[2])
-    assert stats.kstest((out[150][:, 0] - 1.0) / 2.0, "norm").pvalue > ALPHA
-    assert stats.kstest(out[150][:, 1], "norm").pvalue > ALPHA
-    assert stats.kstest(out[2][:, 1], "norm").pvalue < ALPHA
-    # coupled steps: equal pairs stay equal, unequal pairs meet eventually
-    rng = np.random.default_rng(5)
-    q = rng.normal(size=(50, 2))
-    lp = target.logp(q)
-    qx, _, qy, _ = kernel.coupled_step(target, q, lp, q.copy(), lp.copy(), rng)
-    assert np.array_equal(qx, qy)
-    tau = cp.meeting_times(target, kernel, lag=5, reps=50, random_seed=6, max_iter=5000)
-    assert np.all(tau > 5)
-
-
-def test_unmet_pairs_raise_instead_of_giving_a_bound():
-    with pm.Model() as model:
-        pm.Normal("a", 0.0, 1.0, shape=3)
-    target = cp.BatchTarget(model)
-    with pytest.raises(cp.CouplingError, match="did not meet"):
-        cp.meeting_times(target, cp.RWMH(0.01), lag=1, reps=20, max_iter=3, random_seed=0)
-
-
 # ------------------------------------------------------------- validation against the exact law
 
 
@@ -174,12 +95,12 @@ def sphere_run():
     """Meeting times (R = 500, L = 20) and 20,000 chains of RWMH(0.5) on the S^2 Laplace."""
     S, mech, data = sphere_laplace()
     model = mech.model(data)
-    target = cp.BatchTarget(model)
+    target = mcmc.BatchTarget(model)
     init = far_init(target)
-    kernel = cp.RWMH(0.5)
+    kernel = mcmc.RWMH(0.5)
     lag, ts = 20, np.arange(0, 120, 6)
-    tau = cp.meeting_times(target, kernel, lag=lag, reps=500, init=init, random_seed=1)
-    states = cp.draw_chain(target, kernel, ts[-1], 20_000, init=init, random_seed=2, record=ts)
+    tau = mcmc.meeting_times(target, kernel, lag=lag, reps=500, init=init, random_seed=1)
+    states = mcmc.draw_chain(target, kernel, ts[-1], 20_000, init=init, random_seed=2, record=ts)
     exact = S.dist(mech.footpoint(data)[1], mech.sample(data, 20_000, random_seed=3))
     edges = np.quantile(exact, np.linspace(0, 1, 21))
     edges[0], edges[-1] = 0.0, np.inf
@@ -217,9 +138,9 @@ def test_comparison_catches_a_chain_of_the_wrong_law(sphere_run):
     sigma = float(model["scale"].get_value())
     try:
         pm.set_data({"scale": sigma / 2}, model=model)
-        far = cp.draw_chain(r["target"], r["kernel"], 120, 20_000, init=r["init"], random_seed=7)
+        far = mcmc.draw_chain(r["target"], r["kernel"], 120, 20_000, init=r["init"], random_seed=7)
         tv = histogram_tv(r["target"].deterministic("distance", far), r["exact"], r["edges"])
-        tau = cp.meeting_times(
+        tau = mcmc.meeting_times(
             r["target"], r["kernel"], lag=20, reps=200, init=r["init"], random_seed=8
         )
     finally:
@@ -233,9 +154,9 @@ def test_estimate_catches_a_short_chain_and_clears_a_long_one():
     # R = 100 pairs. t = 5: well inside the transient, delta_hat must be large;
     # t = 1,000 (the default tune length, L = 1,000): the bound must vanish.
     _, mech, data = sphere_laplace()
-    target = cp.BatchTarget(mech.model(data))
+    target = mcmc.BatchTarget(mech.model(data))
     init = far_init(target)
-    kernel = cp.tune_kernel(target, "rwmh", init=init, random_seed=9)
+    kernel = mcmc.tune_kernel(target, "rwmh", init=init, random_seed=9)
     short = cp.estimate_delta(
         target, epsilon=1.0, t=5, kernel=kernel, reps=100, init=init, random_seed=10
     )
@@ -274,14 +195,14 @@ def test_tv_bound_above_true_tv_on_spd_and_kendall(case):
     # 5,000 chains vs 5,000 exact draws, 20 bins (noise floor about 0.035; allowed twice
     # that, times sqrt 2, plus 2 s.e.).
     M, mech, data = laplace_case(case)
-    target = cp.BatchTarget(mech.model(data))
+    target = mcmc.BatchTarget(mech.model(data))
     init = far_init(target)
-    kernel = cp.tune_kernel(target, "rwmh", random_seed=15)
+    kernel = mcmc.tune_kernel(target, "rwmh", random_seed=15)
     lag, n = 50, 5000
-    tau = cp.meeting_times(target, kernel, lag=lag, reps=300, init=init, random_seed=16)
+    tau = mcmc.meeting_times(target, kernel, lag=lag, reps=300, init=init, random_seed=16)
     ts = np.unique(np.linspace(0, np.quantile(tau - lag, 0.99), 12).astype(int))
     bound = cp.tv_bound(tau, lag, ts)
-    states = cp.draw_chain(target, kernel, int(ts[-1]), n, init=init, random_seed=17, record=ts)
+    states = mcmc.draw_chain(target, kernel, int(ts[-1]), n, init=init, random_seed=17, record=ts)
     exact = M.dist(mech.footpoint(data)[1], mech.sample(data, n, random_seed=18))
     edges = np.quantile(exact, np.linspace(0, 1, 21))
     edges[0], edges[-1] = 0.0, np.inf
@@ -352,3 +273,61 @@ def test_release_records_delta_estimate_for_the_curator_only():
     rep = report(dataclasses.replace(rel, delta_estimate=None))
     assert "tv_bound" not in rep.figures and "ESTIMATE" not in str(rep)
     rep.close()
+
+
+# ------------------------------------------------------------------ the names that moved
+
+
+@pytest.mark.parametrize("name", sorted(cp.MOVED_TO_MCMC))
+@pytest.mark.parametrize("where", ["pymc_manidp.privacy", "pymc_manidp.privacy.coupling"])
+def test_moved_names_still_work_with_a_deprecation_warning(name, where):
+    import importlib
+
+    module = importlib.import_module(where)
+    with pytest.warns(DeprecationWarning, match=f"{where}.{name} has moved to pymc_manidp.mcmc"):
+        obj = getattr(module, name)
+    assert obj is getattr(mcmc, name)
+    # the warning points at the line that used the old name, not at the package
+    with pytest.warns(DeprecationWarning) as record:
+        getattr(module, name)
+    assert record[0].filename == __file__
+
+
+def test_from_import_of_an_old_name_warns_and_unknown_names_fail():
+    with pytest.warns(DeprecationWarning, match="privacy.HMC"):
+        from pymc_manidp.privacy import HMC
+    assert HMC is mcmc.HMC
+    import pymc_manidp.privacy as privacy
+
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        _ = privacy.nothing_here
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        _ = cp.nothing_here
+
+
+def test_coupling_error_is_one_class_without_a_warning():
+    import warnings
+
+    import pymc_manidp.privacy as privacy
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert privacy.CouplingError is cp.CouplingError is mcmc.CouplingError
+    assert "CouplingError" in privacy.__all__ and "HMC" not in privacy.__all__
+
+
+def test_importing_privacy_loads_no_pymc():
+    """The Release record and the audits run without PyMC: the kernels load on first use."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, pymc_manidp.privacy\n"
+        "print(sorted(m for m in sys.modules if m in ('pymc', 'pymc_manidp.mcmc')))"
+    )
+    root = Path(pmd.__file__).parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert out.stdout.strip() == "[]"

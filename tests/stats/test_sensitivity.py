@@ -41,9 +41,24 @@ def test_hand_computed_values():
     assert sens.curvature_factor_min(1.0, 1.0) == 1.0
 
 
-def test_rates():
-    assert sens.rate(0.1, 0.5) == pytest.approx(0.4)
-    assert sens.rate(0.1, 0.5, footpoint_free_normalizer=True) == pytest.approx(0.2)
+def test_sigma_from_the_sensitivity():
+    assert sens.calibrated_sigma(0.1, 0.5) == pytest.approx(0.4)  # 2 Delta / eps
+    assert sens.calibrated_sigma(0.1, 0.5, footpoint_free_normalizer=True) == pytest.approx(
+        0.2
+    )  # Delta / eps
+    assert sens.calibrated_sigma(sensitivity=0.3, epsilon=2.0) == pytest.approx(0.3)
+
+
+def test_rate_is_a_deprecated_alias_that_warns_once(monkeypatch):
+    monkeypatch.setattr(sens, "_warned", set())
+    with pytest.warns(FutureWarning, match="calibrated_sigma"):
+        old = sens.rate(0.1, 0.5)
+    assert old == sens.calibrated_sigma(0.1, 0.5) == pytest.approx(0.4)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second call is silent
+        assert sens.rate(0.1, 0.5, footpoint_free_normalizer=True) == pytest.approx(0.2)
 
 
 def test_ambient_radii():
@@ -69,10 +84,11 @@ def test_empirical_sphere_bound_lies_between_2r_and_the_theorem():
         (lambda: sens.kng_sensitivity(S2, 10, np.nan), ValueError, "radius must be"),
         (lambda: sens.laplace_sensitivity(S2, 0, 0.1), ValueError, "n must be"),
         (lambda: sens.laplace_sensitivity(S2, 2.5, 0.1), TypeError, "n must be an integer"),
-        (lambda: sens.rate(0.1, 0.0), ValueError, "epsilon must be"),
-        (lambda: sens.rate(0.1, -1.0), ValueError, "epsilon must be"),
-        (lambda: sens.rate(0.1, np.inf), ValueError, "epsilon must be"),
-        (lambda: sens.rate(0.1, "1"), TypeError, "epsilon must be a real"),
+        (lambda: sens.calibrated_sigma(0.1, 0.0), ValueError, "epsilon must be"),
+        (lambda: sens.calibrated_sigma(0.1, -1.0), ValueError, "epsilon must be"),
+        (lambda: sens.calibrated_sigma(0.1, np.inf), ValueError, "epsilon must be"),
+        (lambda: sens.calibrated_sigma(0.1, "1"), TypeError, "epsilon must be a real"),
+        (lambda: sens.calibrated_sigma(0.0, 1.0), ValueError, "sensitivity must be"),
         (lambda: sens.laplace_sensitivity(K4, 3, np.pi / 8), ValueError, r"r\* = 0.3926"),
     ],
 )

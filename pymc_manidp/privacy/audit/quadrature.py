@@ -42,7 +42,7 @@ __all__ = [
 
 
 def with_sigma_divided(mech, factor: float):
-    """A copy of ``mech`` whose rate ``scale(n)`` is divided by ``factor``.
+    """A copy of ``mech`` whose scale ``sigma(n)`` is divided by ``factor``.
 
     With ``factor > 1`` this is the deliberately broken variant an audit must catch:
     its privacy loss grows by about ``factor`` while it still claims ``mech.epsilon``.
@@ -52,7 +52,7 @@ def with_sigma_divided(mech, factor: float):
     >>> import numpy as np, pymc_manidp as pmd
     >>> m = pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=1.0, center=[0, 0, 1.0], radius=0.3)
     >>> b = with_sigma_divided(m, 2.0)
-    >>> bool(np.isclose(b.scale(10), m.scale(10) / 2)), b.name
+    >>> bool(np.isclose(b.sigma(10), m.sigma(10) / 2)), b.name
     (True, 'KNG (sigma / 2)')
     """
     factor = check_positive_real(factor, "factor")
@@ -61,8 +61,8 @@ def with_sigma_divided(mech, factor: float):
     class Divided(base):
         name = f"{mech.name} (sigma / {factor:g})"
 
-        def scale(self, n):
-            return base.scale(self, n) / factor
+        def sigma(self, n):
+            return base.sigma(self, n) / factor
 
     Divided.__name__ = Divided.__qualname__ = f"{base.__name__}SigmaDivided"
     out = object.__new__(Divided)
