@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from pymc_manidp.geometry.base import Manifold
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
@@ -191,8 +192,16 @@ def sphere_cap(
     True
     """
     S = Sphere(dim=2) if sphere is None else sphere
-    if not isinstance(S, Sphere):
-        raise TypeError(f"sphere must be a Sphere, got {type(S).__name__}")
+    # what a cap asks of the manifold: points in R^(d+1) and a radius (the north pole)
+    if not (
+        isinstance(S, Manifold)
+        and tuple(S.point_shape) == (S.dim + 1,)
+        and getattr(S, "radius", None) is not None
+    ):
+        raise TypeError(
+            f"sphere must be a Sphere (a manifold of points in R^(d+1) with a radius), "
+            f"got {type(S).__name__}"
+        )
     if center is None:
         center = np.zeros(S.dim + 1)
         center[-1] = S.radius

@@ -2,9 +2,14 @@
 
 A manifold object holds configuration (dimension, radius, landmarks); the maths is
 in pure module-level functions of each manifold's module. :class:`Manifold` lists
-what upper layers may rely on. :class:`ManifoldBase` adds the few members derived
-the same way for every space (``max_radius``, chart coordinates); it is the only
-base class, one level deep.
+what upper layers may rely on: everything that differs between manifolds is one of
+its members (maps, frames, curvature, the volume density and what the exact samplers,
+the Laplace normalizer, the uniform law, the charts and the MCMC budget need of it),
+so no module above this folder asks which class a manifold is, and a new manifold is
+one file (``tests/geometry/test_custom_manifold.py`` writes one in a test).
+:class:`ManifoldBase` adds the members derived the same way for every space
+(``max_radius``, chart coordinates) and the generic answers (``None`` where a hook is
+not available); it is the only base class, one level deep.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Manifold", "ManifoldBase", "max_radius_from"]
+__all__ = ["Manifold", "ManifoldBase", "exp_chart_is_isometry", "max_radius_from"]
 
 
 def max_radius_from(injectivity_radius: float, kappa_max: float) -> float:
@@ -45,6 +50,23 @@ def max_radius_from(injectivity_radius: float, kappa_max: float) -> float:
     """
     curv = np.pi / (2.0 * np.sqrt(kappa_max)) if kappa_max > 0 else np.inf
     return 0.5 * min(injectivity_radius, curv)
+
+
+def exp_chart_is_isometry(manifold) -> bool:
+    """Whether ``exp`` at any point is a global isometry: flat and without cut locus.
+
+    Then the volume density of the exp chart is 1 everywhere (Euclidean space): the
+    Laplace radius is a Gamma variate and its normalizer a closed form.
+
+    Examples
+    --------
+    >>> from pymc_manidp.geometry import Euclidean, Sphere
+    >>> exp_chart_is_isometry(Euclidean(dim=2)), exp_chart_is_isometry(Sphere(dim=1))
+    (True, False)
+    """
+    return tuple(manifold.curvature_bounds) == (0.0, 0.0) and not np.isfinite(
+        manifold.injectivity_radius
+    )
 
 
 @runtime_checkable
@@ -101,6 +123,74 @@ class Manifold(Protocol):
     def log_volume_density(self, coords):
         """Log density of the exp chart in normal coordinates ``(..., dim)``, shape ``(...)``."""
 
+    # --- the laws' hooks: generic answers in ManifoldBase ----------------------------
+    #: Whether the exact samplers (:mod:`pymc_manidp.laws.exact`) may be used: the class
+    #: vouches for their premises, a homogeneous space (the law at any footpoint is the
+    #: same in normal coordinates) whose ``volume_is_radial``, ``log_volume_growth`` and
+    #: curvature bounds are right, and, where ``kappa_max > 0``, a radial volume density
+    #: with ``J <= 1`` (KNG's envelope draws radii). Not inherited: a subclass may change
+    #: the geometry, and a sampler for the wrong law is worse than none, so
+    #: ``ManifoldBase`` sets it to False on a subclass that does not set it in its body.
+    exact_sampling: bool
+
+    #: Whether the volume density of the exp chart depends on ``|c|`` only (spheres,
+    #: Kendall shapes, Euclidean space): then the Laplace radius has a law of its own
+    #: (density ``e^{-t/sigma} t^{d-1} J(t)`` on ``[0, injectivity_radius]``), drawn
+    #: exactly and integrated by quadrature for the normalizer.
+    volume_is_radial: bool
+
+    @property
+    def log_volume_growth(self) -> float:
+        """``G >= 0`` with ``log J(c) <= G |c|`` for the exp chart's volume density ``J``.
+
+        ``0`` where ``J <= 1`` (nonnegative curvature). The exact Laplace sampler tilts
+        its Euclidean envelope by ``G`` when the density is not radial (SPD).
+        """
+
+    @property
+    def laplace_max_sigma(self) -> float:
+        """The normalizability edge: the unrestricted Laplace ``e^{-rho/sigma}`` has a
+        finite mass iff ``sigma`` is below it (``inf``: every ``sigma``)."""
+
+    @property
+    def laplace_sigma_limit(self) -> tuple[float, str]:
+        """``(top, why)``: the normalized, unrestricted Laplace is available for
+        ``sigma < top`` (the edge, or a smaller range where its normalizer is known);
+        ``why`` says which, for error messages."""
+
+    def check_laplace_normalizable(self, sigma: float) -> None:
+        """Raise ``ValueError`` unless ``sigma < laplace_max_sigma``."""
+
+    @property
+    def log_volume(self) -> float:
+        """Log Riemannian volume of the whole manifold; ``inf`` if it is not compact."""
+
+    #: ``sample_uniform(rng, size)``: points ``(*size, *point_shape)`` of the uniform
+    #: law (normalized volume), NumPy; ``None`` where no uniform law is implemented.
+    sample_uniform: object
+
+    #: A fixed point with no symmetry (not a pole, not a regular polygon), where a law
+    #: without a mode starts a sampler; ``None`` if the manifold names none.
+    generic_point: object
+
+    #: The manifold's distinguished point (SPD: the identity; Euclidean: the origin),
+    #: the centre of a chart that needs one without data; ``None`` if it has none.
+    origin: object
+
+    #: Whether the weighted mean of the points' embedding coordinates *is* the Fréchet
+    #: mean (Euclidean space): the mean is then a closed form.
+    ambient_mean_is_frechet: bool
+
+    #: ``ambient_mean_start(m)``: a start for the Fréchet mean's descent from the
+    #: weighted mean ``m`` of the embedding coordinates, or ``None`` if ``m`` gives
+    #: none (then the first datum); the hook itself is ``None`` where it does not apply.
+    ambient_mean_start: object
+
+    @property
+    def mcmc_seconds_per_point(self) -> float:
+        """A lower bound on the seconds one gradient evaluation of the mechanisms'
+        log-densities costs per data point (NUMBA backend): the MCMC budget's unit."""
+
 
 class PyTensorTwins(Protocol):
     """The PyTensor versions of the maps, for log-density graphs (same shapes as NumPy).
@@ -131,6 +221,46 @@ class PyTensorTwins(Protocol):
         """``||sum_i log_x(x_i)||_x`` for points ``x`` ``(..., *point_shape)`` and
         ``data`` ``(n, *point_shape)``, a tensor of shape ``(...)`` (KNG's norm)."""
 
+    def chart_frame(self, center):
+        """The arrays fixing the exp chart at ``center`` (a dict): the chart's
+        ``pm.Data`` in a compiled model, so it can follow a new centre."""
+
+    def pt_exp_frame(self, frame, coords):
+        """``exp_center`` of chart coordinates ``(..., dim)``, the chart given by
+        :meth:`chart_frame` (arrays or tensors, e.g. ``pm.Data``)."""
+
+    def pt_log_frame(self, frame, x):
+        """Chart coordinates ``(..., dim)`` of points ``x`` in the chart given by
+        :meth:`chart_frame`: the inverse of :meth:`pt_exp_frame` (tensor)."""
+
+    def pt_point_checks(self, x):
+        """Cheap in-graph checks that ``x`` is a point: a list of boolean tensors
+        (the distributions' parameter checks when a point is itself a tensor)."""
+
+    #: ``pt_ball_exit(frame, omega, ball_center, ball_radius)``: the distance ``T(omega)``
+    #: from the chart's centre (inside the ball) to the edge of the ball
+    #: ``B_r(m0)`` along unit chart directions ``omega`` ``(..., dim)``, a tensor ``(...)``
+    #: (the polar chart's cap); ``None`` where no closed form is implemented.
+    pt_ball_exit: object
+
+    #: ``pt_laplace_log_normalizer(sigma)``: ``log Z(sigma)`` of the unrestricted
+    #: Laplace as a tensor, for manifolds whose volume density is not radial; ``None``
+    #: (the default) leaves it to the radial quadrature or to no normalizer.
+    pt_laplace_log_normalizer: object
+
+    #: Shape of the Gaussian vector ``z`` whose normalization ``pt_from_gaussian(z)`` is
+    #: uniform on a compact manifold (the uniform law's chart); ``None`` if there is none.
+    gaussian_shape: object
+
+    #: ``pt_from_gaussian(z)``: the point of ``z`` ``(..., *gaussian_shape)``, a function
+    #: homogeneous of degree 0 under which a standard normal ``z`` is uniform; ``None``
+    #: with ``gaussian_shape``.
+    pt_from_gaussian: object
+
+    #: ``pt_to_gaussian(x)``: a ``z`` with ``pt_from_gaussian(z) = x`` (the one of norm
+    #: 1 suffices); ``None`` with ``gaussian_shape``.
+    pt_to_gaussian: object
+
 
 def _member_docs() -> dict[str, str]:
     docs = {}
@@ -142,19 +272,41 @@ def _member_docs() -> dict[str, str]:
 
 
 class ManifoldBase:
-    """Members derived identically for every manifold.
+    """Members derived identically for every manifold, and the hooks' generic answers.
 
     Subclasses define ``dim``, ``point_shape``, ``injectivity_radius``,
-    ``curvature_bounds``, ``inner`` and ``tangent_basis``.
+    ``curvature_bounds``, ``validate``, ``exp``, ``log``, ``dist``, ``inner``,
+    ``to_tangent``, ``tangent_basis``, ``log_volume_density`` and the PyTensor twins
+    (``pt_exp_frame``, ``pt_log``, ``pt_dist``, ``pt_inner``, ``pt_norm``,
+    ``pt_log_volume_density``); every other member has a generic answer here, which
+    a space overrides where it knows better (a closed form, a cheaper route).
     """
 
     dim: int
     point_shape: tuple[int, ...]
 
+    # hooks that are not available unless a space provides them (Manifold's docs)
+    exact_sampling = False
+    volume_is_radial = False
+    sample_uniform = None
+    generic_point = None
+    origin = None
+    ambient_mean_is_frechet = False
+    ambient_mean_start = None
+    pt_ball_exit = None
+    pt_laplace_log_normalizer = None
+    gaussian_shape = None
+    pt_from_gaussian = None
+    pt_to_gaussian = None
+
     def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # a subclass may change the geometry: the exact samplers' premises hold only
+        # where the class itself vouches for them (Manifold.exact_sampling)
+        if "exact_sampling" not in vars(cls):
+            cls.exact_sampling = False
         # One description per member: a space's exp, log, pt_dist... that has no docstring
         # of its own gets the protocol's (help(), the API reference).
-        super().__init_subclass__(**kwargs)
         docs = _member_docs()
         for name, member in vars(cls).items():
             if name in docs and not getattr(member, "__doc__", None):
@@ -167,6 +319,53 @@ class ManifoldBase:
     def max_radius(self) -> float:
         """``r*`` of Assumption 1: data radii must stay strictly below it."""
         return max_radius_from(self.injectivity_radius, self.curvature_bounds[1])
+
+    # --- the laws' hooks: generic answers ---------------------------------------------
+    @property
+    def log_volume_growth(self) -> float:
+        r"""``G >= 0`` with ``log J(c) <= G |c|``, from the lower curvature bound.
+
+        Bishop's comparison: with sectional curvature ``>= kappa`` the volume density
+        is at most that of the model space, ``1`` for ``kappa >= 0`` and
+        :math:`(\sinh(\sqrt{-\kappa}\,t)/(\sqrt{-\kappa}\,t))^{d-1} \le
+        e^{(d-1)\sqrt{-\kappa}\,t}` below. A space that knows a smaller ``G`` overrides it.
+        """
+        kappa = self.curvature_bounds[0]
+        return 0.0 if kappa >= 0 else (self.dim - 1) * float(np.sqrt(-kappa))
+
+    @property
+    def laplace_max_sigma(self) -> float:
+        """The normalizability edge; generically ``1/G`` (``G = log_volume_growth``),
+        below which the Laplace's mass is finite (``inf`` for ``G = 0``): a space that
+        knows its exact edge overrides it."""
+        growth = self.log_volume_growth
+        return np.inf if growth == 0 else 1.0 / growth
+
+    @property
+    def laplace_sigma_limit(self) -> tuple[float, str]:
+        """``(laplace_max_sigma, "the normalizability edge")``: where the normalized,
+        unrestricted Laplace is available, and why."""
+        return self.laplace_max_sigma, "the normalizability edge"
+
+    def check_laplace_normalizable(self, sigma: float) -> None:
+        """Raise ``ValueError`` unless ``sigma < laplace_max_sigma``."""
+        top = self.laplace_max_sigma
+        if not sigma < top:
+            raise ValueError(
+                f"the unrestricted Laplace on {self} is not normalizable for sigma = "
+                f"{sigma:.6g} >= {top:.6g}: restrict it to the public ball "
+                "(restrict=True), or use more data or a larger epsilon"
+            )
+
+    @property
+    def log_volume(self) -> float:
+        """``inf``: a space of finite volume (a compact one) says how much."""
+        return np.inf
+
+    @property
+    def mcmc_seconds_per_point(self) -> float:
+        """``1e-7 s`` per half dimension: a cautious default for a space not measured."""
+        return 1e-7 * max(1.0, self.dim / 2)
 
     def norm(self, x, v):
         """Riemannian norm of tangent vectors ``v`` at ``x``, shape ``(...)``."""
@@ -208,6 +407,34 @@ class ManifoldBase:
     def log_coords(self, x, y):
         """Chart coordinates at ``x`` of ``log_x(y)``: the inverse of :meth:`exp_coords`."""
         return self.to_coords(x, self.log(x, y))
+
+    def chart_frame(self, center):
+        """The arrays fixing the exp chart at ``center``: the centre and its frame."""
+        center = np.asarray(center, float)
+        if center.shape != tuple(self.point_shape):
+            raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
+        return {"center": center, "basis": self.tangent_basis(center)}
+
+    def pt_exp_coords(self, center, coords):
+        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        return self.pt_exp_frame(self.chart_frame(center), coords)
+
+    def pt_log_frame(self, frame, x):
+        """Chart coordinates of points ``x``: ``pt_log`` at the frame's ``center``,
+        read in its ``basis`` (the frame of :meth:`chart_frame`)."""
+        import pytensor.tensor as pt
+
+        center = pt.as_tensor_variable(frame["center"])
+        basis = pt.as_tensor_variable(frame["basis"])
+        v = self.pt_log(center, x)
+        n = len(self.point_shape)
+        return pt.tensordot(v, basis, axes=[list(range(-n, 0)), list(range(1, n + 1))])
+
+    def pt_point_checks(self, x):
+        """``[isfinite(x)]``: a space with a cheap test of its own overrides it."""
+        import pytensor.tensor as pt
+
+        return [pt.isfinite(x)]
 
     def pt_frechet_gradient_norm(self, x, data):
         """``||sum_i log_x(x_i)||_x`` for points ``x`` ``(..., *point_shape)`` and

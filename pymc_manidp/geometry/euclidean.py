@@ -35,6 +35,11 @@ class Euclidean(ManifoldBase):
     dim: int
     point_shape: tuple[int, ...] = field(init=False, repr=False)
 
+    # exp is an isometry: the volume density is 1, the Fréchet mean the arithmetic mean
+    exact_sampling = True
+    volume_is_radial = True
+    ambient_mean_is_frechet = True
+
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))
         object.__setattr__(self, "point_shape", (self.dim,))
@@ -46,6 +51,16 @@ class Euclidean(ManifoldBase):
     @property
     def curvature_bounds(self) -> tuple[float, float]:
         return (0.0, 0.0)
+
+    @property
+    def origin(self):
+        """The origin ``0``."""
+        return np.zeros(self.dim)
+
+    @property
+    def mcmc_seconds_per_point(self) -> float:
+        """``5e-9 s`` per half dimension, as Kendall shapes (a sum of differences)."""
+        return 5e-9 * max(1.0, self.dim / 2)
 
     def validate(self, points):
         return as_points(points, self.point_shape)
@@ -83,6 +98,17 @@ class Euclidean(ManifoldBase):
 
     def pt_exp_coords(self, center, coords):
         return self.pt_exp_frame(self.chart_frame(center), coords)
+
+    def pt_log_frame(self, frame, x):
+        """``x - center``."""
+        return pt.as_tensor_variable(x) - pt.as_tensor_variable(frame["center"])
+
+    def pt_ball_exit(self, frame, omega, ball_center, ball_radius):
+        """``T(ω)``: the positive root of ``|c + tω - m0| = r``."""
+        off = pt.as_tensor_variable(frame["center"]) - ball_center
+        proj = pt.sum(omega * off, axis=-1)
+        r = ball_radius
+        return -proj + pt.sqrt(pt.maximum(proj**2 - pt.sum(off**2) + r * r, 0.0))
 
     def pt_log(self, x, y):
         return pt.as_tensor_variable(y) - x

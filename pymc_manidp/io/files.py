@@ -213,9 +213,9 @@ def parse_center(text: str, manifold) -> np.ndarray:
     shape = manifold.point_shape
     text = str(text).strip()
     if text.lower() in ("identity", "i", "eye"):
-        if not isinstance(manifold, SPD):
-            raise ValueError("center 'identity' is only defined for spd")
-        return np.eye(manifold.k)
+        if manifold.origin is None:  # SPD: the identity matrix; Euclidean: 0
+            raise ValueError("center 'identity' is only defined for spd (and euclidean: 0)")
+        return np.array(manifold.origin, dtype=float)
     if text.lower().endswith((".npy", ".csv", ".txt")):
         values = read_points(text)
     else:

@@ -23,13 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 from pymc.logprob.transforms import Transform
-from scipy import special
 
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
-from pymc_manidp.geometry.euclidean import Euclidean
-from pymc_manidp.geometry.kendall import KendallShape, helmert
-from pymc_manidp.geometry.spd import SPD
-from pymc_manidp.geometry.sphere import Sphere
+from pymc_manidp.geometry.sphere import log_unit_sphere_volume
 from pymc_manidp.geometry.validation import check_positive_real
 
 __all__ = [
@@ -38,6 +33,7 @@ __all__ = [
     "PolarChart",
     "ball_exit",
     "chart_coords",
+    "log_unit_sphere_volume",
     "log_volume",
     "point_dims",
 ]
@@ -101,25 +97,10 @@ class ChartTransform(Transform):
         return self.manifold.exp_coords(self.center, self.scale * u)
 
 
-def log_unit_sphere_volume(m: int) -> float:
-    """``log vol(S^{m-1})``, the unit sphere of ``R^m``: ``2 pi^{m/2} / Gamma(m/2)``."""
-    return float(np.log(2.0) + 0.5 * m * np.log(np.pi) - special.gammaln(0.5 * m))
-
-
 def chart_coords(manifold, frame, x):
-    """Normal coordinates ``(..., dim)`` at the frame's centre of points ``x`` (tensor)."""
-    if isinstance(manifold, SPD):
-        s = pt.as_tensor_variable(frame["sqrt"])
-        s_inv = pt.linalg.inv(s)
-        w = ptn.logm(ptn.sym(s_inv @ x @ s_inv))
-        return pt.tensordot(w, manifold._frame, axes=[[-2, -1], [1, 2]])
-    center = pt.as_tensor_variable(frame["center"])
-    if isinstance(manifold, Euclidean):
-        return pt.as_tensor_variable(x) - center
-    basis = pt.as_tensor_variable(frame["basis"])
-    v = manifold.pt_log(center, x)
-    n = len(manifold.point_shape)
-    return pt.tensordot(v, basis, axes=[list(range(-n, 0)), list(range(1, n + 1))])
+    """Normal coordinates ``(..., dim)`` at the frame's centre of points ``x`` (tensor):
+    ``manifold.pt_log_frame``, the inverse of the chart ``pt_exp_frame``."""
+    return manifold.pt_log_frame(frame, x)
 
 
 class PolarChart(Transform):
@@ -174,8 +155,8 @@ class PolarChart(Transform):
         with ``T(ω)`` the distance from the centre to the ball's edge along ``ω``.
         The chart then covers exactly the open ball, so a density restricted to it
         has no wall for NUTS to hit. The map ``(ω, s) -> (ω, t)`` is triangular, so
-        the log-Jacobian keeps its form with ``T(ω)``. Closed forms of ``T(ω)`` exist
-        here for Sphere, KendallShape and Euclidean.
+        the log-Jacobian keeps its form with ``T(ω)``. Needs the manifold's closed form
+        of ``T(ω)`` (``manifold.pt_ball_exit``: Sphere, KendallShape, Euclidean).
 
     Examples
     --------
@@ -198,7 +179,7 @@ class PolarChart(Transform):
         self.scale = scale
         self.scale_input = scale_input
         self.ndim_supp = len(manifold.point_shape)
-        if domain is not None and not isinstance(manifold, (Sphere, KendallShape, Euclidean)):
+        if domain is not None and manifold.pt_ball_exit is None:
             raise ValueError(f"the ball-capped polar chart has no closed form on {manifold}")
         self.domain = domain
 
@@ -276,12 +257,14 @@ class PolarChart(Transform):
 
 
 class NormalizedGaussian(Transform):
-    r"""The whole of a sphere or of Kendall's shape space from a Gaussian vector.
+    r"""The whole of a compact manifold from a Gaussian vector.
 
-    Sphere ``S^d_R``: ``x = R z/|z|`` with ``z`` in :math:`\mathbb R^{d+1}`; Kendall
-    shapes: ``x = H^T z/|z|`` with ``z`` in :math:`\mathbb R^{(k-1)\times 2}` and
-    ``H`` the Helmert sub-matrix (the uniform law on the pre-shape sphere projects to
-    the uniform law on :math:`\mathbb{CP}^{k-2}`). With the log-Jacobian
+    ``x = manifold.pt_from_gaussian(z)``, a map of degree 0 under which a standard
+    normal ``z`` (shape ``manifold.gaussian_shape``) is uniform: on the sphere ``S^d_R``
+    ``x = R z/|z|`` with ``z`` in :math:`\mathbb R^{d+1}`; on Kendall shapes
+    ``x = H^T z/|z|`` with ``z`` in :math:`\mathbb R^{(k-1)\times 2}` and ``H`` the
+    Helmert sub-matrix (the uniform law on the pre-shape sphere projects to the uniform
+    law on :math:`\mathbb{CP}^{k-2}`). With the log-Jacobian
 
     .. math:: \log\mathrm{vol}(\mathcal M) + \log\varphi(z),
 
@@ -292,14 +275,14 @@ class NormalizedGaussian(Transform):
 
     Parameters
     ----------
-    manifold : Sphere or KendallShape
-        The compact manifold; ``z`` has shape ``(..., d + 1)`` on ``S^d_R`` and
-        ``(..., k - 1, 2)`` on Kendall's ``k``-landmark shapes.
+    manifold : Manifold
+        A compact manifold with a normalized-Gaussian map (``gaussian_shape``,
+        ``pt_from_gaussian``, ``pt_to_gaussian``, ``log_volume``): Sphere, KendallShape.
 
     Raises
     ------
     ValueError
-        If ``manifold`` is neither a ``Sphere`` nor a ``KendallShape``.
+        If ``manifold`` has no such map (SPD, Euclidean: no uniform law).
 
     Examples
     --------
@@ -313,98 +296,64 @@ class NormalizedGaussian(Transform):
     name = "gaussian"  # no "_": PyMC strips the last "_word__" of value names
 
     def __init__(self, manifold):
-        if not isinstance(manifold, (Sphere, KendallShape)):
-            raise ValueError(f"NormalizedGaussian covers Sphere and KendallShape, not {manifold}")
+        if manifold.gaussian_shape is None:
+            raise ValueError(
+                f"NormalizedGaussian needs a compact manifold with a normalized-Gaussian map "
+                f"(Sphere, KendallShape), not {manifold}"
+            )
         self.manifold = manifold
         self.ndim_supp = len(manifold.point_shape)
-        if isinstance(manifold, KendallShape):
-            self._helmert = helmert(manifold.k_landmarks)
+        shape = tuple(manifold.gaussian_shape)
+        self._axes = tuple(range(-len(shape), 0))
+        self._size = int(np.prod(shape))
 
     def backward(self, value, *inputs):
-        z = pt.as_tensor_variable(value)
-        if isinstance(self.manifold, Sphere):
-            return self.manifold.radius * z / pt.sqrt(pt.sum(z**2, axis=-1, keepdims=True))
-        y = pt.tensordot(z, self._helmert, axes=[[-2], [0]])  # (..., 2, k)
-        y = pt.swapaxes(y, -1, -2)
-        return y / pt.sqrt(pt.sum(y**2, axis=(-2, -1), keepdims=True))
+        return self.manifold.pt_from_gaussian(value)
 
     def forward(self, value, *inputs):
-        x = pt.as_tensor_variable(value)
-        if isinstance(self.manifold, Sphere):
-            return x / self.manifold.radius
-        return pt.tensordot(self._helmert, x, axes=[[1], [-2]]).dimshuffle(
-            *range(1, x.ndim - 1), 0, x.ndim - 1
-        )
+        return self.manifold.pt_to_gaussian(value)
 
     def log_jac_det(self, value, *inputs):
         z = pt.as_tensor_variable(value)
-        axes = (-1,) if isinstance(self.manifold, Sphere) else (-2, -1)
-        m = int(np.prod(self.manifold.point_shape)) - (
-            0 if isinstance(self.manifold, Sphere) else 2
-        )
+        m = self._size
         return (
-            log_volume(self.manifold) - 0.5 * m * np.log(2 * np.pi) - 0.5 * pt.sum(z**2, axis=axes)
+            log_volume(self.manifold)
+            - 0.5 * m * np.log(2 * np.pi)
+            - 0.5 * pt.sum(z**2, axis=self._axes)
         )
 
 
 def log_volume(manifold) -> float:
-    r"""Log Riemannian volume of a compact manifold (``Sphere``, ``KendallShape``).
+    r"""Log Riemannian volume of a compact manifold (``manifold.log_volume``).
 
     Sphere ``S^d_R``: :math:`2\pi^{(d+1)/2} R^d/\Gamma((d+1)/2)`; Kendall shapes with
     ``k`` landmarks (:math:`\mathbb{CP}^{k-2}`, distance ``arccos|<z, w>|``):
     :math:`\pi^{k-2}/(k-2)!`. Other manifolds have infinite volume: ``ValueError``.
     """
-    if isinstance(manifold, Sphere):
-        d = manifold.dim
-        return log_unit_sphere_volume(d + 1) + d * np.log(manifold.radius)
-    if isinstance(manifold, KendallShape):
-        m = manifold.k_landmarks - 2
-        return float(m * np.log(np.pi) - special.gammaln(m + 1))
-    raise ValueError(
-        f"{manifold} has infinite volume: a uniform law exists only on compact manifolds "
-        "(Sphere, KendallShape)"
-    )
+    value = float(manifold.log_volume)
+    if not np.isfinite(value):
+        raise ValueError(
+            f"{manifold} has infinite volume: a uniform law exists only on compact manifolds "
+            "(Sphere, KendallShape)"
+        )
+    return value
 
 
 def ball_exit(manifold, frame, omega, domain):
     r"""Distance ``T(ω)`` from the chart centre to the edge of ``B_r(m0)`` along ``ω``.
 
     ``omega``: unit chart directions ``(..., dim)`` at the frame's centre (inside the
-    ball). Closed forms: Euclidean, ``|c + tω - m0| = r``; sphere of radius ``R``,
+    ball). The manifold's closed form (``manifold.pt_ball_exit``): Euclidean,
+    ``|c + tω - m0| = r``; sphere of radius ``R``,
     ``<m0, γ(t)>/R^2 = a cos(t/R) + b sin(t/R) = cos(r/R)``; Kendall shapes,
     ``|<m0, γ(t)>|^2 = P + Q cos 2t + W sin 2t = cos^2 r`` (complex inner products).
     The first crossing after ``t = 0`` is taken.
     """
+    if manifold.pt_ball_exit is None:
+        raise ValueError(f"the ball-capped polar chart has no closed form on {manifold}")
     m0 = np.asarray(domain.center, float)
     r = float(domain.radius)
-    omega = pt.as_tensor_variable(omega)
-    if isinstance(manifold, Euclidean):
-        off = pt.as_tensor_variable(frame["center"]) - m0
-        proj = pt.sum(omega * off, axis=-1)
-        return -proj + pt.sqrt(pt.maximum(proj**2 - pt.sum(off**2) + r * r, 0.0))
-    basis = pt.as_tensor_variable(frame["basis"])
-    center = pt.as_tensor_variable(frame["center"])
-    w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the centre
-    if isinstance(manifold, Sphere):
-        big_r = manifold.radius
-        a = pt.sum(center * m0) / big_r**2
-        b = pt.sum(w * m0, axis=-1) / big_r
-        amp = pt.sqrt(a**2 + b**2)
-        cos_arg = pt.minimum(np.cos(r / big_r) / amp, 1.0)
-        return big_r * (pt.arctan2(b, a) + pt.arccos(cos_arg))
-
-    def herm(x, y):  # <x, y> = sum conj(x) y, of (k, 2) arrays as complex vectors
-        re = pt.sum(x[..., 0] * y[..., 0] + x[..., 1] * y[..., 1], axis=-1)
-        im = pt.sum(x[..., 0] * y[..., 1] - x[..., 1] * y[..., 0], axis=-1)
-        return re, im
-
-    ar, ai = herm(m0, center)
-    br, bi = herm(m0, w)
-    a2, b2 = ar**2 + ai**2, br**2 + bi**2
-    p, q, ww = (a2 + b2) / 2, (a2 - b2) / 2, ar * br + ai * bi
-    amp = pt.sqrt(q**2 + ww**2)
-    cos_arg = pt.clip((np.cos(r) ** 2 - p) / amp, -1.0, 1.0)
-    return (pt.arctan2(ww, q) + pt.arccos(cos_arg)) / 2
+    return manifold.pt_ball_exit(frame, pt.as_tensor_variable(omega), m0, r)
 
 
 def point_dims(manifold) -> dict:

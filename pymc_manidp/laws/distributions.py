@@ -40,10 +40,6 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_manidp.geometry.euclidean import Euclidean
-from pymc_manidp.geometry.kendall import KendallShape
-from pymc_manidp.geometry.spd import SPD
-from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import check_positive_real
 from pymc_manidp.laws.charts import (
     ChartTransform,
@@ -51,11 +47,7 @@ from pymc_manidp.laws.charts import (
     PolarChart,
     log_volume,
 )
-from pymc_manidp.laws.normalizers import (
-    has_laplace_normalizer,
-    laplace_log_normalizer,
-    spd_laplace_max_sigma,
-)
+from pymc_manidp.laws.normalizers import has_laplace_normalizer, laplace_log_normalizer
 
 __all__ = [
     "KNG",
@@ -108,10 +100,6 @@ def _core(manifold) -> str:
     return ",".join(f"p{i}" for i in range(len(manifold.point_shape)))
 
 
-def _manifold_name(manifold) -> str:
-    return type(manifold).__name__
-
-
 def _check_sigma(sigma):
     if _is_constant(sigma):
         sig = np.asarray(sigma.data if isinstance(sigma, Constant) else sigma, float)
@@ -135,18 +123,8 @@ def _sigma_conditions(sigma):
 
 
 def _point_conditions(manifold, x):
-    """In-graph checks of a point that may be a tensor (cheap ones only)."""
-    if isinstance(manifold, Sphere):
-        r = manifold.radius
-        return [pt.lt(pt.abs(pt.sqrt(pt.sum(x**2, axis=-1)) - r), 1e-6 * r)]
-    if isinstance(manifold, KendallShape):
-        centred = pt.lt(pt.abs(pt.sum(x, axis=-2)), 1e-6)
-        unit = pt.lt(pt.abs(pt.sum(x**2, axis=(-2, -1)) - 1.0), 1e-6)
-        return [centred, unit]
-    if isinstance(manifold, Euclidean):
-        return [pt.isfinite(x)]
-    # SPD: symmetric (positivity is checked where the log-density takes logarithms)
-    return [pt.lt(pt.abs(x - pt.swapaxes(x, -1, -2)), 1e-8 * (1.0 + pt.abs(x)))]
+    """In-graph checks of a point that may be a tensor (the manifold's cheap ones)."""
+    return manifold.pt_point_checks(x)
 
 
 def _restrict(logp, manifold, value, domain):
@@ -378,14 +356,8 @@ class ManifoldUniformRV(_ManifoldRV):
         return f"->({_core(manifold)})"
 
     def rng_fn(self, rng, size):
-        M = self.manifold
         size = () if size is None else tuple(size)
-        if isinstance(M, Sphere):
-            z = rng.standard_normal((*size, M.dim + 1))
-            return M.radius * z / np.linalg.norm(z, axis=-1, keepdims=True)
-        # a Gaussian configuration's shape is uniform (its pre-shape is uniform on the
-        # pre-shape sphere, which projects to the uniform law on CP^{k-2})
-        return M.validate(rng.standard_normal((*size, M.k_landmarks, 2)))
+        return self.manifold.sample_uniform(rng, size)
 
 
 # --- distributions ---------------------------------------------------------------------
@@ -399,9 +371,9 @@ class ManifoldLaplace(Continuous):
     (:func:`laplace_log_normalizer`); unnormalized on ``SPD(k)``, ``k >= 4`` (then
     ``sigma`` must be a constant or ``pm.Data``) and when restricted to a ball
     ``B_r(m0)`` (then ``sigma`` and ``footpoint`` must be constants or ``pm.Data``: the
-    normalizer depends on them). On ``SPD`` the unrestricted law needs
-    ``sigma < SPD.laplace_max_sigma`` (it is improper beyond), on ``SPD(3)``
-    ``sigma < 0.98`` of that (the normalizer's tabulated range).
+    normalizer depends on them). The unrestricted law needs ``sigma`` below
+    ``manifold.laplace_sigma_limit``: on ``SPD`` ``SPD.laplace_max_sigma`` (it is
+    improper beyond), on ``SPD(3)`` 0.98 of that (the normalizer's tabulated range).
 
     Parameters
     ----------
@@ -471,31 +443,23 @@ class ManifoldLaplace(Continuous):
                     )
         elif not has_laplace_normalizer(manifold) and _depends_on_random(sigma):
             raise ValueError(
-                f"the Laplace on {manifold} is unnormalized here (no normalizer for "
-                f"{_manifold_name(manifold)}), so sigma must be a constant or pm.Data, not a "
-                "random variable"
+                f"the Laplace on {manifold} is unnormalized here (no normalizer is known "
+                "for it), so sigma must be a constant or pm.Data, not a random variable"
             )
-        if normalized and domain is None and isinstance(manifold, SPD):
-            _check_spd_sigma(manifold, sigma)
+        if normalized and domain is None:
+            _check_laplace_sigma(manifold, sigma)
         return super().dist(
             [footpoint, sigma], manifold=manifold, domain=domain, normalized=normalized, **kwargs
         )
 
 
-def _spd_sigma_top(manifold) -> tuple[float, str]:
-    """Largest sigma of the unrestricted SPD Laplace here, and why."""
-    k = manifold.k
-    if not has_laplace_normalizer(manifold) or k < 3:
-        return manifold.laplace_max_sigma, "the normalizability edge 2/C"
-    return spd_laplace_max_sigma(k), "0.98 of the normalizability edge (the tabulated range)"
-
-
-def _check_spd_sigma(manifold, sigma):
-    """Refuse a constant sigma at which the unrestricted SPD Laplace is not available."""
-    if not _is_constant(sigma):
+def _check_laplace_sigma(manifold, sigma):
+    """Refuse a constant sigma at which the unrestricted, normalized Laplace is not
+    available (``manifold.laplace_sigma_limit``: SPD's edge, SPD(3)'s table)."""
+    top, why = manifold.laplace_sigma_limit
+    if not _is_constant(sigma) or not np.isfinite(top):
         return
     sig = np.asarray(sigma.data if isinstance(sigma, Constant) else sigma, float)
-    top, why = _spd_sigma_top(manifold)
     if not np.all(sig < top):
         raise ValueError(
             f"the unrestricted Laplace on {manifold} needs sigma below {top:.6g}, {why}; got "
@@ -504,17 +468,15 @@ def _check_spd_sigma(manifold, sigma):
         )
 
 
-def _spd_edge_applies(op) -> bool:
-    """Whether the normalized, unrestricted law on SPD has a sigma edge to check."""
-    M = op.manifold
-    return op.normalized and op.domain is None and isinstance(M, SPD) and M.k > 1
+def _edge_applies(op) -> bool:
+    """Whether the normalized, unrestricted law has a sigma limit to check (SPD)."""
+    return op.normalized and op.domain is None and np.isfinite(op.manifold.laplace_sigma_limit[0])
 
 
 def _laplace_sigma_conditions(op, sigma):
     conds = _sigma_conditions(sigma)
-    manifold = op.manifold
-    if _spd_edge_applies(op):
-        top, _ = _spd_sigma_top(manifold)
+    if _edge_applies(op):
+        top, _ = op.manifold.laplace_sigma_limit
         conds.append(pt.lt(sigma, top))
     return conds
 
@@ -524,8 +486,8 @@ def _laplace_logprob(op, values, rng, size, footpoint, sigma, **kwargs):
     (value,) = values
     logp = laplace_logp(op.manifold, value, footpoint, sigma, op.domain, op.normalized)
     msg = f"sigma > 0 and footpoint a point of {op.manifold}"
-    if _spd_edge_applies(op):
-        top, why = _spd_sigma_top(op.manifold)
+    if _edge_applies(op):
+        top, why = op.manifold.laplace_sigma_limit
         msg += f"; sigma below {top:.6g} ({why})"
     return check_parameters(
         logp,
@@ -549,8 +511,9 @@ def _laplace_support_point(op, rv, rng, size, footpoint, sigma):
 
 def _polar(manifold, center, domain):
     """The polar chart at ``center``; with a ball, capped at its edge (no wall for NUTS)
-    where a closed form of the edge exists, the centre moved into the ball if needed."""
-    if domain is None or not isinstance(manifold, (Sphere, KendallShape, Euclidean)):
+    where a closed form of the edge exists (``manifold.pt_ball_exit``), the centre
+    moved into the ball if needed."""
+    if domain is None or manifold.pt_ball_exit is None:
         return PolarChart(manifold, manifold.chart_frame(center), scale_input=3)
     if not domain.distances(center) < domain.radius:
         center = domain.center
@@ -558,11 +521,16 @@ def _polar(manifold, center, domain):
 
 
 def _global_chart(manifold):
-    """A chart of the whole manifold that needs no centre (random footpoints)."""
-    if isinstance(manifold, (Sphere, KendallShape)):
+    """A chart of the whole manifold that needs no centre (random footpoints): the
+    normalized Gaussian of a compact manifold, else the exp chart at its origin."""
+    if manifold.gaussian_shape is not None:
         return NormalizedGaussian(manifold)
-    center = np.eye(manifold.k) if hasattr(manifold, "k") else np.zeros(manifold.dim)
-    return ChartTransform(manifold, center, 1.0)
+    if manifold.origin is None:
+        raise ValueError(
+            f"no chart of the whole of {manifold} is known (it has neither a "
+            "normalized-Gaussian map nor an origin): give the footpoint a value"
+        )
+    return ChartTransform(manifold, manifold.origin, 1.0)
 
 
 @_default_transform.register(ManifoldLaplaceRV)
@@ -689,17 +657,20 @@ class ManifoldUniform(Continuous):
 
     .. math:: f(x) = 1/\mathrm{vol}(\mathcal M)
 
-    on ``Sphere`` (:math:`2\pi^{(d+1)/2}R^d/\Gamma((d+1)/2)`) and ``KendallShape``
+    on a compact manifold (``manifold.log_volume`` finite): ``Sphere``
+    (:math:`2\pi^{(d+1)/2}R^d/\Gamma((d+1)/2)`) and ``KendallShape``
     (:math:`\pi^{k-2}/(k-2)!`); ``SPD`` and ``Euclidean`` have infinite volume
-    (``ValueError``). A prior for noise-aware inference. Sampled through a normalized
-    Gaussian (:class:`~pymc_manidp.laws.charts.NormalizedGaussian`).
+    (``ValueError``). A prior for noise-aware inference. Drawn by
+    ``manifold.sample_uniform``, sampled through a normalized Gaussian
+    (:class:`~pymc_manidp.laws.charts.NormalizedGaussian`).
 
     Parameters
     ----------
     name : str
         The variable's name in the model (not an argument of ``.dist``).
-    manifold : Sphere or KendallShape
-        A compact manifold; a draw has shape ``(*size, *manifold.point_shape)``.
+    manifold : Manifold
+        A compact manifold (Sphere, KendallShape); a draw has shape
+        ``(*size, *manifold.point_shape)``.
     **kwargs
         ``size``, ``shape``, ``dims``, ``observed`` ... as for any PyMC distribution.
 
@@ -727,7 +698,7 @@ class ManifoldUniform(Continuous):
 
     @classmethod
     def dist(cls, manifold, **kwargs):
-        if not isinstance(manifold, (Sphere, KendallShape)):
+        if not np.isfinite(manifold.log_volume) or manifold.sample_uniform is None:
             raise ValueError(
                 f"ManifoldUniform needs a compact manifold (Sphere, KendallShape): "
                 f"{manifold} has infinite volume, so no uniform law exists on it"
@@ -746,13 +717,9 @@ def _uniform_logprob(op, values, rng, size, **kwargs):
 def _uniform_support_point(op, rv, rng, size):
     # the law has no mode: any point will do; a generic one (not a pole, not a regular
     # polygon) is unlikely to be the centre of a polar chart a model puts on it
-    M = op.manifold
-    if isinstance(M, Sphere):
-        v = np.arange(1.0, M.dim + 2)
-        point = M.radius * v / np.linalg.norm(v)
-    else:
-        t = np.linspace(0, 2 * np.pi, M.k_landmarks, endpoint=False) ** 1.1
-        point = M.validate(np.stack([np.cos(t), 0.8 * np.sin(t)], -1))
+    point = op.manifold.generic_point
+    if point is None:  # a uniform draw (fixed seed) is generic almost surely
+        point = op.manifold.sample_uniform(np.random.default_rng(0), ())
     return pt.broadcast_to(pt.as_tensor_variable(point), rv.shape)
 
 

@@ -11,21 +11,24 @@ Manifold Laplace at a footpoint ``eta`` with rate ``sigma``: in normal coordinat
 
 .. math:: e^{-t/\sigma}\, J(c),
 
-``J`` the volume density of the exponential chart. Hence
+``J`` the volume density of the exponential chart (``M.log_volume_density``). What
+the sampler needs of the manifold are its members (``M.exact_sampling`` says the class
+vouches for them):
 
-- Euclidean ``R^d`` (2021 supplement §1.4): ``t ~ Gamma(d, sigma)``;
-- sphere ``S^d_R``: ``t`` has density ``∝ e^{-t/σ} sin^{d-1}(t/R)`` on ``[0, πR]``,
-  drawn by rejection from ``Gamma(d, σ)`` (truncated to the support) accepting with
-  ``(sin(t/R)/(t/R))^{d-1} <= 1``;
-- Kendall shapes (``d = 2k - 4``): ``∝ e^{-t/σ} sin^{d-1} t cos t`` on ``[0, π/2]``,
-  accepting with ``(sin t / t)^{d-1} cos t``;
-- SPD(k): ``c`` in the orthonormal frame at ``eta`` has density
-  ``∝ e^{-|c|/σ} ∏_{i<j} sinhc(|λ_i-λ_j|/2)`` (``λ`` the eigenvalues of the
-  tangent matrix). Since ``sinhc(y) <= e^y`` and
-  ``Σ_{i<j}|λ_i-λ_j| <= C|λ|`` with ``C = sqrt(k(k²-1)/3)``, rejection from the
-  Euclidean K-norm with rate ``σ'``, ``1/σ' = 1/σ - β``, accepting with
-  ``∏ sinhc(x_ij/2) e^{-β t - (C/2-β) T}`` is exact for ``t <= T``; ``β = C/2``
-  (``T = ∞``) needs ``σ < 2/C``, the normalizability edge. An isotropic ``u`` makes
+- a radial density with ``J <= 1`` (``M.volume_is_radial``, ``M.log_volume_growth ==
+  0``): ``t`` has density ``∝ e^{-t/σ} t^{d-1} J(t)`` on ``[0, T]``, ``T`` the
+  injectivity radius, drawn by rejection from ``Gamma(d, σ)`` (truncated to the
+  support) accepting with ``J(t) <= 1``. Sphere ``S^d_R``: ``J = (sin(t/R)/(t/R))^{d-1}``
+  on ``[0, πR]``; Kendall shapes (``d = 2k - 4``): ``(sin t / t)^{d-1} cos t`` on
+  ``[0, π/2]``; Euclidean ``R^d``, where the exp chart is an isometry (``J = 1``, 2021
+  supplement §1.4): ``t ~ Gamma(d, sigma)`` with no rejection;
+- otherwise a growth bound ``log J(c) <= G|c|`` (``G = M.log_volume_growth``):
+  rejection from the Euclidean K-norm with rate ``σ'``, ``1/σ' = 1/σ - β``, accepting
+  with ``J(c) e^{-β t - (G-β) T}`` is exact for ``t <= T``; ``β = G`` (``T = ∞``) needs
+  ``σ < 1/G`` (``M.check_laplace_normalizable``). SPD(k): ``J = ∏_{i<j}
+  sinhc(|λ_i-λ_j|/2)`` (``λ`` the eigenvalues of the tangent matrix); since
+  ``sinhc(y) <= e^y`` and ``Σ_{i<j}|λ_i-λ_j| <= C|λ|`` with ``C = sqrt(k(k²-1)/3)``,
+  ``G = C/2`` and ``1/G = 2/C`` is the normalizability edge. An isotropic ``u`` makes
   the eigenvector frame Haar distributed, as it must be.
 
 Restricted laws (``B_r(m0)``) are drawn from the law truncated to the geodesic ball
@@ -50,10 +53,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
-from pymc_manidp.geometry.euclidean import Euclidean
-from pymc_manidp.geometry.kendall import KendallShape
+from pymc_manidp.geometry.base import exp_chart_is_isometry
 from pymc_manidp.geometry.spd import SPD
-from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.geometry.validation import (
     as_points,
     check_positive_int,
@@ -66,7 +67,6 @@ from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import ConvergenceWarning, frechet_mean
 
 __all__ = [
-    "EXACT_MANIFOLDS",
     "ExactDraws",
     "ExactSamplingError",
     "as_generator",
@@ -79,10 +79,6 @@ __all__ = [
     "sample_laplace",
     "spd_edge_constant",
 ]
-
-#: Manifold types with exact samplers. Matched by exact type: a subclass may change
-#: the geometry, and a sampler for the wrong law is worse than none.
-EXACT_MANIFOLDS: tuple[type, ...] = (Euclidean, Sphere, KendallShape, SPD)
 
 DEFAULT_MAX_ATTEMPTS = 10_000
 # KNG in memory: a batch of proposals costs at most this many log maps (a proposal
@@ -121,7 +117,7 @@ class ExactDraws:
 
 
 def has_exact_sampler(manifold) -> bool:
-    """Whether an exact sampler exists for this manifold (exact type match).
+    """Whether an exact sampler exists for this manifold (``manifold.exact_sampling``).
 
     Parameters
     ----------
@@ -131,7 +127,9 @@ def has_exact_sampler(manifold) -> bool:
     Returns
     -------
     bool
-        True if ``type(manifold)`` is in ``EXACT_MANIFOLDS`` (a subclass is not).
+        True if the manifold's own class vouches for the samplers' premises
+        (``exact_sampling``, not inherited: a subclass may change the geometry, and a
+        sampler for the wrong law is worse than none).
 
     Examples
     --------
@@ -139,7 +137,7 @@ def has_exact_sampler(manifold) -> bool:
     >>> has_exact_sampler(pmd.Sphere(dim=2))
     True
     """
-    return type(manifold) in EXACT_MANIFOLDS
+    return bool(getattr(manifold, "exact_sampling", False))
 
 
 def spd_edge_constant(k: int) -> float:
@@ -304,31 +302,34 @@ def _radial_log_ratio(M, t):
     return M.log_volume_density(c)
 
 
-def _spd_beta(k, sigma):
+def _tilt(growth, sigma):
     """Envelope tilt ``β``: the K-norm proposal has rate ``1/σ - β``.
 
-    ``β = C/2`` makes the bound free of ``T`` (needed when ``T = ∞``). For a finite
-    ``T`` any ``β`` in ``[0, C/2]`` with ``β < 1/σ`` gives a valid bound; measured over
-    k = 2, 3, 5, σ in [0.02, 3] and T in {1, 3, 6} the largest allowed ``β`` always
-    accepted most (docs/exact.md). The choice only affects speed, never the law.
+    ``β = G`` (``M.log_volume_growth``) makes the bound free of ``T`` (needed when
+    ``T = ∞``). For a finite ``T`` any ``β`` in ``[0, G]`` with ``β < 1/σ`` gives a
+    valid bound; measured on SPD(k) (``G = C/2``) over k = 2, 3, 5, σ in [0.02, 3] and
+    T in {1, 3, 6} the largest allowed ``β`` always accepted most (docs/exact.md). The
+    choice only affects speed, never the law.
     """
-    return min(SPD(k=k).volume_growth_constant / 2.0, 0.9 / sigma)
+    return min(growth, 0.9 / sigma)
 
 
-def _spd_coords(M, sigma, size, rng, t_max, max_attempts, stats, what):
-    d, k = M.dim, M.k
-    half_c = M.volume_growth_constant / 2.0
+def _tilted_coords(M, sigma, size, rng, t_max, max_attempts, stats, what):
+    """Normal coordinates of the Laplace law from the K-norm envelope tilted by
+    ``G = M.log_volume_growth`` (a volume density that is not radial: SPD)."""
+    d = M.dim
+    growth = M.log_volume_growth
     if not np.isfinite(t_max):
         M.check_laplace_normalizable(sigma)
-    beta = _spd_beta(k, sigma)
+    beta = _tilt(growth, sigma)
     # 1/sigma - beta must itself be a normal float (sigma itself was checked)
     scale = check_rate(1.0 / (1.0 / sigma - beta), "the SPD envelope's rate 1/(1/sigma - beta)")
-    slack = (half_c - beta) * t_max if beta < half_c else 0.0
+    slack = (growth - beta) * t_max if beta < growth else 0.0
 
     def propose(m):
         t = _gamma_truncated(d, scale, t_max, m, rng)
         c = t[:, None] * _directions(rng, m, d)
-        # log prod sinhc(x_ij/2) <= sum x_ij/2 <= C t/2, so this is <= 0
+        # log J(c) <= G t (SPD: log prod sinhc(x_ij/2) <= sum x_ij/2 <= C t/2), so <= 0
         log_ratio = M.log_volume_density(c) - beta * t - slack
         return c, rng.random(m) < np.exp(log_ratio)
 
@@ -349,8 +350,9 @@ def laplace_coords(M, sigma, size, rng=None, *, t_max=None, max_attempts=DEFAULT
 
     Parameters
     ----------
-    M : Sphere, KendallShape, SPD or Euclidean
-        The manifold (its dimension and volume density ``J``).
+    M : Manifold
+        The manifold (its dimension and volume density ``J``), with an exact sampler
+        (``M.exact_sampling``: Sphere, KendallShape, SPD, Euclidean).
     sigma : float
         The rate ``sigma > 0``.
     size : int
@@ -381,9 +383,9 @@ def laplace_coords(M, sigma, size, rng=None, *, t_max=None, max_attempts=DEFAULT
 def _check_exact_manifold(M):
     if not has_exact_sampler(M):
         raise ValueError(
-            f"no exact sampler for {M!r}: exact samplers exist for "
-            + ", ".join(t.__name__ for t in EXACT_MANIFOLDS)
-            + "; use an MCMC sampler"
+            f"no exact sampler for {M!r}: exact samplers exist for Euclidean, Sphere, "
+            "KendallShape, SPD and manifolds whose own class sets exact_sampling = True "
+            "(not a subclass: it may change the geometry); use an MCMC sampler"
         )
 
 
@@ -397,8 +399,8 @@ def _laplace_coords(M, sigma, size, rng, t_max, max_attempts, what=None):
     rng = as_generator(rng)
     t_max = np.inf if t_max is None else check_positive_real(t_max, "t_max")
     stats: dict = {}
-    if type(M) is SPD:
-        return _spd_coords(M, sigma, size, rng, t_max, max_attempts, stats, what), stats
+    if not (M.volume_is_radial and M.log_volume_growth == 0):
+        return _tilted_coords(M, sigma, size, rng, t_max, max_attempts, stats, what), stats
     d = M.dim
     top = min(t_max, M.injectivity_radius)  # the exp chart's radius (inf if not compact)
 
@@ -406,7 +408,7 @@ def _laplace_coords(M, sigma, size, rng, t_max, max_attempts, what=None):
         t = _gamma_truncated(d, sigma, top, m, rng)
         return t, rng.random(m) < np.exp(_radial_log_ratio(M, t))
 
-    if type(M) is Euclidean:
+    if exp_chart_is_isometry(M):  # J = 1: nothing to reject
         t, proposed = _gamma_truncated(d, sigma, top, size, rng), size
     else:
         t, proposed = _rejection(propose, size, max_attempts, what)
@@ -463,8 +465,8 @@ def sample_laplace(
 
     Parameters
     ----------
-    M : Sphere, KendallShape, SPD or Euclidean
-        The manifold of the release.
+    M : Manifold
+        The manifold of the release, with an exact sampler (``M.exact_sampling``).
     footpoint : array, shape ``point_shape``
         The centre ``eta``.
     sigma : float
@@ -679,8 +681,8 @@ def sample_kng(
 
     Parameters
     ----------
-    M : Sphere, KendallShape, SPD or Euclidean
-        The manifold of the data.
+    M : Manifold
+        The manifold of the data, with an exact sampler (``M.exact_sampling``).
     data : array or dask.array.Array, shape ``(n, *point_shape)``
         Records, all inside ``domain`` (checked). A Dask array is never gathered:
         each batch of proposals costs one pass over it.

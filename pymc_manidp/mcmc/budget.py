@@ -8,28 +8,14 @@ from pymc_manidp.geometry.validation import read_env
 
 __all__ = ["MAX_SECONDS_ENV", "MCMC_MAX_SECONDS", "check_mcmc_budget"]
 
-# Lower bounds on the seconds one gradient evaluation of the log-density costs per
-# data point (NUMBA backend, 2 cores, 2026-11-24, KNG's norm by the manifolds' own
-# routes: S^2 27 ns, Kendall(8) 46 ns, i.e. 8 ns per half dimension, SPD(2) 177 ns;
-# docs/benchmarks/bench_kng_norm.py). NUTS pays at least ~3 evaluations per draw
-# (measured 4.7-6.9); one evaluation is one pass over the data.
-_SECONDS_PER_POINT = {"Sphere": 2e-8, "KendallShape": 5e-9, "Euclidean": 5e-9, "SPD2": 1e-7}
+# A lower bound on the seconds one gradient evaluation of the log-density costs per data
+# point is the manifold's own measurement (``manifold.mcmc_seconds_per_point``: KNG's
+# norm by the manifold's own route, docs/benchmarks/bench_kng_norm.py). NUTS pays at
+# least ~3 evaluations per draw (measured 4.7-6.9); one evaluation is one pass over the
+# data.
 _LEAPFROG_PER_DRAW = 3
 MCMC_MAX_SECONDS = 600.0
 MAX_SECONDS_ENV = "PYMC_MANIDP_MCMC_MAX_SECONDS"
-
-
-def _seconds_per_point(manifold) -> float:
-    name = type(manifold).__name__
-    if name == "SPD":
-        k = manifold.k
-        # k = 2: closed forms; k = 3: the vectorized congruence-sum kernel (0.17 us
-        # measured, docs/benchmarks/bench_kng_norm.py); k >= 4: its loops (2.6 us at 4)
-        if k == 2:
-            return _SECONDS_PER_POINT["SPD2"]
-        return 1.5e-7 if k == 3 else 1e-6 * (k / 4) ** 3
-    scale = max(1.0, manifold.dim / 2)
-    return _SECONDS_PER_POINT.get(name, 1e-7) * scale
 
 
 def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_seconds=None):
@@ -57,7 +43,7 @@ def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_secon
         max_seconds = read_env(MAX_SECONDS_ENV, "positive real", float(MCMC_MAX_SECONDS))
     evals = int(chains) * (int(tune) + int(draws)) * _LEAPFROG_PER_DRAW
     # nutpie runs chains on all cores; bound from below by dividing by them
-    estimate = int(n) * evals * _seconds_per_point(manifold) / max(1, os.cpu_count() or 1)
+    estimate = int(n) * evals * manifold.mcmc_seconds_per_point / max(1, os.cpu_count() or 1)
     if estimate > max_seconds:
         raise ValueError(
             f"MCMC on n = {int(n)} data points would take at least {estimate / 60:.0f} "

@@ -30,7 +30,9 @@ __all__ = ["LaplaceMechanism", "spd_laplace_max_sigma"]
 def spd_laplace_max_sigma(k: int) -> float:
     r"""Largest rate for which the unrestricted Laplace on SPD(k) is normalizable.
 
-    The manifold owns the constant: :attr:`SPD.laplace_max_sigma` (``2/C``).
+    The manifold owns the constant: :attr:`SPD.laplace_max_sigma` (``2/C``). Not the
+    range of SPD(3)'s tabulated normalizer (0.98 of it, for the normalized PyMC law):
+    that is :func:`pymc_manidp.geometry.spd.spd_normalizer_max_sigma`.
     """
     return SPD(k=k).laplace_max_sigma
 
@@ -96,7 +98,9 @@ class LaplaceMechanism(Mechanism):
         return self.domain.laplace_sensitivity(n, self.grad_tol)
 
     def check_law_exists(self, sigma: float) -> None:
-        if isinstance(self.manifold, SPD) and not self.restrict:
+        # the whole-space law needs sigma below the manifold's edge (SPD: 2/C); the
+        # restricted one lives on a compact ball
+        if not self.restrict:
             self.manifold.check_laplace_normalizable(sigma)
 
     def footpoint(self, data):

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import pymc_manidp.geometry as geo
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
 from pymc_manidp.stats import reductions
 
@@ -181,7 +180,7 @@ def frechet_mean(
 
 
 def _closed_form(M, data, w, summary=None):
-    if isinstance(M, geo.Euclidean):
+    if M.ambient_mean_is_frechet:  # Euclidean: the arithmetic mean
         if w is None and summary is not None:
             return summary.mean_ambient
         return reductions.weighted_sum(data, w)
@@ -204,22 +203,19 @@ def _closed_form(M, data, w, summary=None):
 def _extrinsic_start(M, data, w, summary=None):
     """A cheap start close to the mean: saves a few Karcher steps (each an eigh per point).
 
-    SPD: the arithmetic mean (SPD matrices form a convex cone). Sphere: the
-    normalized Euclidean mean, when it is not near the origin. Otherwise the
+    The manifold's ``ambient_mean_start`` of the weighted mean of the embedding
+    coordinates (SPD: the arithmetic mean, SPD matrices form a convex cone; Sphere:
+    the normalized Euclidean mean, when it is not near the origin). Otherwise the
     first point.
     """
-    if not isinstance(M, (geo.SPD, geo.Sphere)):
+    if M.ambient_mean_start is None:
         return np.asarray(data[0])
     if w is None and summary is not None:
         m = summary.mean_ambient
     else:
         m = reductions.weighted_sum(data, w)
-    if isinstance(M, geo.SPD):
-        return M.validate(m)
-    norm = np.linalg.norm(m)
-    if norm > 0.5 * M.radius:
-        return m * (M.radius / norm)
-    return np.asarray(data[0])
+    x = M.ambient_mean_start(m)
+    return np.asarray(data[0]) if x is None else x
 
 
 def _gradient_descent(M, data, w, x, tol, atol, max_iter, first=None):

@@ -24,7 +24,7 @@ from pymc_manidp.laws.normalizers import (
     ChebyshevSeries,
     laplace_log_normalizer,
     log_weyl_constant,
-    spd_laplace_max_sigma,
+    spd_normalizer_max_sigma,
 )
 
 
@@ -168,7 +168,7 @@ def test_edge_and_tabulated_range_are_refused_with_a_reason():
     P2, P3 = pmd.SPD(k=2), pmd.SPD(k=3)
     with pytest.raises(ValueError, match="normalizability edge"):
         pmd.ManifoldLaplace.dist(P2, np.eye(2), 1.5)
-    top = spd_laplace_max_sigma(3)
+    top = spd_normalizer_max_sigma(3)
     with pytest.raises(ValueError, match="tabulated range"):
         pmd.ManifoldLaplace.dist(P3, np.eye(3), 0.5 * (top + P3.laplace_max_sigma))
     pmd.ManifoldLaplace.dist(P3, np.eye(3), 0.99 * top)  # inside: accepted
