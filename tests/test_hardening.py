@@ -210,11 +210,12 @@ def test_backend_and_cache_variables_are_validated_by_name(monkeypatch, tmp_path
 
 # --- item 20: a release cannot be changed after it is made ------------------------------------
 def test_a_release_value_is_read_only_and_not_shared_with_the_caller():
-    from pymc_manidp.privacy.release import build_release
+    from pymc_manidp.privacy.release import Calibration, build_release
 
     given = np.array([0.0, 0.6, 0.8])
     rel = build_release(
-        value=given, mechanism="KNG", epsilon=1.0, sigma=0.1, sensitivity=0.05, n=10,
+        value=given, mechanism="KNG", epsilon=1.0,
+        calibration=Calibration(n=10, sensitivity=0.05, sigma=0.1),
         sampler="exact", seed_policy="OS entropy", exact=True,
     )  # fmt: skip
     with pytest.raises(ValueError, match="read-only"):

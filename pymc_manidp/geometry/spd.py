@@ -635,7 +635,7 @@ def spd_laplace_log_normalizer(k: int, sigma):
       \prod (1 - e^{-2 y b/\beta})\,dy` (Gauss-Laguerre, 48 nodes). That quadrature
       is tabulated once per process (a Chebyshev series in ``sigma``, absolute error of
       ``log Z`` below ``1e-6`` against adaptive quadrature and Monte Carlo:
-      tests/mechanisms/test_spd_normalizer.py) for ``sigma <= 0.98`` of the edge
+      tests/laws/test_spd_normalizer.py) for ``sigma <= 0.98`` of the edge
       (:func:`spd_normalizer_max_sigma`); the graph evaluates the table.
 
     Parameters
