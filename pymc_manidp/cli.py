@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="release a private mean of your data (.npy/.csv) as JSON",
         description="Release a private mean of the records in DATA (one per row; see "
         "pymc_manidp.io.files for the layouts) and write it with its provenance as JSON. "
-        "The centre and radius of the public ball must be chosen without looking at "
+        "The center and radius of the public ball must be chosen without looking at "
         "the data.",
     )
     p.add_argument(
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--center",
         required=True,
-        help="centre of the public ball: comma-separated coordinates, 'identity' (spd) "
+        help="center of the public ball: comma-separated coordinates, 'identity' (spd) "
         "or a .npy/.csv file",
     )
     p.add_argument("--radius", required=True, type=float, help="radius of the public ball")
@@ -193,7 +193,7 @@ def _audit_spaces():
 
     import pymc_manidp as pmd
 
-    # (manifold, public centre, default radius, default quadrature nodes per axis)
+    # (manifold, public center, default radius, default quadrature nodes per axis)
     return {
         "sphere": (pmd.Sphere(dim=2), np.array([0.0, 0, 1]), np.pi / 8, 400),
         "kendall3": (
@@ -248,7 +248,7 @@ def _refuse_ignored_options(args) -> None:
 
 def _input_paths(args) -> list[Path]:
     """Every file the release reads: the data (a folder's or pattern's members, a
-    ``.zarr`` store's folder) and a centre file."""
+    ``.zarr`` store's folder) and a center file."""
     from pymc_manidp.io.stores import input_files, is_lazy_source
 
     paths = []

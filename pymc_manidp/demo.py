@@ -23,7 +23,7 @@ from pymc_manidp.stats.frechet import frechet_mean
 __all__ = ["DEMO_BALL", "DemoResult", "run_demo"]
 
 EARTH_KM = 6371.0
-# The public ball: fixed before looking at the data (centre 50N 10E, about 2,200 km).
+# The public ball: fixed before looking at the data (center 50N 10E, about 2,200 km).
 DEMO_BALL = {"latitude": 50.0, "longitude": 10.0, "radius": 0.35}
 
 
@@ -75,7 +75,7 @@ def run_demo(*, seed=20211206, epsilon=1.0, out="demo", status=print, nuts=True)
     status(f"pymc-manidp demo: a private mean location of {len(data)} European cities (S^2)")
     status(f"  data: {ATTRIBUTION}")
     status(
-        f"  public ball: centre {DEMO_BALL['latitude']:g}N {DEMO_BALL['longitude']:g}E, "
+        f"  public ball: center {DEMO_BALL['latitude']:g}N {DEMO_BALL['longitude']:g}E, "
         f"radius {radius} rad ({radius * EARTH_KM:,.0f} km), fixed before seeing the data"
     )
     status(

@@ -71,11 +71,11 @@ def test_demo_releases_a_private_mean_of_the_cities_with_diagnostics(capsys, tmp
     # exact releases are pure eps-DP (delta 0); MCMC ones do not claim a delta
     assert all(rows[m, "exact"][3] == "0" for m in ("Laplace", "KNG"))
     assert all(rows[m, "nuts"][3] == "n/a" for m in ("Laplace", "KNG"))
-    # released locations lie in the public ball (centre 50N 10E, radius 0.35 rad)
-    centre = latlon_to_unit(50.0, 10.0)
+    # released locations lie in the public ball (center 50N 10E, radius 0.35 rad)
+    center = latlon_to_unit(50.0, 10.0)
     for parts in rows.values():
         lat, lon = float(parts[5].rstrip("N")), float(parts[6].rstrip("E"))
-        assert S2.dist(centre, latlon_to_unit(lat, lon)) <= 0.35 + 1e-3
+        assert S2.dist(center, latlon_to_unit(lat, lon)) <= 0.35 + 1e-3
     assert out.count(": passed") == 2  # both NUTS runs cleared the diagnostics gate
     for name in ("demo_map.png", "kng_nuts/trace.png", "laplace_nuts/rank.png"):
         assert (tmp_path / name).stat().st_size > 10_000
@@ -145,10 +145,10 @@ def test_release_kendall_csv_rows_are_interleaved_landmarks(capsys, tmp_path):
     shapes = base + 0.03 * rng.normal(size=(60, 5, 2))
     path = tmp_path / "shapes.csv"
     np.savetxt(path, shapes.reshape(60, 10), delimiter=",")
-    centre = tmp_path / "centre.npy"
-    np.save(centre, base)
+    center = tmp_path / "center.npy"
+    np.save(center, base)
     argv = ["release", str(path), "--manifold", "kendall", "--epsilon", "1"]
-    argv += ["--center", str(centre), "--radius", "0.3", "--out", "-"]
+    argv += ["--center", str(center), "--radius", "0.3", "--out", "-"]
     code, out, err = run(argv, capsys)
     assert code == 0, err
     value = np.array(json.loads(out)["release"]["value"])
@@ -164,8 +164,8 @@ BAD_RELEASES = {
     "eps nan": (["--epsilon", "nan"], "epsilon"),
     "outside the ball": (["--radius", "0.1"], "outside"),
     "radius above r*": (["--radius", "1.2"], "radius"),
-    "centre of the wrong size": (["--center", "0,1"], "center must have 3 numbers"),
-    "centre not numbers": (["--center", "north"], "comma-separated numbers"),
+    "center of the wrong size": (["--center", "0,1"], "center must have 3 numbers"),
+    "center not numbers": (["--center", "north"], "comma-separated numbers"),
     "unknown sampler": (["--sampler", "gibbs"], "unknown sampler"),
     "no draws": (["--sampler", "nuts", "--draws", "0"], "draws"),
 }

@@ -149,7 +149,7 @@ def check_cells(ns):
     for key in ("rel_kng", "rel_lm"):
         z = ns[key]
         assert z.shape == (ns["k"], 2)
-        # a pre-shape: centred, unit size
+        # a pre-shape: centered, unit size
         assert np.allclose(z.mean(axis=0), 0.0, atol=1e-12)
         assert np.isclose(np.linalg.norm(z), 1.0)
         assert ns[f"{key}_delta"] == 0.0 and "clip" in ns[f"{key}_opt_outs"]
@@ -195,8 +195,8 @@ CHECKS = {
             "rel_kng": "rel_kng.value",
             "rel_lap": "rel_lap.value",
             "rel_nuts": "rel_nuts.value",
-            "rel_kng_dist": "S.dist(centre, rel_kng.value)",
-            "rel_nuts_dist": "S.dist(centre, rel_nuts.value)",
+            "rel_kng_dist": "S.dist(center, rel_kng.value)",
+            "rel_nuts_dist": "S.dist(center, rel_nuts.value)",
             "radius": "radius",
             "deltas": "(rel_kng.delta, rel_lap.delta, rel_nuts.delta)",
             "nuts_sampler": "rel_nuts.sampler",

@@ -72,10 +72,10 @@ def main():
         "override": lambda M, x, d: M.pt_frechet_gradient_norm(x, d),
     }
     for label, make in CASES.items():
-        M, centre, radius = make()
-        x0 = M.exp_coords(centre, np.full(M.dim, 0.1 / np.sqrt(M.dim)))
+        M, center, radius = make()
+        x0 = M.exp_coords(center, np.full(M.dim, 0.1 / np.sqrt(M.dim)))
         for n in (100, 1000):
-            data = uniform_radius_ball(M, n, center=centre, radius=0.9 * radius, random_seed=0)
+            data = uniform_radius_ball(M, n, center=center, radius=0.9 * radius, random_seed=0)
             fns = {name: _compiled(r, M, x0, data) for name, r in routes.items()}
             vals = {name: fn(x0, data)[0] for name, fn in fns.items()}
             times = {name: [] for name in fns}

@@ -20,9 +20,9 @@ the mechanism's log-density:
   log-density is the mechanism's ``logp`` with the footpoint/data checks hoisted out
   of the loop (checked equal to ``mech.logp`` below).
 
-ESS: bulk ESS (ArviZ) of the geodesic distance to the chart centre (Laplace: the
+ESS: bulk ESS (ArviZ) of the geodesic distance to the chart origin (Laplace: the
 footpoint; KNG: the data's Fréchet mean, KNG's mode) and of each chart coordinate
-(normal coordinates at that centre), all computed the same way from the draws of the
+(normal coordinates at that center), all computed the same way from the draws of the
 point; the table reports the minimum. ESS/s = min ESS / wall seconds of the call;
 "sampling only" divides by the sampler's own ``sampling_time`` (PyMC and nutpie record
 it; it leaves out compilation), for the MH the wall time again.
@@ -71,7 +71,7 @@ def sphere_data(n, seed=0):
 
 
 def targets(data):
-    """(name, mechanism, chart centre, NumPy log-density) for both mechanisms."""
+    """(name, mechanism, chart origin, NumPy log-density) for both mechanisms."""
     lap = pmd.LaplaceMechanism(S2, epsilon=EPSILON, center=NORTH, radius=RADIUS)
     _, eta = lap.footpoint(data)
     s_lap = lap.sigma(N)
@@ -90,16 +90,16 @@ def targets(data):
 
     out = [("Laplace", lap, eta, s_lap, lap_logp), ("KNG", kng, mode, s_kng, kng_logp)]
     rng = np.random.default_rng(5)
-    for _, mech, centre, sigma, logp in out:
-        pts = S2.exp_coords(centre, 3 * sigma * rng.normal(size=(5, 2)))
+    for _, mech, center, sigma, logp in out:
+        pts = S2.exp_coords(center, 3 * sigma * rng.normal(size=(5, 2)))
         np.testing.assert_allclose(logp(pts), mech.logp(pts, data), rtol=1e-12, atol=1e-12)
     return out
 
 
-def min_ess(x, centre):
-    """Minimum bulk ESS over the distance to ``centre`` and the chart coordinates."""
-    coords = S2.log_coords(centre, x)
-    ess = [az.ess(S2.dist(centre, x))] + [az.ess(coords[..., a]) for a in range(S2.dim)]
+def min_ess(x, center):
+    """Minimum bulk ESS over the distance to ``center`` and the chart coordinates."""
+    coords = S2.log_coords(center, x)
+    ess = [az.ess(S2.dist(center, x))] + [az.ess(coords[..., a]) for a in range(S2.dim)]
     return float(min(ess))
 
 
@@ -124,10 +124,10 @@ def pymc_sampler(model, label):
     return lambda: mcmc.sample(model, "metropolis", **kwargs)
 
 
-def row(name, label, secs, idata, centre):
+def row(name, label, secs, idata, center):
     x = np.asarray(idata.posterior["release"].values)
     run = float(idata.posterior.attrs.get("sampling_time", np.nan))
-    return (name, label, secs, run, x.shape[0] * x.shape[1], min_ess(x, centre))
+    return (name, label, secs, run, x.shape[0] * x.shape[1], min_ess(x, center))
 
 
 def bench_releases(name, mech_cls, data, data2):
@@ -145,8 +145,8 @@ def bench_releases(name, mech_cls, data, data2):
                         d, sampler="nuts", random_seed=seed
                     )
                 )
-                centre = mech.footpoint(d)[1] if name == "Laplace" else frechet_mean(S2, d).mean
-                rows.append(row(name, f"{backend} release, {label}", secs, rel.diagnostics, centre))
+                center = mech.footpoint(d)[1] if name == "Laplace" else frechet_mean(S2, d).mean
+                rows.append(row(name, f"{backend} release, {label}", secs, rel.diagnostics, center))
             assert [key[:2] for key in mech.mcmc_cache.keys()] == [(N, "nuts")]
         finally:
             mcmc.has_nutpie = hidden
@@ -156,19 +156,19 @@ def bench_releases(name, mech_cls, data, data2):
 
 def bench_samplers(data, data2):
     rows = []
-    for name, mech, centre, sigma, logp in targets(data):
+    for name, mech, center, sigma, logp in targets(data):
         model = mech.model(data)
         for label in ("nutpie", "pymc-nuts", "metropolis"):
             secs, idata = timed(pymc_sampler(model, label))
-            rows.append(row(name, label, secs, idata, centre))
+            rows.append(row(name, label, secs, idata, center))
         rows.extend(bench_releases(name, type(mech), data, data2))
         secs, res = timed(
-            lambda logp=logp, centre=centre, sigma=sigma: random_walk_mh(
-                logp, centre, manifold=S2, step=sigma, rng=1, **MH
+            lambda logp=logp, center=center, sigma=sigma: random_walk_mh(
+                logp, center, manifold=S2, step=sigma, rng=1, **MH
             )
         )
         n_draws = res.draws.shape[0] * res.draws.shape[1]
-        rows.append((name, "supplement MH", secs, secs, n_draws, min_ess(res.draws, centre)))
+        rows.append((name, "supplement MH", secs, secs, n_draws, min_ess(res.draws, center)))
         print(
             f"  {name}: done (MH acceptance {res.acceptance_rate:.2f}), "
             f"load {os.getloadavg()[0]:.2f}",

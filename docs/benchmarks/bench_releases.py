@@ -7,10 +7,10 @@ For each target (KNG and Laplace, epsilon = 1, on S^2, SPD(2), SPD(3), Kendall(8
   tuning steps, 2,000 draws, diagnostics gate). Release 1 compiles the model; release 2,
   with a *new* data set of the same n, reuses it (``mech.mcmc_cache``): its whole-call
   time is the "2nd release" column. ESS: minimum bulk ESS over the distance to the
-  chart centre and the chart coordinates there; divergences: the run's count; backend:
+  chart origin and the chart coordinates there; divergences: the run's count; backend:
   ``diagnostics.posterior.attrs["sampler_backend"]``.
 - **supplement MH** (2021 supplement §1.5, ``samplers.random_walk``): one release =
-  one chain, step sigma, 10,000 burn-in steps from the chart centre, the next state
+  one chain, step sigma, 10,000 burn-in steps from the chart origin, the next state
   released: one effective draw. Its log-density is the mechanism's with the data
   checks hoisted out of the loop (only helps the MH).
 
@@ -59,7 +59,7 @@ def hoisted_logp(mech, data):
     if isinstance(mech, pmd.LaplaceMechanism):
         _, eta = mech.footpoint(data)
         return eta, lambda x: -M.dist(eta, x) / sigma
-    centre = frechet_mean(M, data).mean
+    center = frechet_mean(M, data).mean
     nshape = len(M.point_shape)
     dom = mech.domain
 
@@ -68,22 +68,22 @@ def hoisted_logp(mech, data):
         lp = -M.norm(x, g) / (sigma * n)
         return np.where(M.dist(dom.center, x) <= dom.radius, lp, -np.inf)
 
-    return centre, logp
+    return center, logp
 
 
-def min_ess(M, x, centre):
-    coords = M.log_coords(centre, x)
-    ess = [az.ess(M.dist(centre, x))] + [az.ess(coords[..., a]) for a in range(M.dim)]
+def min_ess(M, x, center):
+    coords = M.log_coords(center, x)
+    ess = [az.ess(M.dist(center, x))] + [az.ess(coords[..., a]) for a in range(M.dim)]
     return float(min(ess))
 
 
 def run_case(mech_name, man_name, n):
-    M, centre0, radius = MANIFOLDS[man_name]()
+    M, center0, radius = MANIFOLDS[man_name]()
     data = [
-        uniform_radius_ball(M, n, center=centre0, radius=0.9 * radius, random_seed=s)
+        uniform_radius_ball(M, n, center=center0, radius=0.9 * radius, random_seed=s)
         for s in (0, 1)
     ]
-    mech = MECHS[mech_name](M, epsilon=1.0, center=centre0, radius=radius)
+    mech = MECHS[mech_name](M, epsilon=1.0, center=center0, radius=radius)
     t0 = time.perf_counter()
     mech.release(data[0], sampler="nuts", random_seed=1)
     first = time.perf_counter() - t0
@@ -91,15 +91,15 @@ def run_case(mech_name, man_name, n):
     rel = mech.release(data[1], sampler="nuts", random_seed=2)
     second = time.perf_counter() - t0
     idata = rel.diagnostics
-    centre, logp = hoisted_logp(mech, data[1])
+    center, logp = hoisted_logp(mech, data[1])
     x = np.asarray(idata.posterior["release"].values)
-    ess = min_ess(M, x, centre)
+    ess = min_ess(M, x, center)
     div = int(np.asarray(idata.sample_stats["diverging"]).sum())
     backend = idata.posterior.attrs.get("sampler_backend", "?")
     t0 = time.perf_counter()
     random_walk_mh(
         logp,
-        centre,
+        center,
         manifold=M,
         step=min(mech.sigma(n), 0.5 * M.injectivity_radius),
         draws=1,

@@ -2,7 +2,7 @@
 
 Run: PYTHONPATH=. .venv/bin/python docs/benchmarks/kng_acceptance.py
 Data: uniform in the public ball's cap (sphere) or Gaussian in normal coordinates at the
-centre with scale r/3, clipped into the ball (Kendall); 2,000 draws per case.
+center with scale r/3, clipped into the ball (Kendall); 2,000 draws per case.
 """
 
 import numpy as np

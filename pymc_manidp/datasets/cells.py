@@ -4,7 +4,7 @@ A real planar-shape dataset standing in for the corpus callosum data of the 2022
 paper (§4.3), which is not public: 650 cell boundaries shipped by geomstats (MIT
 licence; see ``data/LICENSES.md``), each resampled to 64 landmarks equally spaced in
 arc length, counter-clockwise, starting at the tip of the contour's major principal
-axis (``scripts/derive_cells.py``). Coordinates are in pixels, centred per cell.
+axis (``scripts/derive_cells.py``). Coordinates are in pixels, centered per cell.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Cells(NamedTuple):
     Attributes
     ----------
     landmarks : ndarray, shape ``(650, k, 2)``
-        Raw configurations in pixels (centred; not scaled or rotated).
+        Raw configurations in pixels (centered; not scaled or rotated).
     cell_line : ndarray of str, shape ``(650,)``
         ``"dlm8"`` or ``"dunn"``.
     treatment : ndarray of str, shape ``(650,)``

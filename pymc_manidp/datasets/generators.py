@@ -3,10 +3,10 @@ r"""Synthetic data of the 2021 supplement (§1.2.1, §1.3.1), inside a public ba
 - :func:`wishart_in_ball`: SPD matrices drawn from a Wishart law :math:`W(V, df)` and
   kept only if :math:`\rho(X, I) < r` (rejection; supplement §1.2.1 with ``r = 1.5``,
   ``df = 2``, ``V = I/k``).
-- :func:`sphere_cap`: points on the sphere whose polar angle about the centre is
+- :func:`sphere_cap`: points on the sphere whose polar angle about the center is
   uniform on ``[0, r]`` and whose azimuth is uniform (supplement §1.3.1 with
   ``r = pi/8`` around the north pole). This is *not* the uniform law on the cap: the
-  points concentrate towards the centre.
+  points concentrate towards the center.
 - :func:`uniform_radius_ball`: the same construction on any manifold (geodesic distance
   uniform on ``[0, r]``, direction uniform in the tangent space), e.g. Kendall shapes.
 
@@ -107,7 +107,7 @@ def uniform_radius_ball(manifold, n: int, *, center, radius: float, random_seed=
     r"""Draw points ``exp_c(t u)``: ``t`` uniform on ``[0, r]``, ``u`` a uniform unit direction.
 
     ``u`` is uniform on the unit sphere of the tangent space at ``center`` (chart
-    coordinates in an orthonormal frame), so the geodesic distance to the centre is
+    coordinates in an orthonormal frame), so the geodesic distance to the center is
     uniform on ``[0, r]``: the law of the 2021 supplement's sphere data, on any manifold.
 
     Parameters
@@ -117,9 +117,9 @@ def uniform_radius_ball(manifold, n: int, *, center, radius: float, random_seed=
     n : int
         Number of points.
     center : array, shape ``point_shape``
-        The centre ``c`` of the ball, a point of ``manifold``.
+        The center ``c`` of the ball, a point of ``manifold``.
     radius : float
-        ``r``, below the injectivity radius (so ``t`` is the distance to the centre).
+        ``r``, below the injectivity radius (so ``t`` is the distance to the center).
     random_seed : int, Generator or None
         ``None`` draws from OS entropy; an int or a Generator makes the draw reproducible.
 
@@ -156,7 +156,7 @@ def sphere_cap(
 ) -> np.ndarray:
     r"""Sphere data of the 2021 supplement §1.3.1: polar angle uniform on ``[0, r]``.
 
-    With ``theta ~ U[0, r]`` and azimuth ``phi ~ U[0, 2 pi)`` about the centre
+    With ``theta ~ U[0, r]`` and azimuth ``phi ~ U[0, 2 pi)`` about the center
     (default the north pole ``(0, ..., 0, 1)``):
 
     .. math:: x = (\sin\theta\cos\phi,\ \sin\theta\sin\phi,\ \cos\theta)
@@ -172,7 +172,7 @@ def sphere_cap(
     radius : float
         ``r`` (geodesic), default ``pi/8``.
     center : array ``(d+1,)``, optional
-        Centre of the cap, default the north pole.
+        Center of the cap, default the north pole.
     sphere : Sphere, optional
         Default the unit ``S^2``.
     random_seed : int, Generator or None
@@ -181,7 +181,7 @@ def sphere_cap(
     Returns
     -------
     ndarray, shape ``(n, d+1)``
-        Points of the sphere within geodesic distance ``r`` of the centre.
+        Points of the sphere within geodesic distance ``r`` of the center.
 
     Examples
     --------

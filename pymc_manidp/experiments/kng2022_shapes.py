@@ -6,7 +6,7 @@ contours shipped with the package stand in (``pymc_manidp.datasets.load_cells``)
 Setting (every choice the paper leaves open is a parameter, see ``SETTINGS``):
 
 - shapes: ``k`` landmarks per contour in Kendall's shape space ``CP^{k-2}``;
-- public ball: centre ``m0`` the Fréchet mean shape of the *dlm8 control* cells
+- public ball: center ``m0`` the Fréchet mean shape of the *dlm8 control* cells
   (treated as a public pilot study), radius ``r < pi/8``;
 - private data: the *dunn control* cells; the few outside the ball are moved onto
   its boundary (``clip=True``, a per-record map that keeps the guarantee);

@@ -158,8 +158,8 @@ def _utility_chunk(space, n, epsilon, non_pd_epsilons, jobs):
             # the ambient mean (our baseline) and, as in the paper, to the Fréchet mean
             for e in non_pd_epsilons:
                 noise = knorm_noise(rng, 3, euc.sensitivity(n) / e, ())
-                for where, centre in ((NON_PD_AMBIENT, summary), (NON_PD_FRECHET, fm)):
-                    y = unvech(vech(centre) + noise, 2)
+                for where, center in ((NON_PD_AMBIENT, summary), (NON_PD_FRECHET, fm)):
+                    y = unvech(vech(center) + noise, 2)
                     rows.append(
                         {**base, "method": where, "epsilon": e}
                         | {"non_pd": bool(np.linalg.eigvalsh(y)[0] <= 0)}

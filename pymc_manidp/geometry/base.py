@@ -174,7 +174,7 @@ class Manifold(Protocol):
     generic_point: object
 
     #: The manifold's distinguished point (SPD: the identity; Euclidean: the origin),
-    #: the centre of a chart that needs one without data; ``None`` if it has none.
+    #: the center of a chart that needs one without data; ``None`` if it has none.
     origin: object
 
     #: Whether the weighted mean of the points' embedding coordinates *is* the Fréchet
@@ -223,7 +223,7 @@ class PyTensorTwins(Protocol):
 
     def chart_frame(self, center):
         """The arrays fixing the exp chart at ``center`` (a dict): the chart's
-        ``pm.Data`` in a compiled model, so it can follow a new centre."""
+        ``pm.Data`` in a compiled model, so it can follow a new center."""
 
     def pt_exp_frame(self, frame, coords):
         """``exp_center`` of chart coordinates ``(..., dim)``, the chart given by
@@ -238,7 +238,7 @@ class PyTensorTwins(Protocol):
         (the distributions' parameter checks when a point is itself a tensor)."""
 
     #: ``pt_ball_exit(frame, omega, ball_center, ball_radius)``: the distance ``T(omega)``
-    #: from the chart's centre (inside the ball) to the edge of the ball
+    #: from the chart's origin (inside the ball) to the edge of the ball
     #: ``B_r(m0)`` along unit chart directions ``omega`` ``(..., dim)``, a tensor ``(...)``
     #: (the polar chart's cap); ``None`` where no closed form is implemented.
     pt_ball_exit: object
@@ -409,10 +409,10 @@ class ManifoldBase:
         return self.to_coords(x, self.log(x, y))
 
     def chart_frame(self, center):
-        """The arrays fixing the exp chart at ``center``: the centre and its frame."""
+        """The arrays fixing the exp chart at ``center``: the center and its frame."""
         center = np.asarray(center, float)
         if center.shape != tuple(self.point_shape):
-            raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
+            raise ValueError(f"the chart origin must be one point of shape {self.point_shape}")
         return {"center": center, "basis": self.tangent_basis(center)}
 
     def pt_exp_coords(self, center, coords):

@@ -89,11 +89,11 @@ class Euclidean(ManifoldBase):
 
     # --- PyTensor twins -------------------------------------------------------------
     def chart_frame(self, center):
-        """The arrays fixing the exp chart at ``center``: the centre itself."""
+        """The arrays fixing the exp chart at ``center``: the center itself."""
         return {"center": np.asarray(center, float)}
 
     def pt_exp_frame(self, frame, coords):
-        """``center + coords``, the centre given by :meth:`chart_frame` (array or tensor)."""
+        """``center + coords``, the center given by :meth:`chart_frame` (array or tensor)."""
         return pt.as_tensor_variable(frame["center"]) + coords
 
     def pt_exp_coords(self, center, coords):

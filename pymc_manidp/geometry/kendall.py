@@ -1,6 +1,6 @@
 r"""Kendall's shape space of planar configurations of ``k`` landmarks.
 
-A raw configuration ``(..., k, 2)`` is centred and scaled to unit Frobenius norm
+A raw configuration ``(..., k, 2)`` is centered and scaled to unit Frobenius norm
 (a *pre-shape*); viewed as a complex vector ``z`` the shape space is
 :math:`\mathbb{CP}^{k-2}` with
 
@@ -8,7 +8,7 @@ A raw configuration ``(..., k, 2)`` is centred and scaled to unit Frobenius norm
           \langle z, w\rangle = \textstyle\sum_j \bar z_j w_j .
 
 Points are represented by pre-shapes ``(..., k, 2)``; tangent vectors are
-*horizontal* pre-shape vectors (centred, orthogonal to ``z`` and ``i z``). Log and
+*horizontal* pre-shape vectors (centered, orthogonal to ``z`` and ``i z``). Log and
 distance rotate the second argument optimally onto the first (by the phase of
 :math:`\langle z, w\rangle`), so rotating, translating or scaling either input
 changes nothing. Dimension ``2k - 4``, injectivity radius ``pi/2``, sectional
@@ -57,7 +57,7 @@ def _center_scale(x):
 
 
 def preshape(x):
-    """Centre and scale raw configurations ``(..., k, 2)`` to unit norm.
+    """Center and scale raw configurations ``(..., k, 2)`` to unit norm.
 
     Raises ``ValueError`` for degenerate configurations (all landmarks equal).
     """
@@ -187,7 +187,7 @@ class KendallShape(ManifoldBase):
         object.__setattr__(self, "k_landmarks", k)
         object.__setattr__(self, "dim", 2 * k - 4)
         object.__setattr__(self, "point_shape", (k, 2))
-        # the uniform law's Gaussian lives in Helmert coordinates (centred configurations)
+        # the uniform law's Gaussian lives in Helmert coordinates (centered configurations)
         object.__setattr__(self, "gaussian_shape", (k - 1, 2))
 
     @property
@@ -264,7 +264,7 @@ class KendallShape(ManifoldBase):
         """The arrays fixing the exp chart at ``center``: its pre-shape and frame."""
         center = np.asarray(center, float)
         if center.shape != self.point_shape:
-            raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
+            raise ValueError(f"the chart origin must be one point of shape {self.point_shape}")
         z = preshape(center)
         return {"center": z, "basis": self.tangent_basis(z)}
 
@@ -282,19 +282,19 @@ class KendallShape(ManifoldBase):
         return self.pt_exp_frame(self.chart_frame(center), coords)
 
     def pt_point_checks(self, x):
-        """Centred (landmark sums below ``1e-6``) and of unit size (within ``1e-6``)."""
-        centred = pt.lt(pt.abs(pt.sum(x, axis=-2)), 1e-6)
+        """Centered (landmark sums below ``1e-6``) and of unit size (within ``1e-6``)."""
+        centered = pt.lt(pt.abs(pt.sum(x, axis=-2)), 1e-6)
         unit = pt.lt(pt.abs(pt.sum(x**2, axis=(-2, -1)) - 1.0), 1e-6)
-        return [centred, unit]
+        return [centered, unit]
 
     def pt_ball_exit(self, frame, omega, ball_center, ball_radius):
         r"""``T(ω)``: the first ``t > 0`` with ``|<m0, γ(t)>|^2 = P + Q cos 2t + W sin 2t
-        = cos^2 r`` (complex inner products), ``γ`` the geodesic from the frame's centre
+        = cos^2 r`` (complex inner products), ``γ`` the geodesic from the frame's center
         along ``ω``."""
         m0, r = ball_center, ball_radius
         basis = pt.as_tensor_variable(frame["basis"])
         center = pt.as_tensor_variable(frame["center"])
-        w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the centre
+        w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the center
 
         def herm(x, y):  # <x, y> = sum conj(x) y, of (k, 2) arrays as complex vectors
             re = pt.sum(x[..., 0] * y[..., 0] + x[..., 1] * y[..., 1], axis=-1)

@@ -303,7 +303,7 @@ class SPD(ManifoldBase):
         """The arrays fixing the exp chart at ``center``: its square root ``p^{1/2}``."""
         center = np.asarray(center, float)
         if center.shape != self.point_shape:
-            raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
+            raise ValueError(f"the chart origin must be one point of shape {self.point_shape}")
         return {"sqrt": _sqrt_invsqrt(center)[0]}
 
     def pt_exp_frame(self, frame, coords):
@@ -318,8 +318,8 @@ class SPD(ManifoldBase):
         return self.pt_exp_frame(self.chart_frame(center), coords)
 
     def pt_log_frame(self, frame, x):
-        """Normal coordinates at the frame's centre: ``logm(s^{-1} x s^{-1})`` in the
-        identity's frame, ``s`` the centre's square root."""
+        """Normal coordinates at the frame's center: ``logm(s^{-1} x s^{-1})`` in the
+        identity's frame, ``s`` the center's square root."""
         s = pt.as_tensor_variable(frame["sqrt"])
         s_inv = pt.linalg.inv(s)
         w = ptn.logm(ptn.sym(s_inv @ x @ s_inv))

@@ -234,10 +234,10 @@ class Sphere(ManifoldBase):
 
     # --- PyTensor twins -------------------------------------------------------------
     def chart_frame(self, center):
-        """The arrays fixing the exp chart at ``center``: the centre and its frame."""
+        """The arrays fixing the exp chart at ``center``: the center and its frame."""
         center = np.asarray(center, float)
         if center.shape != self.point_shape:
-            raise ValueError(f"the chart centre must be one point of shape {self.point_shape}")
+            raise ValueError(f"the chart origin must be one point of shape {self.point_shape}")
         return {"center": center, "basis": self.tangent_basis(center)}
 
     def pt_exp_frame(self, frame, coords):
@@ -260,11 +260,11 @@ class Sphere(ManifoldBase):
 
     def pt_ball_exit(self, frame, omega, ball_center, ball_radius):
         r"""``T(ω)``: the first ``t > 0`` with ``<m0, γ(t)>/R^2 = a cos(t/R) + b sin(t/R)
-        = cos(r/R)``, ``γ`` the geodesic from the frame's centre along ``ω``."""
+        = cos(r/R)``, ``γ`` the geodesic from the frame's center along ``ω``."""
         m0, r = ball_center, ball_radius
         basis = pt.as_tensor_variable(frame["basis"])
         center = pt.as_tensor_variable(frame["center"])
-        w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the centre
+        w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the center
         big_r = self.radius
         a = pt.sum(center * m0) / big_r**2
         b = pt.sum(w * m0, axis=-1) / big_r

@@ -2,7 +2,7 @@
 
 The command line reads data with :func:`read_points`, names the manifold with
 :func:`manifold_for` (its size follows from the data's shape), parses the public
-centre with :func:`parse_center` and writes what may be published with
+center with :func:`parse_center` and writes what may be published with
 :func:`release_json`. Every failure is a ``ValueError`` with one line saying what to
 fix (a ``TypeError`` for data that are not real numbers). Only regular files are
 read: a FIFO or device would block or never end, so it is refused before it is opened.
@@ -201,7 +201,7 @@ def manifold_for(name: str, data: np.ndarray):
 
 
 def parse_center(text: str, manifold) -> np.ndarray:
-    """The public centre from ``"x1,x2,..."``, ``"identity"`` (SPD) or a ``.npy``/``.csv`` file.
+    """The public center from ``"x1,x2,..."``, ``"identity"`` (SPD) or a ``.npy``/``.csv`` file.
 
     Examples
     --------

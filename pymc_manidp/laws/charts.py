@@ -1,11 +1,11 @@
 r"""The tangent-chart transform: how samplers see a manifold-valued variable.
 
 The sampler moves ``u`` in :math:`\mathbb R^d`; the value is the point with normal
-coordinates ``c = s u`` at a centre (the density's mode),
+coordinates ``c = s u`` at a center (the density's mode),
 
-.. math:: x = \exp_{\text{centre}}\Big(\sum_a c_a E_a\Big), \qquad c = s\,u,
+.. math:: x = \exp_{\text{center}}\Big(\sum_a c_a E_a\Big), \qquad c = s\,u,
 
-with ``E_a`` the manifold's orthonormal frame at the centre. The scale ``s`` (the
+with ``E_a`` the manifold's orthonormal frame at the center. The scale ``s`` (the
 mechanism's rate) makes ``u`` of order one. The log-Jacobian w.r.t. the Riemannian
 volume is ``d log s + log J(c)``, ``J`` the exp chart's volume density (closed forms
 in each manifold, checked against finite differences in the tests).
@@ -47,7 +47,7 @@ class ChartTransform(Transform):
     manifold : Manifold
         The manifold; ``u`` lives in :math:`\mathbb R^d`, ``d = manifold.dim``.
     center : array, shape ``point_shape``
-        Centre of the chart (a constant: the footpoint or the Fréchet mean).
+        Center of the chart (a constant: the footpoint or the Fréchet mean).
     scale : float
         ``c = scale * u``; use the mechanism's rate ``sigma`` so ``u`` is of order one.
 
@@ -92,29 +92,29 @@ class ChartTransform(Transform):
         return d * np.log(self.scale) + self.manifold.pt_log_volume_density(self.coords(value))
 
     def initial_value(self) -> np.ndarray:
-        """A starting point one scale unit from the centre (off the cusp)."""
+        """A starting point one scale unit from the center (off the cusp)."""
         u = np.full(self.manifold.dim, 1.0 / np.sqrt(self.manifold.dim))
         return self.manifold.exp_coords(self.center, self.scale * u)
 
 
 def chart_coords(manifold, frame, x):
-    """Normal coordinates ``(..., dim)`` at the frame's centre of points ``x`` (tensor):
+    """Normal coordinates ``(..., dim)`` at the frame's center of points ``x`` (tensor):
     ``manifold.pt_log_frame``, the inverse of the chart ``pt_exp_frame``."""
     return manifold.pt_log_frame(frame, x)
 
 
 class PolarChart(Transform):
-    r"""Polar normal coordinates at a centre: how NUTS sees a Laplace-like variable.
+    r"""Polar normal coordinates at a center: how NUTS sees a Laplace-like variable.
 
     The unconstrained value is ``(z, s)`` in :math:`\mathbb R^{d+1}`: a direction
     from ``z`` and a log-radius ``s``,
 
     .. math:: c = t\,\frac{z}{|z|}, \quad t = \text{scale}\cdot e^{s}, \quad
-              x = \exp_{\text{centre}}\Big(\sum_a c_a E_a\Big)
+              x = \exp_{\text{center}}\Big(\sum_a c_a E_a\Big)
 
     (on compact manifolds ``t = T tanh(scale e^s / T)`` with ``T`` the injectivity
     radius, so the radius never leaves the chart). The cusp of
-    :math:`e^{-\rho/\sigma}` at the centre sits at ``s = -inf``, where the density in
+    :math:`e^{-\rho/\sigma}` at the center sits at ``s = -inf``, where the density in
     ``s`` decays like :math:`e^{d s}`: smooth everywhere, so NUTS meets no kink
     (measured on KNG, S^2: 0 divergences and twice the effective sample size of the
     linear chart :class:`ChartTransform`). The log-Jacobian w.r.t. the Riemannian
@@ -142,17 +142,17 @@ class PolarChart(Transform):
     manifold : Manifold
         The manifold; the unconstrained value has shape ``(..., d)``, ``d = manifold.dim``.
     frame : dict
-        ``manifold.chart_frame(centre)``: arrays, or tensors such as ``pm.Data`` so a
-        compiled model can follow a new centre.
+        ``manifold.chart_frame(center)``: arrays, or tensors such as ``pm.Data`` so a
+        compiled model can follow a new center.
     scale : float or tensor, optional
-        Typical distance from the centre (the law's ``sigma``). Default: the random
+        Typical distance from the center (the law's ``sigma``). Default: the random
         variable's own ``sigma`` input (``scale_input``).
     scale_input : int
         Index of ``sigma`` among the random variable's inputs, when ``scale`` is None.
     domain : DataDomain, optional
         Cap the radius at the edge of the ball ``B_r(m0)`` (which must contain the
-        centre) instead of the injectivity radius: ``t = T(ω) tanh(scale e^s/T(ω))``
-        with ``T(ω)`` the distance from the centre to the ball's edge along ``ω``.
+        center) instead of the injectivity radius: ``t = T(ω) tanh(scale e^s/T(ω))``
+        with ``T(ω)`` the distance from the center to the ball's edge along ``ω``.
         The chart then covers exactly the open ball, so a density restricted to it
         has no wall for NUTS to hit. The map ``(ω, s) -> (ω, t)`` is triangular, so
         the log-Jacobian keeps its form with ``T(ω)``. Needs the manifold's closed form
@@ -237,7 +237,7 @@ class PolarChart(Transform):
         if d == 1:
             return c / scale
         t_exact = pt.sqrt(pt.sum(c**2, axis=-1))
-        # the centre itself (s = -inf, no direction) is sent 1e-6 scale away: forward
+        # the center itself (s = -inf, no direction) is sent 1e-6 scale away: forward
         # only gives starting points, and a finite one is what a sampler needs
         t = pt.maximum(t_exact, 1e-6 * scale)
         e1 = np.eye(d)[0]
@@ -270,7 +270,7 @@ class NormalizedGaussian(Transform):
 
     ``φ`` the standard normal density, a law with density ``f`` w.r.t. volume on the
     manifold is the image of ``f(x(z))\,\mathrm{vol}(\mathcal M)\,φ(z)``: the uniform
-    law is a standard normal ``z``. No centre is needed, so it suits variables whose
+    law is a standard normal ``z``. No center is needed, so it suits variables whose
     location is itself random (a prior, a footpoint that is a random variable).
 
     Parameters
@@ -340,9 +340,9 @@ def log_volume(manifold) -> float:
 
 
 def ball_exit(manifold, frame, omega, domain):
-    r"""Distance ``T(ω)`` from the chart centre to the edge of ``B_r(m0)`` along ``ω``.
+    r"""Distance ``T(ω)`` from the chart origin to the edge of ``B_r(m0)`` along ``ω``.
 
-    ``omega``: unit chart directions ``(..., dim)`` at the frame's centre (inside the
+    ``omega``: unit chart directions ``(..., dim)`` at the frame's center (inside the
     ball). The manifold's closed form (``manifold.pt_ball_exit``): Euclidean,
     ``|c + tω - m0| = r``; sphere of radius ``R``,
     ``<m0, γ(t)>/R^2 = a cos(t/R) + b sin(t/R) = cos(r/R)``; Kendall shapes,

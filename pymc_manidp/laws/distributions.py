@@ -146,8 +146,8 @@ def _is_none(size):
     return rv_size_is_none(size)
 
 
-def _off_centre(manifold, center, scale):
-    """A point one ``scale`` from ``center`` (numeric centre): off the cusp, for NUTS."""
+def _off_center(manifold, center, scale):
+    """A point one ``scale`` from ``center`` (numeric center): off the cusp, for NUTS."""
     d = manifold.dim
     u = np.full(d, 1.0 / np.sqrt(d))
     return manifold.pt_exp_frame(manifold.chart_frame(center), pt.as_tensor_variable(scale) * u)
@@ -202,7 +202,7 @@ def laplace_logp(manifold, value, footpoint, sigma, domain=None, normalized=True
     value : tensor, shape ``(..., *point_shape)``
         Where the density is evaluated.
     footpoint : tensor, shape ``(..., *point_shape)``
-        The centre ``eta``.
+        The center ``eta``.
     sigma : float or tensor, shape ``(...)``
         The rate ``sigma > 0``.
     domain : DataDomain, optional
@@ -382,7 +382,7 @@ class ManifoldLaplace(Continuous):
     manifold : Manifold
         The manifold of the release.
     footpoint : array or tensor, shape ``(..., *point_shape)``
-        The centre ``eta``: a constant (validated now), ``pm.Data`` or a random
+        The center ``eta``: a constant (validated now), ``pm.Data`` or a random
         variable (checked in the graph).
     sigma : float or tensor, shape ``(...)``
         The rate ``sigma > 0``.
@@ -503,7 +503,7 @@ def _laplace_support_point(op, rv, rng, size, footpoint, sigma):
     # a point one sigma away is a start NUTS can use
     center = _value_of(footpoint)
     if center is not None and center.shape == tuple(op.manifold.point_shape):
-        point = _off_centre(op.manifold, center, sigma)
+        point = _off_center(op.manifold, center, sigma)
     else:
         point = footpoint
     return pt.broadcast_to(point, rv.shape)
@@ -511,7 +511,7 @@ def _laplace_support_point(op, rv, rng, size, footpoint, sigma):
 
 def _polar(manifold, center, domain):
     """The polar chart at ``center``; with a ball, capped at its edge (no wall for NUTS)
-    where a closed form of the edge exists (``manifold.pt_ball_exit``), the centre
+    where a closed form of the edge exists (``manifold.pt_ball_exit``), the center
     moved into the ball if needed."""
     if domain is None or manifold.pt_ball_exit is None:
         return PolarChart(manifold, manifold.chart_frame(center), scale_input=3)
@@ -521,7 +521,7 @@ def _polar(manifold, center, domain):
 
 
 def _global_chart(manifold):
-    """A chart of the whole manifold that needs no centre (random footpoints): the
+    """A chart of the whole manifold that needs no center (random footpoints): the
     normalized Gaussian of a compact manifold, else the exp chart at its origin."""
     if manifold.gaussian_shape is not None:
         return NormalizedGaussian(manifold)
@@ -639,7 +639,7 @@ def _kng_support_point(op, rv, rng, size, data, sigma):
     center = _kng_center(op, data)
     if center is None:
         center = _value_of(data)[0] if op.domain is None else op.domain.center
-    return pt.broadcast_to(_off_centre(op.manifold, center, sigma), rv.shape)
+    return pt.broadcast_to(_off_center(op.manifold, center, sigma), rv.shape)
 
 
 @_default_transform.register(KNGRV)
@@ -716,7 +716,7 @@ def _uniform_logprob(op, values, rng, size, **kwargs):
 @_support_point.register(ManifoldUniformRV)
 def _uniform_support_point(op, rv, rng, size):
     # the law has no mode: any point will do; a generic one (not a pole, not a regular
-    # polygon) is unlikely to be the centre of a polar chart a model puts on it
+    # polygon) is unlikely to be the center of a polar chart a model puts on it
     point = op.manifold.generic_point
     if point is None:  # a uniform draw (fixed seed) is generic almost surely
         point = op.manifold.sample_uniform(np.random.default_rng(0), ())

@@ -221,7 +221,7 @@ def euclidean_laplace(center, sigma, size, rng=None):
     Parameters
     ----------
     center : array, shape ``(d,)``
-        The centre ``x_bar``.
+        The center ``x_bar``.
     sigma : float
         The rate ``sigma > 0``.
     size : int
@@ -468,7 +468,7 @@ def sample_laplace(
     M : Manifold
         The manifold of the release, with an exact sampler (``M.exact_sampling``).
     footpoint : array, shape ``point_shape``
-        The centre ``eta``.
+        The center ``eta``.
     sigma : float
         The rate ``sigma > 0``.
     size : int
@@ -733,7 +733,7 @@ def sample_kng(
     H = kng_envelope_slope(domain)
 
     with warnings.catch_warnings():
-        # an unconverged mean is still a valid envelope centre: its error is bounded below
+        # an unconverged mean is still a valid envelope center: its error is bounded below
         warnings.simplefilter("ignore", ConvergenceWarning)
         mean = frechet_mean(M, data, tol=1e-12, atol=1e-3 * sigma * H)
     x_hat, g_hat_norm = mean.mean, mean.grad_norm  # the mean's last gradient: no extra pass

@@ -9,7 +9,7 @@ a proper likelihood because ``Z`` does not depend on ``eta`` on a homogeneous sp
 (docs/architecture.md). :func:`noise_aware_model` writes it as a PyMC model with a prior on
 ``eta``: the privacy noise is accounted for exactly (the Euclidean analogues are
 Bernstein & Sheldon 2018; Ju, Awan, Gong & Rao 2022). With the uniform prior on a
-compact manifold the posterior of ``eta`` is the Laplace itself, centred at the
+compact manifold the posterior of ``eta`` is the Laplace itself, centered at the
 release (tested).
 
 KNG and the ball-restricted Laplace are refused: their normalizer depends on the

@@ -36,7 +36,7 @@ def polar_data(manifold, mode, sigma, inputs=None) -> dict:
     manifold : Manifold
     mode : array, shape ``point_shape``
         The density's mode (private: a footpoint or the data's Fréchet mean), the
-        chart's centre.
+        chart's origin.
     sigma : float
         The law's σ.
     inputs : dict of str to array, optional
@@ -66,7 +66,7 @@ def polar_model(manifold, mode, sigma, law, *, inputs, law_kwargs=None, name="re
     manifold : Manifold
     mode : array, shape ``point_shape``
         The density's mode (a footpoint or the data's Fréchet mean, computed once by
-        the caller): the chart's centre and, one σ from it, the chains' start.
+        the caller): the chart's origin and, one σ from it, the chains' start.
     sigma : float
         The law's σ: also the chart's typical distance from the mode.
     law : PyMC distribution class

@@ -91,7 +91,7 @@ class Mechanism:
     epsilon : float
         Privacy budget ``> 0``.
     center : array_like, shape ``point_shape``
-        The public ball's centre ``m0``, chosen without looking at the data.
+        The public ball's center ``m0``, chosen without looking at the data.
     radius : float
         The public ball's radius ``r`` (``0 < r < r*``); the data lie in ``B_r(m0)``.
 
@@ -233,7 +233,7 @@ class Mechanism:
 
     def mcmc_inputs(self, data):  # pragma: no cover - abstract
         """``(mode, inputs)`` for checked data: the density's mode (private; the
-        polar chart's centre) and its data-dependent inputs, named as the
+        polar chart's origin) and its data-dependent inputs, named as the
         ``pm.Data`` of the model (:func:`~pymc_manidp.mcmc.polar_data`)."""
         raise NotImplementedError
 

@@ -15,7 +15,7 @@ Calibration (see ``docs/baselines.md``). The data lie in the public geodesic bal
 supplement §1.2.2, §1.3.2), so replacing one record moves the ambient mean by at most
 ``Delta = 2 r_E / n`` in the ambient norm. The K-norm mechanism with density
 :math:`\propto \exp(-\|y - \bar x\|/\sigma)` on :math:`\mathbb R^D` has a normalizing
-constant that does not depend on the centre, so ``sigma = Delta / epsilon`` gives
+constant that does not depend on the center, so ``sigma = Delta / epsilon`` gives
 ε-DP (Hardt & Talwar 2010; the 2021 paper's Thm 1 with ``Delta/eps``).
 
 The papers add the ambient noise to the *Fréchet* mean; ``2 r_E / n`` does not bound
@@ -50,7 +50,7 @@ __all__ = [
 class _KNormMechanism(Mechanism):
     """A checked summary plus K-norm noise, then post-processing: exact draws only.
 
-    The K-norm density's normalizer does not depend on its centre, so
+    The K-norm density's normalizer does not depend on its center, so
     ``sigma = Delta / epsilon_per_noise`` (Hardt & Talwar 2010).
     """
 
@@ -87,7 +87,7 @@ class EuclideanLaplace(_KNormMechanism):
     with ``iota`` the embedding (identity for the sphere and Euclidean space, plain
     ``vech`` for SPD, ``D = k(k+1)/2``) and ``r_E`` the ambient radius of the public
     ball: ``2R sin(r/(2R))`` on the sphere; ``lambda_max(m0) (e^r - 1)`` on SPD (the
-    supplement's ``e^r - 1`` for ``m0 = I``; for other centres
+    supplement's ``e^r - 1`` for ``m0 = I``; for other centers
     :math:`\|m_0^{1/2}(e^V - I)m_0^{1/2}\|_F \le \lambda_{\max}(m_0)(e^r-1)`).
     Plain ``vech`` has norm ``<=`` the Frobenius norm, so the Frobenius bound ``2 r_E/n``
     holds in ``vech`` coordinates too.
@@ -104,7 +104,7 @@ class EuclideanLaplace(_KNormMechanism):
     epsilon : float
         Privacy budget ``> 0``.
     center : array_like, shape ``point_shape``
-        The public ball's centre ``m0``, chosen without looking at the data.
+        The public ball's center ``m0``, chosen without looking at the data.
     radius : float
         The public ball's geodesic radius ``r``; the data lie in ``B_r(m0)``.
 
@@ -170,7 +170,7 @@ class ProjectedLaplace(EuclideanLaplace):
 
     ``ybar`` the ambient mean of the data. Normalizing is post-processing, so the
     guarantee is that of :class:`EuclideanLaplace`. (``ybar / |ybar|`` is the extrinsic
-    mean, the natural reference for this release's error. The 2022 paper centres the
+    mean, the natural reference for this release's error. The 2022 paper centers the
     noise at the unit-norm Fréchet mean instead and measures against it: with
     ``|ybar| < R`` the same noise turns ``ybar`` by a larger angle, so errors measured
     against ``ybar/|ybar|`` are about ``R/|ybar|`` times the paper protocol's;
@@ -184,7 +184,7 @@ class ProjectedLaplace(EuclideanLaplace):
     epsilon : float
         Privacy budget ``> 0``.
     center : array_like, shape ``(d + 1,)``
-        The public ball's centre ``m0``, chosen without looking at the data.
+        The public ball's center ``m0``, chosen without looking at the data.
     radius : float
         The public ball's geodesic radius ``r``; the data lie in ``B_r(m0)``.
 
@@ -214,8 +214,8 @@ class LandmarkLaplace(_KNormMechanism):
     r"""Landmark-wise planar Laplace on the mean configuration, budget split over landmarks.
 
     For planar shapes with ``k`` landmarks (2022 §4.3, baselines (ii) and (iii)):
-    records are pre-shapes ``z_i`` (centred, unit size); with ``align=True`` each is
-    first rotated optimally onto the public reference shape ``m0`` (the ball's centre).
+    records are pre-shapes ``z_i`` (centered, unit size); with ``align=True`` each is
+    first rotated optimally onto the public reference shape ``m0`` (the ball's center).
     The summary is the landmark-wise mean :math:`\bar z_j = \frac1n\sum_i z_{ij}`, and
     each landmark gets independent planar ℓ2 Laplace noise with budget ``epsilon/k``:
 
@@ -245,7 +245,7 @@ class LandmarkLaplace(_KNormMechanism):
     epsilon : float
         Privacy budget ``> 0``.
     center : array_like, shape ``(k, 2)``
-        Public reference shape ``m0`` (the ball's centre).
+        Public reference shape ``m0`` (the ball's center).
     radius : float
         Geodesic radius ``r < pi/8`` of the ball holding the data.
     align : bool

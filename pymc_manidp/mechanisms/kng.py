@@ -31,7 +31,7 @@ class KNGMechanism(Mechanism):
     epsilon : float
         Privacy budget ``> 0``.
     center : array_like, shape ``point_shape``
-        The public ball's centre ``m0``, chosen without looking at the data.
+        The public ball's center ``m0``, chosen without looking at the data.
     radius : float
         The public ball's radius ``r`` (``0 < r < r*``); the data lie in ``B_r(m0)``.
 
@@ -68,9 +68,9 @@ class KNGMechanism(Mechanism):
         return np.where(self.domain.distances(x) <= self.domain.radius, lp, -np.inf)
 
     def mcmc_inputs(self, data):
-        """The data's Fréchet mean (the mode, the chart's centre) and the density's
+        """The data's Fréchet mean (the mode, the chart's origin) and the density's
         input, the data, for checked data."""
-        # the chart's centre is only a sampling device: its accuracy affects efficiency
+        # the chart's origin is only a sampling device: its accuracy affects efficiency
         return frechet_mean(self.manifold, data).mean, {"data": data}
 
     def exact_draws(self, data, sigma, size, rng):

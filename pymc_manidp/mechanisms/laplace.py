@@ -47,7 +47,7 @@ class LaplaceMechanism(Mechanism):
     epsilon : float
         Privacy budget ``> 0``.
     center : array_like, shape ``point_shape``
-        The public ball's centre ``m0``, chosen without looking at the data.
+        The public ball's center ``m0``, chosen without looking at the data.
     radius : float
         The public ball's radius ``r`` (``0 < r < r*``); the data lie in ``B_r(m0)``.
     restrict : bool
@@ -129,7 +129,7 @@ class LaplaceMechanism(Mechanism):
         return lp
 
     def mcmc_inputs(self, data):
-        """The footpoint (the mode, the chart's centre) and the density's input, the
+        """The footpoint (the mode, the chart's origin) and the density's input, the
         footpoint, for checked data."""
         eta = self._mean_of_checked(data)
         return eta, {"footpoint": eta}

@@ -97,7 +97,7 @@ def _convergence(mon):
 def check_run(idata, name="release", *, max_rhat=MAX_RHAT, min_ess=MIN_ESS) -> DiagnosticsReport:
     """Compute R-hat, bulk/tail ESS and divergences; list what fails.
 
-    Monitored: the geodesic distance to the chart centre and every embedding
+    Monitored: the geodesic distance to the chart origin and every embedding
     coordinate of the released variable.
 
     Parameters
@@ -158,11 +158,11 @@ def chart_draws(idata, *, footpoint=None, manifold=None, name="release"):
 
     Without a footpoint they are read off the polar model's own variables: with
     ``t`` the recorded ``distance`` and ``z`` the ``direction``, the normal coordinates
-    at the chart centre are :math:`c = t\,z/|z|` (for ``dim = 1``, the sign of ``u``
+    at the chart origin are :math:`c = t\,z/|z|` (for ``dim = 1``, the sign of ``u``
     times ``t``). With ``footpoint`` and ``manifold`` they are recomputed from the
     released points: :math:`c = \log_{\text{footpoint}}(x)` in the frame
     ``manifold.tangent_basis(footpoint)``, :math:`t = \rho(\text{footpoint}, x)`.
-    For Laplace the chart centre is the footpoint, so both routes agree.
+    For Laplace the chart origin is the footpoint, so both routes agree.
     """
     post = idata.posterior
     if (footpoint is None) != (manifold is None):
@@ -258,7 +258,7 @@ def report(run, *, footpoint=None, manifold=None, out=None, name="release", ci_p
         An MCMC release (its ``diagnostics``) or the run itself.
     footpoint, manifold : optional
         Recompute coordinates and distance at ``footpoint`` from the released
-        points; by default they come from the polar model at its chart centre.
+        points; by default they come from the polar model at its chart origin.
     out : str or Path, optional
         Directory (created if missing) receiving ``trace.png`` and ``rank.png``.
     name : str

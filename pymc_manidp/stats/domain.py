@@ -1,6 +1,6 @@
 r"""The public data domain: a closed geodesic ball ``B_r(m0)`` with ``r < r*``.
 
-Both papers' guarantees assume every record lies in a ball whose centre and radius
+Both papers' guarantees assume every record lies in a ball whose center and radius
 are public (chosen without looking at the data). :class:`DataDomain` makes that
 premise explicit: it refuses radii at or above ``r*``, refuses data outside the ball
 (or clips it, record by record, when the caller opts in), and turns the numerical
@@ -33,7 +33,7 @@ class DataDomain:
     manifold : Manifold
         The manifold of the data.
     center : array, shape ``point_shape``
-        The public centre ``m0``; it must not be computed from the data.
+        The public center ``m0``; it must not be computed from the data.
     radius : float
         The public radius ``r``, ``0 < r < r*`` (``manifold.max_radius``).
 
@@ -78,14 +78,14 @@ class DataDomain:
         return sens.curvature_factor_min(self.radius, self.manifold.curvature_bounds[0])
 
     def distances(self, data) -> np.ndarray:
-        """Geodesic distances from the centre, shape ``(n,)``."""
+        """Geodesic distances from the center, shape ``(n,)``."""
         return self.manifold.dist(self.center, data)
 
     def check(self, data, *, clip: bool = False) -> np.ndarray:
         """Validate data against the manifold and the ball; return the data to use.
 
         One pass over the data (:func:`~pymc_manidp.stats.reductions.scan_domain`),
-        which also sums the Fréchet gradient at the centre for the mean's first step.
+        which also sums the Fréchet gradient at the center for the mean's first step.
         Data this method returned are not checked again.
 
         Parameters
@@ -97,7 +97,7 @@ class DataDomain:
         clip : bool
             If False (default) any point outside the closed ball raises
             :class:`DomainError`, naming how many and the worst distance. If True,
-            each outside point moves along its geodesic from the centre onto the
+            each outside point moves along its geodesic from the center onto the
             boundary: a per-record map, so the privacy guarantee still holds.
 
         Returns
@@ -113,7 +113,7 @@ class DataDomain:
             Empty data, wrong shape, points off the manifold, NaN/inf.
         DomainError
             Points outside the ball (without ``clip``), or a point at the cut locus
-            of the centre, where no geodesic to clip along is unique.
+            of the center, where no geodesic to clip along is unique.
         """
         M = self.manifold
         clip = check_bool(clip, "clip")  # "no" is truthy: never coerce
@@ -144,7 +144,7 @@ class DataDomain:
         if not np.all(np.isfinite(d)):
             bad = ~np.isfinite(d)
             raise DomainError(
-                f"the distance to the centre could not be computed for {int(bad.sum())} "
+                f"the distance to the center could not be computed for {int(bad.sum())} "
                 f"points (first at row {int(np.argmax(bad))}): they are too ill-conditioned "
                 "to place in or out of the ball"
             )
@@ -186,7 +186,7 @@ class DataDomain:
         # Scale by the norm of the vector actually used, a hair inside the boundary. When
         # rounding of exp/dist still leaves a point outside (e.g. a tiny ball far from the
         # origin, where one ulp of the coordinates is a sizeable part of r), step further
-        # in; the last step is the centre itself, which is always inside. Each record's
+        # in; the last step is the center itself, which is always inside. Each record's
         # image depends on that record only: a per-record map, so the guarantee holds.
         for shrink in (1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 0.5):
             moved = M.validate(

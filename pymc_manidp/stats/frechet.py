@@ -93,7 +93,7 @@ def frechet_mean(
         A Dask array chunked along ``n`` is never gathered: each gradient step is one
         pass (:mod:`pymc_manidp.stats.reductions`). Data returned by
         ``DataDomain.check`` are not validated again, and the descent starts at the
-        domain's centre with the gradient the check pass summed.
+        domain's center with the gradient the check pass summed.
     weights : array, shape ``(n,)``, optional
         Non-negative weights; normalized to sum to one (NumPy data only).
     method : {"gradient", "supplement"}
@@ -168,7 +168,7 @@ def frechet_mean(
         x = np.asarray(data[0]) if init is None else manifold.validate(init)
         return _supplement(manifold, data, w, x)
     if init is None and w is None and summary is not None and summary.center_gradient is not None:
-        # the check pass already summed the gradient at the public centre: start there
+        # the check pass already summed the gradient at the public center: start there
         g0 = summary.center_gradient
         first = (g0, float(manifold.norm(summary.center, g0)), summary.center_energy)
         return _gradient_descent(manifold, data, w, summary.center, tol, atol, max_iter, first)

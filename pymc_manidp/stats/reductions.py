@@ -20,7 +20,7 @@ and KNG's gradient norms at a batch of proposals. One call here is one *pass*:
 A check pass remembers its result for the array it returns (a read-only NumPy
 array or a new Dask array): later steps of the same release (the sampler's own
 check, the Fréchet mean's validation) do not repeat the pass, and the Fréchet
-mean starts from the public centre with the gradient the check already summed
+mean starts from the public center with the gradient the check already summed
 (:func:`checked_summary`).
 
 Examples
@@ -454,9 +454,9 @@ class CheckSummary:
     n : int
         Number of records.
     max_distance : float
-        Largest distance of a record from the public centre.
+        Largest distance of a record from the public center.
     center : ndarray
-        The public centre ``m0``.
+        The public center ``m0``.
     center_gradient : ndarray or None
         ``(1/n) sum_i log_{m0}(x_i)``: the first step of the Fréchet mean from ``m0``
         (None when the data were clipped).
@@ -533,7 +533,7 @@ def _scan_rows(domain, data, out, offset=0):
         scan.max_distance = max(scan.max_distance, float(d.max()))
         ambient += b.sum(axis=0)
         if fused:
-            # fused with the first Fréchet iteration: the gradient at the public centre
+            # fused with the first Fréchet iteration: the gradient at the public center
             try:
                 gb, eb = M.frechet_gradient(domain.center, b, np.ones(len(b)))
             except ValueError:  # e.g. a cut locus: the Fréchet mean starts elsewhere
@@ -613,7 +613,7 @@ def scan_domain(domain, data, *, clip: bool = False):
         if sc.problem == "invalid":
             raise ValueError(f"invalid record at {where}: {sc.problem_message}")
         raise DomainError(
-            f"the distance to the centre could not be computed at {where}: the point is "
+            f"the distance to the center could not be computed at {where}: the point is "
             "too ill-conditioned to place in or out of the ball"
         )
     outside = sum(sc.outside for sc in scans)

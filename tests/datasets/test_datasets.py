@@ -61,7 +61,7 @@ def test_sphere_cap_other_center_and_radius():
 
 
 def test_uniform_radius_ball_kendall_distance_uniform():
-    """Kendall shapes: distance to the centre ~ U[0, r] (KS, n = 1500, alpha = 0.01)."""
+    """Kendall shapes: distance to the center ~ U[0, r] (KS, n = 1500, alpha = 0.01)."""
     K = pmd.KendallShape(k_landmarks=6)
     m0 = K.validate(np.array([[np.cos(a), np.sin(a)] for a in np.linspace(0, 5, 6)]))
     x = uniform_radius_ball(K, 1500, center=m0, radius=0.35, random_seed=5)

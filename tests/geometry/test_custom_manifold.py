@@ -277,7 +277,7 @@ MECHS = {
 def test_exact_mechanism_releases_the_spheres_law(kind, data):
     """Exact draws of both mechanisms follow Sphere's law; one release is pure ε-DP.
 
-    The samplers draw the distance to the envelope's centre by the same steps on both
+    The samplers draw the distance to the envelope's center by the same steps on both
     manifolds (the same generator calls, accepted by the same volume density), and
     only the tangent frame (the directions) differs: with one seed the distances to
     the Fréchet mean agree to rounding, a check far sharper than a two-sample test. A

@@ -2,7 +2,7 @@
 
 Gradients are checked against 4th-order central finite differences of a random
 projection of the output along random directions (``verify_grad``'s one-sided
-differences are too coarse for a 1e-6 tolerance), including at a chart centre
+differences are too coarse for a 1e-6 tolerance), including at a chart origin
 (coordinates 0), at the identity SPD matrix (repeated eigenvalues, where PyTensor's
 own eigh gradient is NaN) and at log maps between coinciding points. Gradient graphs
 are compiled in FAST_COMPILE mode (same graph, no C compilation) to keep the suite fast.
@@ -47,7 +47,7 @@ def _vgrad(fn, args, seed, h=1e-4, rtol=1e-6):
         assert abs(an - fd) <= rtol * max(1.0, abs(fd)), (an, fd)
 
 
-def _centre_and_data(M, rng, n=5):
+def _center_and_data(M, rng, n=5):
     x = M.validate(random_point(M, rng))
     v, _ = random_tangent(M, np.broadcast_to(x, (n, *x.shape)), rng, max_norm=0.6)
     return x, M.exp(x, v)
@@ -56,10 +56,10 @@ def _centre_and_data(M, rng, n=5):
 @manifold_params(ALL)
 def test_twins_agree_with_numpy(M):
     rng = np.random.default_rng(7)
-    x, ys = _centre_and_data(M, rng)
+    x, ys = _center_and_data(M, rng)
     c = rng.normal(size=(8, M.dim))
     c *= 0.5 * min(M.injectivity_radius, 3.0) / np.linalg.norm(c, axis=-1, keepdims=True)
-    c[0] = 0.0  # the chart centre
+    c[0] = 0.0  # the chart origin
     want_log = M.log(x, ys)
     # one compiled function (default mode, as samplers use it) for all twins
     fn = _compile(
@@ -87,11 +87,11 @@ def test_twins_agree_with_numpy(M):
 @manifold_params(ALL)
 def test_twin_gradients_match_finite_differences(M):
     rng = np.random.default_rng(11)
-    x, ys = _centre_and_data(M, rng)
+    x, ys = _center_and_data(M, rng)
     c = rng.normal(size=M.dim)
     c *= 0.4 * min(M.injectivity_radius, 3.0) / np.linalg.norm(c)  # inside the chart
     zero = np.zeros(M.dim)
-    for i, cc in enumerate([c, zero]):  # away from and at the chart centre
+    for i, cc in enumerate([c, zero]):  # away from and at the chart origin
         _vgrad(lambda t: M.pt_exp_coords(x, t), [cc], i)
         _vgrad(M.pt_log_volume_density, [cc], i)
     _vgrad(lambda t: M.pt_log(t, ys), [x], 3)
@@ -143,7 +143,7 @@ def test_matrix_functions_near_repeated_eigenvalues(name):
 
 @manifold_params(ALL)
 def test_dist_and_norm_gradients_are_finite_at_zero(M):
-    # A sampler may sit exactly at its footpoint (a chart centre): the cusp of
+    # A sampler may sit exactly at its footpoint (a chart origin): the cusp of
     # rho(eta, x) must give a finite (zero) gradient there, not NaN.
     rng = np.random.default_rng(2)
     x = M.validate(random_point(M, rng))
@@ -157,9 +157,9 @@ def test_dist_and_norm_gradients_are_finite_at_zero(M):
 
 
 @manifold_params(ALL)
-def test_exp_chart_from_a_shared_frame_follows_a_new_centre(M):
+def test_exp_chart_from_a_shared_frame_follows_a_new_center(M):
     """``pt_exp_frame`` with the frame in shared variables: one compiled function,
-    and setting the frame of another centre moves the chart there (as ``pm.Data``
+    and setting the frame of another center moves the chart there (as ``pm.Data``
     does in a compiled MCMC model)."""
     rng = np.random.default_rng(11)
     x1, x2 = (M.validate(random_point(M, rng)) for _ in range(2))
@@ -179,7 +179,7 @@ def test_frechet_gradient_norm_twin(M):
     """KNG's norm ``||sum_i log_x(x_i)||_x``: NumPy's value, and the gradient along the
     chart (where samplers move ``x``; overrides may assume ``x`` on the manifold)."""
     rng = np.random.default_rng(13)
-    x, ys = _centre_and_data(M, rng, n=7)
+    x, ys = _center_and_data(M, rng, n=7)
     want = M.norm(x, np.sum(M.log(x, ys), axis=0))
     got = _compile(M.pt_frechet_gradient_norm, x, ys, mode="FAST_COMPILE")(x, ys)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -109,6 +109,6 @@ def test_bad_constructor_arguments(factory, exc, msg):
         factory()
 
 
-def test_chart_centre_must_be_one_point():
+def test_chart_center_must_be_one_point():
     with pytest.raises(ValueError, match="one point"):
         S2.pt_exp_coords(np.tile([0.0, 0.0, 1.0], (2, 1)), np.zeros(2))

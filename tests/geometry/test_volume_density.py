@@ -55,7 +55,7 @@ def test_log_volume_density_matches_pulled_back_metric(M):
         x = random_point(M, rng)
         dirs = rng.normal(size=(24, M.dim))
         dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
-        # 20 spread over the chart, 4 near its centre
+        # 20 spread over the chart, 4 near its center
         t = np.concatenate([rng.uniform(0.05, max_t, 20), [1e-3, 3e-3, 1e-2, 3e-2]])
         for c in dirs * t[:, None]:
             expected = _pulled_back_sqrt_det(M, x, c)

@@ -167,7 +167,7 @@ RESTRICTED_CASES = {  # (manifold, radius r, sigma); SPD's sigma is past the unr
 
 @pytest.mark.parametrize("name", list(RESTRICTED_CASES))
 def test_restricted_laplace_stays_in_the_ball_with_the_truncated_law(name):
-    """Footpoint = centre: distances follow the radial law truncated at r.
+    """Footpoint = center: distances follow the radial law truncated at r.
 
     N = 20,000, α = 0.01; a wrong σ (15% larger) is rejected.
     """
@@ -181,7 +181,7 @@ def test_restricted_laplace_stays_in_the_ball_with_the_truncated_law(name):
     assert _ks(t, cdf) > ALPHA
     wrong = exact.sample_laplace(M, m0, 1.15 * sigma, N, rng=52, domain=dom)
     assert _ks(M.dist(m0, wrong.points), cdf) < ALPHA
-    # an off-centre footpoint: every draw still inside the ball
+    # an off-center footpoint: every draw still inside the ball
     eta = M.exp_coords(m0, np.full(M.dim, 0.9 * r / np.sqrt(M.dim)))
     off = exact.sample_laplace(M, eta, sigma, 2000, rng=53, domain=dom)
     assert np.all(dom.distances(off.points) <= r) and off.acceptance_rate < 1

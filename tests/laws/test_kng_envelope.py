@@ -26,7 +26,7 @@ def _sphere_point(theta, phi):
 
 
 def _data(n, r, seed):
-    """Records spread over the ball, a cluster off-centre plus some on the boundary."""
+    """Records spread over the ball, a cluster off-center plus some on the boundary."""
     rng = np.random.default_rng(seed)
     th = np.concatenate([rng.uniform(0.3 * r, 0.6 * r, n - 5), np.full(5, 0.999 * r)])
     ph = np.concatenate([rng.normal(0.5, 0.4, n - 5), rng.uniform(0, 2 * np.pi, 5)])
@@ -36,7 +36,7 @@ def _data(n, r, seed):
 def _quadrature_cdfs(mech, data, stats_fns, nt=2800, nph=350):
     """CDFs of each statistic of x under KNG's law, by quadrature on the ball.
 
-    A fine grid in θ: the mass of a row of cells sits at its centre value, an error of
+    A fine grid in θ: the mass of a row of cells sits at its center value, an error of
     up to half a row's mass in the CDF of θ. With 700 rows, the narrow law of
     ε = 5 (σ ≈ 0.03) was refuted at N = 20,000 by the grid alone (KS p = 0.0004 to
     0.09 over six seeds; 0.02 to 0.68 with 2,800 rows), not by the sampler.
@@ -53,7 +53,7 @@ def _quadrature_cdfs(mech, data, stats_fns, nt=2800, nph=350):
     for fn in stats_fns:
         v = fn(x)
         order = np.argsort(v)
-        # each cell's mass sits at its centre value: the CDF there counts half of it
+        # each cell's mass sits at its center value: the CDF there counts half of it
         vs, cs = v[order], np.cumsum(w[order]) - 0.5 * w[order]
         cdfs.append(lambda q, vs=vs, cs=cs: np.interp(q, vs, cs, left=0.0, right=1.0))
     return cdfs

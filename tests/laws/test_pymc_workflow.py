@@ -48,7 +48,7 @@ def test_prior_and_posterior_predictive():
     assert y.shape == (1, 50, 3)
     np.testing.assert_allclose(np.linalg.norm(y, axis=-1), 1.0)
     eta_draws = prior.prior["eta"].values
-    # the prior predictive is centred on the prior draw of eta: distances ~ sigma scale
+    # the prior predictive is centered on the prior draw of eta: distances ~ sigma scale
     assert np.median(S2.dist(eta_draws, y)) < 0.6
     with m:
         idata = pm.sample(100, tune=100, chains=1, random_seed=1, progressbar=False)

@@ -230,7 +230,7 @@ def _kendall_ball(n, r, rng, m0=M0):
     z = m0[..., 0] + 1j * m0[..., 1]
     g = rng.normal(size=(n, len(z))) + 1j * rng.normal(size=(n, len(z)))
     g -= g.mean(axis=1, keepdims=True)
-    g -= (g @ np.conj(z))[:, None] * z  # complex projection: horizontal and centred
+    g -= (g @ np.conj(z))[:, None] * z  # complex projection: horizontal and centered
     g /= np.linalg.norm(g, axis=1, keepdims=True)
     t = rng.uniform(0, r, (n, 1))
     w = np.cos(t) * z + np.sin(t) * g

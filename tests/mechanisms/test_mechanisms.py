@@ -125,7 +125,7 @@ def test_mcmc_refuses_a_run_over_its_time_budget_before_compiling(monkeypatch):
 
 
 def _distances(model, seed, draws=2000):
-    """Distances to the chart centre ``(chain, draw)`` from the mechanism's polar model."""
+    """Distances to the chart origin ``(chain, draw)`` from the mechanism's polar model."""
     from pymc_manidp.privacy.diagnostics import check_run
 
     idata = mcmc.sample(model, "nuts", draws=draws, tune=1000, chains=2, random_seed=seed)

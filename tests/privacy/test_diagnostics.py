@@ -117,7 +117,7 @@ def test_table_matches_an_independent_computation(rep, laplace_run):
 
 
 def test_model_route_equals_footpoint_route(laplace_run):
-    """For Laplace the chart centre is the footpoint: the polar model's coordinates
+    """For Laplace the chart origin is the footpoint: the polar model's coordinates
     and those recomputed from the released points agree."""
     idata, foot = laplace_run
     c_model, d_model = chart_draws(idata)

@@ -89,7 +89,7 @@ def test_frechet_mean_dask_equals_numpy(manifold, data, center, radius):
         m_plain = pmd.frechet_mean(manifold, lazy)  # unchecked Dask data work too
     m_np = pmd.frechet_mean(manifold, dom.check(data))
     assert m_dask.converged and m_np.converged
-    # checked data: the same start (the centre) and steps, only the summation order differs
+    # checked data: the same start (the center) and steps, only the summation order differs
     np.testing.assert_allclose(m_dask.mean, m_np.mean, atol=1e-10, rtol=0)
     # unchecked data start elsewhere: a Kendall mean is then another pre-shape of the
     # same shape (a rotation), so compare geodesic distances
@@ -201,7 +201,7 @@ def test_a_checked_array_is_not_checked_again_and_is_read_only():
     assert checked is not data and not checked.flags.writeable
     assert dom.check(checked) is checked  # no second pass
     summary = reductions.checked_summary(checked, domain=dom)
-    # the check pass summed the gradient at the centre: compare with a direct sum
+    # the check pass summed the gradient at the center: compare with a direct sum
     direct = np.mean(S2.log(NORTH, checked), axis=0)
     np.testing.assert_allclose(summary.center_gradient, direct, atol=1e-15)
     # another domain (or a copy of the data) is checked anew

@@ -14,7 +14,7 @@ from tests.cases import _expm_sym
 
 
 def _ball_data(M, rng, n, r):
-    """n points in B_r(m0) around a random-ish centre, direction uniform."""
+    """n points in B_r(m0) around a random-ish center, direction uniform."""
     if isinstance(M, pmd.Sphere):
         m0 = np.zeros(M.dim + 1)
         m0[-1] = M.radius

@@ -1,7 +1,7 @@
 r"""PyTensor twins of :mod:`pymc_manidp.geometry._kernels.numerics` with finite gradients.
 
 Functions of a norm are written as functions of the *squared* norm ``s`` so that
-their gradients stay finite at the centre of a chart (``d sqrt(s)/ds`` is infinite
+their gradients stay finite at the center of a chart (``d sqrt(s)/ds`` is infinite
 at 0, while ``cos(sqrt(s))`` is smooth in ``s``). Each uses the double-``switch``
 pattern: the unsafe branch is fed a harmless value where it is not selected, so
 neither branch produces NaN in the gradient.
@@ -9,7 +9,7 @@ neither branch produces NaN in the gradient.
 Symmetric-matrix functions (``expm``, ``logm``, ``sqrtm``, ``invsqrtm``) have pullbacks
 that use the Daleckii–Krein divided differences of the scalar function. PyTensor's own
 ``eigh`` gradient divides by eigenvalue gaps and is NaN at repeated eigenvalues (the
-identity matrix, for one), which is where SPD charts are centred. For ``k >= 3`` they
+identity matrix, for one), which is where SPD charts are centered. For ``k >= 3`` they
 are :class:`~pymc_manidp.geometry._kernels.pt_sym_ops.SymMatrixFunction` nodes (``method="kernel"``:
 one compiled loop over the whole stack, in the C and the NUMBA backends); the older
 :class:`~pytensor.compile.builders.OpFromGraph` over PyTensor's batched ``eigh``

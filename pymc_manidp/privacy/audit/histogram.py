@@ -204,7 +204,7 @@ def sample_test(
     statistics : dict of name -> callable, optional
         Scalar post-processings ``(size, *point_shape) -> (size,)``. Default: the
         distances to the changed record's old and new values and the tangent
-        coordinate at the centre along the change.
+        coordinate at the center along the change.
     size : int
         Draws from each dataset. A separate pilot of ``max(size // 10, 1000)`` draws
         from each sets the bin edges (pooled quantiles), so the edges are independent

@@ -101,7 +101,7 @@ def _frame(domain):
 
 
 def _point(domain, coords):
-    """Points ``exp_{m0}`` of chart coordinates ``(..., dim)`` at the public centre."""
+    """Points ``exp_{m0}`` of chart coordinates ``(..., dim)`` at the public center."""
     M, m0, _ = _frame(domain)
     return M.validate(M.exp_coords(m0, np.asarray(coords, float)))
 
@@ -109,7 +109,7 @@ def _point(domain, coords):
 def boundary_pair(domain, n: int, direction=None) -> NeighbourPair:
     """All ``n`` records on the boundary at ``direction``; one moved to the opposite side.
 
-    ``direction`` is a vector of chart coordinates at the centre (default: the first
+    ``direction`` is a vector of chart coordinates at the center (default: the first
     frame vector). This is the configuration behind both papers' sensitivity bounds.
 
     Parameters
@@ -119,7 +119,7 @@ def boundary_pair(domain, n: int, direction=None) -> NeighbourPair:
     n : int
         Number of records.
     direction : array_like, shape ``(dim,)``, optional
-        Chart coordinates of the direction ``u`` at the centre.
+        Chart coordinates of the direction ``u`` at the center.
 
     Returns
     -------
@@ -153,7 +153,7 @@ def neighbour_pairs(
 ) -> list[NeighbourPair]:
     """Candidate neighbouring pairs that try to maximize the privacy loss.
 
-    For each of ``directions`` unit chart directions ``u`` at the centre (the frame
+    For each of ``directions`` unit chart directions ``u`` at the center (the frame
     vectors first, then random ones; default: all ``dim`` frame vectors), with
     ``r`` the public radius:
 

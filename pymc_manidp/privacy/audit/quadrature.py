@@ -2,7 +2,7 @@ r"""The quadrature audit: the privacy loss of a mechanism, read off a grid.
 
 :func:`quadrature_audit` (manifolds of dimension 1 to 3): both densities are
 normalized by quadrature on a product grid in normal coordinates at the public
-centre ``m0``, and the privacy loss
+center ``m0``, and the privacy loss
 
 .. math:: L(D, D') = \sup_x \big|\log f_D(x) - \log f_{D'}(x)\big|
 
@@ -385,7 +385,7 @@ def quadrature_audit(
         ``d = 2``; ``N/2`` polar × ``N`` azimuthal angles for ``d = 3``) or a tuple of
         node counts per axis.
     t_max : float, optional
-        Radius of the integration ball at the centre. Default: the public radius for
+        Radius of the integration ball at the center. Default: the public radius for
         restricted laws, the injectivity radius (the whole space) on spheres and
         Kendall shape spaces otherwise.
     refine : int
