@@ -21,7 +21,7 @@ these calibrations give; one calibration that gives it is KNG with
 :math:`\sigma = \Delta/\epsilon` and the 2021 supplement's empirical sphere bound.
 Those "paper calibration" variants (dashed; not proven ε-DP) are drawn with the same
 exact samplers. Other calibrations fit the ordering as well (it does not change when
-every rate is multiplied by one common factor), so the data do not tell which one the
+every σ is multiplied by one common factor), so the data do not tell which one the
 paper used (``docs/reproduction.md``).
 """
 
@@ -95,7 +95,7 @@ def _setup(space: str, epsilon: float):
 
 
 def paper_sigma(space: str, method: str, n: int, epsilon: float) -> float:
-    """Rates of the "paper calibration" variants (not proven ε-DP; see the module notes).
+    """The σ values of the "paper calibration" variants (not proven ε-DP; see the module notes).
 
     S²: the 2021 supplement's empirical spread ``s`` (§2.1) in place of ``2r(2-H)``:
     Laplace ``s/(nH eps)``, KNG ``s/(n eps)``; SPD(2): KNG ``2r/(n eps)`` (Thm 1's

@@ -19,7 +19,7 @@ coordinates), and fit the exponents of E ρ² in ε (theory −2) and in ``d(d+1
 (theory 1).
 
 **Inflation (2021 Thm 4).** On a ``d``-dimensional linear subspace of
-:math:`\mathbb R^D` the ambient K-norm Laplace with rate ``sigma``, projected onto the
+:math:`\mathbb R^D` the ambient K-norm Laplace with scale ``sigma``, projected onto the
 subspace, has :math:`\mathbb E\|P\tilde x_D - \bar x\|^2 = \sigma^2 d (D+1)` (the
 theorem's proof), against :math:`\sigma^2 d(d+1)` for the Laplace built on the
 subspace: a ratio :math:`(D+1)/(d+1)` ("D/d"). Without the projection the ratio is

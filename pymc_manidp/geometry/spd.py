@@ -643,7 +643,7 @@ def spd_laplace_log_normalizer(k: int, sigma):
     k : int
         Matrix size.
     sigma : float or tensor, shape ``(...)``
-        The rate; ``+inf`` is returned where ``sigma >= 2/C``; ``k = 3`` clips
+        The sigma limit; ``+inf`` is returned where ``sigma >= 2/C``; ``k = 3`` clips
         ``sigma`` at :func:`spd_normalizer_max_sigma`
         (callers refuse larger values).
 

@@ -17,8 +17,8 @@ __all__ = [
     "check_nonnegative_real",
     "check_positive_int",
     "check_positive_real",
-    "check_rate",
     "check_real_data",
+    "check_sigma",
     "first_bad_row",
     "read_env",
 ]
@@ -231,15 +231,15 @@ def check_bool(value, name: str) -> bool:
     return bool(value)
 
 
-def check_rate(sigma, what: str = "sigma") -> float:
+def check_sigma(sigma, what: str = "sigma") -> float:
     """Return ``sigma`` if it is a positive, finite, *normal* float.
 
-    A rate that overflowed to ``inf`` (epsilon too small) or underflowed to a
+    A sigma that overflowed to ``inf`` (epsilon too small) or underflowed to a
     subnormal or zero (epsilon too large) cannot be sampled: ``1/sigma`` overflows.
 
     Examples
     --------
-    >>> check_rate(1e-310)  # doctest: +ELLIPSIS
+    >>> check_sigma(1e-310)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: sigma = 1e-310 is below the smallest normal float ...: epsilon ... too large ...

@@ -6,7 +6,7 @@ coordinates ``c = s u`` at a center (the density's mode),
 .. math:: x = \exp_{\text{center}}\Big(\sum_a c_a E_a\Big), \qquad c = s\,u,
 
 with ``E_a`` the manifold's orthonormal frame at the center. The scale ``s`` (the
-mechanism's rate) makes ``u`` of order one. The log-Jacobian w.r.t. the Riemannian
+mechanism's sigma) makes ``u`` of order one. The log-Jacobian w.r.t. the Riemannian
 volume is ``d log s + log J(c)``, ``J`` the exp chart's volume density (closed forms
 in each manifold, checked against finite differences in the tests).
 
@@ -49,7 +49,7 @@ class ChartTransform(Transform):
     center : array, shape ``point_shape``
         Center of the chart (a constant: the footpoint or the Fréchet mean).
     scale : float
-        ``c = scale * u``; use the mechanism's rate ``sigma`` so ``u`` is of order one.
+        ``c = scale * u``; use the mechanism's ``sigma`` so ``u`` is of order one.
 
     Examples
     --------

@@ -204,7 +204,7 @@ def laplace_logp(manifold, value, footpoint, sigma, domain=None, normalized=True
     footpoint : tensor, shape ``(..., *point_shape)``
         The center ``eta``.
     sigma : float or tensor, shape ``(...)``
-        The rate ``sigma > 0``.
+        The scale ``sigma > 0``.
     domain : DataDomain, optional
         Restrict the support to the closed ball ``B_r(m0)`` (``-inf`` outside).
     normalized : bool, default True
@@ -247,7 +247,7 @@ def kng_logp(manifold, value, data, sigma, domain):
     data : tensor, shape ``(n, *point_shape)``
         The records ``x_1, ..., x_n``.
     sigma : float or tensor, shape ``()``
-        The rate ``sigma > 0``.
+        The scale ``sigma > 0``.
     domain : DataDomain or None
         The public ball ``B_r(m0)`` (``-inf`` outside); ``None``: the whole chart.
 
@@ -385,7 +385,7 @@ class ManifoldLaplace(Continuous):
         The center ``eta``: a constant (validated now), ``pm.Data`` or a random
         variable (checked in the graph).
     sigma : float or tensor, shape ``(...)``
-        The rate ``sigma > 0``.
+        The scale ``sigma > 0``.
     domain : DataDomain, optional
         Restrict the support to the closed ball ``B_r(m0)``.
     normalized : bool, default True
@@ -562,7 +562,7 @@ class KNG(Continuous):
         The (private) data; constant data are checked against the ball now, ``pm.Data``
         in the graph.
     sigma : float or pm.Data
-        The rate ``sigma > 0``.
+        The scale ``sigma > 0``.
     domain : DataDomain or None
         The public ball (KNG's law is restricted to it). ``None`` leaves KNG's density
         on the whole chart, with no exact draws: the mechanisms sample it so and keep

@@ -5,7 +5,7 @@ directions and rejection sampling, so the draws follow the target law up to
 floating-point rounding (they are *not* hardened against least-significant-bit
 attacks).
 
-Manifold Laplace at a footpoint ``eta`` with rate ``sigma``: in normal coordinates
+Manifold Laplace at a footpoint ``eta`` with scale ``sigma``: in normal coordinates
 ``c = t u`` at ``eta`` (``u`` uniform on the unit sphere of the tangent space,
 ``t = |c|``) the density w.r.t. Lebesgue measure is
 
@@ -23,7 +23,7 @@ vouches for them):
   ``[0, π/2]``; Euclidean ``R^d``, where the exp chart is an isometry (``J = 1``, 2021
   supplement §1.4): ``t ~ Gamma(d, sigma)`` with no rejection;
 - otherwise a growth bound ``log J(c) <= G|c|`` (``G = M.log_volume_growth``):
-  rejection from the Euclidean K-norm with rate ``σ'``, ``1/σ' = 1/σ - β``, accepting
+  rejection from the Euclidean K-norm with scale ``σ'``, ``1/σ' = 1/σ - β``, accepting
   with ``J(c) e^{-β t - (G-β) T}`` is exact for ``t <= T``; ``β = G`` (``T = ∞``) needs
   ``σ < 1/G`` (``M.check_laplace_normalizable``). SPD(k): ``J = ∏_{i<j}
   sinhc(|λ_i-λ_j|/2)`` (``λ`` the eigenvalues of the tangent matrix); since
@@ -59,7 +59,7 @@ from pymc_manidp.geometry.validation import (
     as_points,
     check_positive_int,
     check_positive_real,
-    check_rate,
+    check_sigma,
 )
 from pymc_manidp.rng import as_generator
 from pymc_manidp.stats import reductions
@@ -223,7 +223,7 @@ def euclidean_laplace(center, sigma, size, rng=None):
     center : array, shape ``(d,)``
         The center ``x_bar``.
     sigma : float
-        The rate ``sigma > 0``.
+        The scale ``sigma > 0``.
     size : int
         Number of draws.
     rng : Generator, int or None
@@ -243,7 +243,7 @@ def euclidean_laplace(center, sigma, size, rng=None):
     center = as_points(center, np.shape(center)[-1:], name="center")
     if center.ndim != 1:
         raise ValueError(f"center must be one point of shape (d,), got {center.shape}")
-    sigma = check_rate(sigma)
+    sigma = check_sigma(sigma)
     size = _check_size(size)
     rng = as_generator(rng)
     return center + knorm_noise(rng, center.shape[0], sigma, (size,))
@@ -264,7 +264,7 @@ def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
     dim : int
         ``D``.
     sigma : float
-        The rate ``sigma > 0``.
+        The scale ``sigma > 0``.
     size : tuple of int
         Leading shape; the result has shape ``(*size, D)``.
 
@@ -323,7 +323,7 @@ def _tilted_coords(M, sigma, size, rng, t_max, max_attempts, stats, what):
         M.check_laplace_normalizable(sigma)
     beta = _tilt(growth, sigma)
     # 1/sigma - beta must itself be a normal float (sigma itself was checked)
-    scale = check_rate(1.0 / (1.0 / sigma - beta), "the SPD envelope's rate 1/(1/sigma - beta)")
+    scale = check_sigma(1.0 / (1.0 / sigma - beta), "the SPD envelope's sigma 1/(1/sigma - beta)")
     slack = (growth - beta) * t_max if beta < growth else 0.0
 
     def propose(m):
@@ -354,7 +354,7 @@ def laplace_coords(M, sigma, size, rng=None, *, t_max=None, max_attempts=DEFAULT
         The manifold (its dimension and volume density ``J``), with an exact sampler
         (``M.exact_sampling``: Sphere, KendallShape, SPD, Euclidean).
     sigma : float
-        The rate ``sigma > 0``.
+        The scale ``sigma > 0``.
     size : int
         Number of draws.
     rng : Generator, int or None
@@ -393,7 +393,7 @@ def _laplace_coords(M, sigma, size, rng, t_max, max_attempts, what=None):
     """Normal coordinates of the Laplace law; ``what`` names the caller in errors."""
     _check_exact_manifold(M)
     what = what or f"the {M} Laplace radial law"
-    sigma = check_rate(sigma)
+    sigma = check_sigma(sigma)
     size = _check_size(size)
     max_attempts = _check_max_attempts(max_attempts)
     rng = as_generator(rng)
@@ -470,7 +470,7 @@ def sample_laplace(
     footpoint : array, shape ``point_shape``
         The center ``eta``.
     sigma : float
-        The rate ``sigma > 0``.
+        The scale ``sigma > 0``.
     size : int
         Number of draws.
     rng : Generator, int or None
@@ -506,7 +506,7 @@ def sample_laplace(
     foot = M.validate(footpoint)
     if foot.shape != tuple(M.point_shape):
         raise ValueError(f"footpoint must be one point of shape {tuple(M.point_shape)}")
-    sigma = check_rate(sigma)
+    sigma = check_sigma(sigma)
     size = _check_size(size)
     max_attempts = _check_max_attempts(max_attempts)
     domain = _check_domain(M, domain)
@@ -724,7 +724,7 @@ def sample_kng(
     if domain is None:
         raise ValueError("KNG's law lives on the public ball: pass domain=DataDomain(...)")
     domain = _check_domain(M, domain)
-    sigma = check_rate(sigma)
+    sigma = check_sigma(sigma)
     size = _check_size(size)
     max_attempts = _check_max_attempts(max_attempts)
     data = domain.check(data)

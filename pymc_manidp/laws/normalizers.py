@@ -107,7 +107,7 @@ def laplace_log_normalizer(manifold, sigma):
     manifold : Manifold
         The manifold (its dimension and chart radius ``T`` set the integral).
     sigma : float or tensor, shape ``(...)``
-        The rate ``sigma > 0``; a batch of rates gives a batch of normalizers.
+        The scale ``sigma > 0``; a batch of rates gives a batch of normalizers.
 
     Returns
     -------

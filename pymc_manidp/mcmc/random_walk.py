@@ -13,7 +13,7 @@ The proposal law depends only on :math:`|v| = \rho(x_n, x')` (step < injectivity
 radius), and so does the volume density of :math:`\exp_{x_n}`, which is symmetric in
 its two points: the proposal density w.r.t. volume is symmetric and the plain
 Metropolis ratio is exact. The supplement keeps every 100th state after a burn-in of
-10,000 steps and uses ``step = sigma``, the Laplace rate.
+10,000 steps and uses ``step = sigma``, the Laplace scale σ.
 
 Only the proposal (:func:`propose`) is the supplement's: the accept step and the chain
 loop are those of every chain of the library

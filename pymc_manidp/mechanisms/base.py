@@ -38,7 +38,7 @@ from pymc_manidp.geometry.validation import (
     check_manifold,
     check_positive_int,
     check_positive_real,
-    check_rate,
+    check_sigma,
 )
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
@@ -175,7 +175,7 @@ class Mechanism:
         return self._checked_sigma(sigma)
 
     def _checked_sigma(self, sigma) -> float:
-        sigma = check_rate(sigma)
+        sigma = check_sigma(sigma)
         self.check_law_exists(sigma)
         return sigma
 

@@ -143,7 +143,7 @@ def test_sphere_sensitivity_attained_and_not_exceeded():
 
 def test_sphere_euclidean_noise_radius_law():
     """Distance of the (unprojected) release to the ambient mean ~ Gamma(3, sigma):
-    KS, 4000 replicates, alpha = 0.01; a wrong sigma (the manifold-Laplace rate with
+    KS, 4000 replicates, alpha = 0.01; a wrong sigma (the manifold-Laplace scale σ with
     Delta/eps from Thm 2, or 2 Delta/eps) is rejected."""
     mech = _sphere_mech()
     x = _cap(25, R_SPHERE, np.random.default_rng(3))

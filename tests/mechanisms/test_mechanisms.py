@@ -215,7 +215,7 @@ def test_epsilon_beyond_floating_point_is_refused_with_the_cause(make):
 
 
 def test_the_spd_envelope_refuses_a_subnormal_sigma():
-    """The SPD envelope's rate 1/(1/sigma - beta) divided by zero for a subnormal sigma;
+    """The SPD envelope's sigma 1/(1/sigma - beta) divided by zero for a subnormal sigma;
     now sigma (and that rate, a guard) must be normal floats, and the smallest normal
     sigma still samples."""
     from pymc_manidp.laws import exact

@@ -373,7 +373,7 @@ def _laplace_s2_sampler(mech):
 def _kng_s2_sampler(mech):
     """KNG on a cap of S^2 by rejection from a Laplace envelope (docs/architecture.md, math facts):
     2022 Lemma 1 gives |grad F(x)| >= H rho(x_bar, x) on the ball, H = 2r cot 2r, so
-    proposals from the Laplace at x_bar with rate σ/H are accepted with probability
+    proposals from the Laplace at x_bar with scale σ/H are accepted with probability
     exp(logp(x) + H rho(x_bar, x)/σ) <= 1 (up to the mean's 1e-10 error)."""
 
     def sample(data, size, rng):
