@@ -223,6 +223,31 @@ def package_page(modname: str) -> str:
     an already imported subpackage (``pymc_manidp.geometry``) for an attribute of its
     parent; a package's public names are exactly its ``__all__``.
     """
+    title = modname.replace("_", r"\_")
+    out = [title, "=" * len(title), "", f".. automodule:: {modname}", "   :no-members:", ""]
+    out += [f".. currentmodule:: {modname}", ""]
+    for kind, names in package_kinds(modname).items():
+        if not names:
+            continue
+        # stubs use docs/_templates/autosummary/{class,exception,data}.rst
+        out += [
+            kind,
+            "-" * len(kind),
+            "",
+            ".. autosummary::",
+            "   :toctree: .",
+            "   :nosignatures:",
+        ]
+        out += [""] + [f"   {n}" for n in sorted(names, key=str.lower)] + [""]
+    return "\n".join(out)
+
+
+def package_kinds(modname: str) -> dict[str, list[str]]:
+    """A package's ``__all__`` by kind, each name as its autosummary entry.
+
+    A constant's entry is relative to ``modname`` and names the module whose ``#:``
+    comment documents it (``cities.ATTRIBUTION``).
+    """
     module = importlib.import_module(modname)
     kinds: dict[str, list[str]] = {
         "Classes": [],
@@ -239,26 +264,9 @@ def package_page(modname: str) -> str:
         elif callable(obj):
             kinds["Functions"].append(name)
         else:
-            kinds["Constants"].append(defining_module(modname, name) + "." + name)
-    title = modname.replace("_", r"\_")
-    out = [title, "=" * len(title), "", f".. automodule:: {modname}", "   :no-members:", ""]
-    out += [f".. currentmodule:: {modname}", ""]
-    for kind, names in kinds.items():
-        if not names:
-            continue
-        # stubs use docs/_templates/autosummary/{class,exception,data}.rst
-        out += [
-            kind,
-            "-" * len(kind),
-            "",
-            ".. autosummary::",
-            "   :toctree: .",
-            "   :nosignatures:",
-        ]
-        # constants are documented where their #: comment is (relative: "cities.ATTRIBUTION")
-        out += [""] + [f"   {n.removeprefix(modname + '.')}" for n in sorted(names, key=str.lower)]
-        out += [""]
-    return "\n".join(out)
+            const = defining_module(modname, name) + "." + name
+            kinds["Constants"].append(const.removeprefix(modname + "."))
+    return kinds
 
 
 API_GENERATED.mkdir(parents=True, exist_ok=True)
@@ -275,11 +283,21 @@ CONSTANTS = [
     for c in CONSTANTS
 ]
 numpydoc_validation_exclude |= {re.escape(name) + "$" for name in CONSTANTS}
+_pages = set()
 for _modname in API_PACKAGES:
     _page = API_GENERATED / f"{_modname}.rst"
     _text = package_page(_modname)
     if not _page.exists() or _page.read_text(encoding="utf-8") != _text:
         _page.write_text(_text, encoding="utf-8")  # unchanged pages keep their mtime
+    # the page and the stubs autosummary writes for it ("<currentmodule>.<entry>.rst")
+    _pages |= {_page.name} | {
+        f"{_modname}.{entry}.rst" for names in package_kinds(_modname).values() for entry in names
+    }
+# A name dropped from an __all__ leaves its stub behind (autosummary never deletes one):
+# an orphan page (a warning, so -W fails) documenting a name that is no longer public.
+for _stub in API_GENERATED.glob("*.rst"):
+    if _stub.name not in _pages:
+        _stub.unlink()
 
 # --- HTML ------------------------------------------------------------------------------
 html_theme = "pydata_sphinx_theme"

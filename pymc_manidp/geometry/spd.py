@@ -184,7 +184,7 @@ class SPD(ManifoldBase):
     @property
     def laplace_sigma_limit(self) -> tuple[float, str]:
         """The edge ``2/C``; on ``SPD(3)`` 0.98 of it, the normalizer's tabulated range
-        (:func:`spd_normalizer_max_sigma`)."""
+        (:func:`~pymc_manidp.geometry.spd.spd_normalizer_max_sigma`)."""
         if self.k not in SPD_NORMALIZED_K or self.k < 3:
             return self.laplace_max_sigma, "the normalizability edge 2/C"
         return (
@@ -194,8 +194,9 @@ class SPD(ManifoldBase):
 
     @property
     def pt_laplace_log_normalizer(self):
-        """:func:`spd_laplace_log_normalizer` for this ``k`` (a function of ``sigma``);
-        ``None`` for ``k >= 4``, where no normalizer is implemented."""
+        """:func:`~pymc_manidp.geometry.spd.spd_laplace_log_normalizer` for this ``k`` (a
+        function of ``sigma``); ``None`` for ``k >= 4``, where no normalizer is
+        implemented."""
         if self.k not in SPD_NORMALIZED_K:
             return None
         return functools.partial(spd_laplace_log_normalizer, self.k)
@@ -377,11 +378,11 @@ class SPD(ManifoldBase):
     # --- ambient embedding: symmetric matrices in vech coordinates (the baselines) ---
     @property
     def ambient_dim(self) -> int:
-        """``D = k(k+1)/2``: :func:`vech` coordinates of symmetric matrices."""
+        """``D = k(k+1)/2``: ``vech`` coordinates of symmetric matrices."""
         return self.dim
 
     def to_ambient(self, points) -> np.ndarray:
-        """Ambient coordinates ``(..., D)`` of points: their plain :func:`vech`."""
+        """Ambient coordinates ``(..., D)`` of points: their plain ``vech``."""
         return vech(points)
 
     def from_ambient(self, y) -> np.ndarray:
@@ -687,9 +688,10 @@ def spd_laplace_log_normalizer(k: int, sigma):
 def spd_normalizer_max_sigma(k: int) -> float:
     """Supremum of the ``sigma`` for which :func:`spd_laplace_log_normalizer` is right.
 
-    The normalizability edge ``2/C`` (:attr:`SPD.laplace_max_sigma`) for ``k <= 2``;
-    ``0.98`` of it for ``k = 3`` (the tabulated range). At and beyond it the
-    normalized law is refused (:attr:`SPD.laplace_sigma_limit`).
+    The normalizability edge ``2/C``
+    (:attr:`~pymc_manidp.geometry.SPD.laplace_max_sigma`) for ``k <= 2``; ``0.98`` of
+    it for ``k = 3`` (the tabulated range). At and beyond it the normalized law is
+    refused (:attr:`~pymc_manidp.geometry.SPD.laplace_sigma_limit`).
 
     Parameters
     ----------

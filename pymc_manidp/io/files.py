@@ -83,6 +83,30 @@ def read_points(path, *, header=None) -> np.ndarray:
     its line: a record is never dropped silently (``0.1;0.2;0.97`` above
     comma-separated records is a malformed record, not a header).
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.npy`` file, or a ``.csv`` (or ``.txt``) file of comma-separated numbers,
+        one record per line. Only a non-empty regular file is read.
+    header : bool, optional
+        Whether the ``.csv`` file's first record is a header: ``None`` (the default)
+        decides as above, ``True`` always skips the first record, ``False`` never
+        does. Ignored for ``.npy``.
+
+    Returns
+    -------
+    ndarray, shape ``(n, ...)``
+        The records as floats: a ``.csv`` file gives ``(n, fields)``, a ``.npy`` file
+        its own shape (:func:`manifold_for` reshapes the rows to points).
+
+    Raises
+    ------
+    ValueError
+        An unsupported suffix, a missing, empty or non-regular file, an unreadable
+        ``.npy`` file, or a malformed ``.csv`` record (named by line and field).
+    TypeError
+        Values that are not real numbers (bools, complex numbers, dates, strings).
+
     Examples
     --------
     >>> import tempfile, os
@@ -160,7 +184,31 @@ def _read_csv(path: Path, header=None) -> np.ndarray:
 def manifold_for(name: str, data: np.ndarray):
     """The manifold called ``name`` whose points have the shape of ``data``'s rows.
 
-    Returns ``(manifold, points)`` with ``points`` reshaped to ``(n, *point_shape)``.
+    The manifold's size follows from the data (see the layouts above): ``D``
+    coordinates make ``Sphere(dim=D - 1)``, ``k*k`` entries ``SPD(k=k)``, ``2k``
+    coordinates ``KendallShape(k_landmarks=k)``, ``d`` coordinates ``Euclidean(dim=d)``.
+
+    Parameters
+    ----------
+    name : {"sphere", "spd", "kendall", "euclidean"}
+        One of :data:`MANIFOLDS`.
+    data : array_like or dask.array.Array, shape ``(n, ...)``
+        One record per row: ``(n, D)`` (sphere), ``(n, k, k)`` or ``(n, k*k)``
+        (spd), ``(n, k, 2)`` or ``(n, 2k)`` (kendall, ``k >= 3``), ``(n, d)``
+        (euclidean). A Dask array stays lazy.
+
+    Returns
+    -------
+    manifold : Manifold
+        The manifold of that name and size.
+    points : ndarray or dask.array.Array, shape ``(n, *manifold.point_shape)``
+        ``data`` reshaped to points (floats; not checked to lie on the manifold).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``name``, no records, or a shape that does not fit the manifold
+        (the message gives the shapes accepted).
 
     Examples
     --------
@@ -203,6 +251,29 @@ def manifold_for(name: str, data: np.ndarray):
 def parse_center(text: str, manifold) -> np.ndarray:
     """The public center from ``"x1,x2,..."``, ``"identity"`` (SPD) or a ``.npy``/``.csv`` file.
 
+    Parameters
+    ----------
+    text : str
+        Comma- (or semicolon-) separated coordinates of the point, entries of a matrix
+        row by row; ``"identity"`` (also ``"i"``, ``"eye"``) for the manifold's
+        origin (the identity matrix on SPD, ``0`` on Euclidean); or the path of a
+        ``.npy``/``.csv``/``.txt`` file holding the numbers (read by
+        :func:`read_points`).
+    manifold : Manifold
+        The manifold the center lies on: it fixes how many numbers are expected.
+
+    Returns
+    -------
+    ndarray, shape ``manifold.point_shape``
+        The center as floats (not checked to lie on the manifold: the mechanism
+        checks it).
+
+    Raises
+    ------
+    ValueError
+        Text that is not numbers, ``"identity"`` on a manifold without an origin, or
+        a number of values other than the size of a point.
+
     Examples
     --------
     >>> parse_center("0, 0, 1", Sphere(dim=2)).tolist()
@@ -235,11 +306,39 @@ def parse_center(text: str, manifold) -> np.ndarray:
 
 
 def release_json(release, *, manifold_name, manifold, center, radius, options, source) -> dict:
-    """What may be published about a release: :meth:`Release.public` plus provenance.
+    """What may be published about a release: its public record plus provenance.
 
     The random seed is never written (with the seed and the public parameters, anyone
     could test guesses about the data); nor are the MCMC run or the rejection
     statistics, which depend on the data.
+
+    Parameters
+    ----------
+    release : Release
+        The release (:class:`~pymc_manidp.privacy.Release`); only its
+        :meth:`~pymc_manidp.privacy.Release.public` record is written.
+    manifold_name : str
+        The manifold's name on the command line (one of :data:`MANIFOLDS`).
+    manifold : Manifold
+        The manifold released on (its ``repr`` and ``dim`` are written).
+    center : array_like, shape ``manifold.point_shape``
+        The public ball's center.
+    radius : float
+        The public ball's radius.
+    options : dict
+        The mechanism's options worth publishing (JSON-serializable, e.g.
+        ``{"restrict": False, "clip": False}``).
+    source : str
+        What the data were read from (a file name, not its contents).
+
+    Returns
+    -------
+    dict
+        JSON-serializable, with keys ``"release"`` (the public record),
+        ``"manifold"`` (``name``, ``spec``, ``dim``), ``"public_ball"``
+        (``center`` as nested lists, ``radius``), ``"options"`` and
+        ``"provenance"`` (UTC creation time, ``source``, the versions of the
+        software, Python's version).
     """
     from importlib import metadata
 

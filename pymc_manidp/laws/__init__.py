@@ -1,9 +1,9 @@
 """Laws layer: the manifold Laplace and KNG laws.
 
-PyTensor log-densities on tangent charts (:mod:`~pymc_manidp.laws.charts`), their
-normalizers, exact samplers (:mod:`~pymc_manidp.laws.exact`), the PyMC distributions
-(:mod:`~pymc_manidp.laws.distributions`) and the noise-aware model of a release
-(:mod:`~pymc_manidp.laws.inference`).
+PyTensor log-densities on tangent charts (``laws/charts.py``), their normalizers
+(:mod:`pymc_manidp.laws.normalizers`), exact samplers (``laws/exact.py``), the PyMC
+distributions (``laws/distributions.py``) and the noise-aware model of a release
+(``laws/inference.py``), all imported from here.
 """
 
 from pymc_manidp.laws.charts import ChartTransform, NormalizedGaussian, PolarChart

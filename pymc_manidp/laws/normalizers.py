@@ -32,19 +32,19 @@ from pymc_manidp.geometry.base import exp_chart_is_isometry
 from pymc_manidp.geometry.spd import (
     SPD3_MAX_FRACTION,
     SPD_NORMALIZED_K,
-    ChebyshevSeries,
     log_weyl_constant,
     spd_laplace_log_normalizer,
     spd_normalizer_max_sigma,
 )
+from pymc_manidp.geometry.spd import ChebyshevSeries as ChebyshevSeries
 from pymc_manidp.geometry.sphere import log_unit_sphere_volume
 
-# laplace_log_normalizer is public from pymc_manidp.mechanisms (documented there);
-# ChebyshevSeries is an implementation detail (a PyTensor Op) of the SPD(3) table
+# laplace_log_normalizer is public from pymc_manidp.laws (documented there);
+# ChebyshevSeries, importable here, is an implementation detail (a PyTensor Op) of
+# the SPD(3) table: not listed
 __all__ = [
     "SPD3_MAX_FRACTION",
     "SPD_NORMALIZED_K",
-    "ChebyshevSeries",
     "has_laplace_normalizer",
     "log_weyl_constant",
     "spd_laplace_log_normalizer",

@@ -1,29 +1,30 @@
 """MCMC layer: the PyMC model of a law, sampling with nutpie or PyMC (one
 :class:`MCMCSettings` value says how long), the compile cache, and the chain kernels
-the coupling estimate and the supplement's Metropolis reuse."""
+the coupling estimate and the supplement's Metropolis reuse.
+
+The kernels' building blocks (the Metropolis step and acceptance, the chain loop)
+stay in ``pymc_manidp.mcmc.kernels``; :class:`~pymc_manidp.privacy.CouplingError`,
+which :func:`meeting_times` raises, is documented with the coupling estimate.
+"""
 
 from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV, MCMC_MAX_SECONDS, check_mcmc_budget
 from pymc_manidp.mcmc.kernels import (
     HMC,
     RWMH,
     BatchTarget,
-    ChainRun,
-    CouplingError,
     draw_chain,
     initial_law,
-    log_uniform,
     meeting_times,
-    metropolis_accept,
-    metropolis_step,
     reflection_maximal,
-    run_chain,
     tune_kernel,
 )
-from pymc_manidp.mcmc.model import point_dims, polar_data, polar_model
+
+# meeting_times raises it; one class, documented where users catch it (pymc_manidp.privacy)
+from pymc_manidp.mcmc.kernels import CouplingError as CouplingError
+from pymc_manidp.mcmc.model import polar_data, polar_model
 from pymc_manidp.mcmc.nutpie_cache import CACHE_ENV, cache_dir, clear_cache, compile_nutpie
 from pymc_manidp.mcmc.sampling import (
     BACKEND_ENV,
-    NUTS_BACKENDS,
     SAMPLERS,
     CompiledSampler,
     SamplerCache,
@@ -40,13 +41,10 @@ __all__ = [
     "HMC",
     "MAX_SECONDS_ENV",
     "MCMC_MAX_SECONDS",
-    "NUTS_BACKENDS",
     "RWMH",
     "SAMPLERS",
     "BatchTarget",
-    "ChainRun",
     "CompiledSampler",
-    "CouplingError",
     "MCMCSettings",
     "SamplerCache",
     "cache_dir",
@@ -56,16 +54,11 @@ __all__ = [
     "draw_chain",
     "has_nutpie",
     "initial_law",
-    "log_uniform",
     "meeting_times",
-    "metropolis_accept",
-    "metropolis_step",
     "nuts_backend",
-    "point_dims",
     "polar_data",
     "polar_model",
     "reflection_maximal",
-    "run_chain",
     "sample",
     "sampler_backend",
     "tune_kernel",

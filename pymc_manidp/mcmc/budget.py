@@ -24,10 +24,32 @@ def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_secon
     Every leapfrog step of NUTS (and every Metropolis step) evaluates the density, one
     pass over the data: the time grows like ``n * chains * (tune + draws)``. This
     estimates a *lower bound* of that time from measured costs per point and raises
-    a ``ValueError`` pointing to the exact sampler when it exceeds ``max_seconds``
-    (default 600 s, or the environment variable ``PYMC_MANIDP_MCMC_MAX_SECONDS``).
+    a ``ValueError`` pointing to the exact sampler when it exceeds ``max_seconds``.
 
-    Returns the estimate in seconds when the run is within budget.
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold sampled on; its ``mcmc_seconds_per_point`` is the measured cost
+        of one gradient evaluation per data point.
+    n : int
+        Number of data points the log-density passes over.
+    chains, tune, draws : int
+        The run's chains, tuning steps and draws per chain.
+    max_seconds : float, optional
+        The budget in seconds; by default ``$PYMC_MANIDP_MCMC_MAX_SECONDS`` (a finite
+        number > 0), else :data:`MCMC_MAX_SECONDS` (600).
+
+    Returns
+    -------
+    float
+        The estimate (a lower bound on the run's time) in seconds, when it is within
+        the budget.
+
+    Raises
+    ------
+    ValueError
+        The estimate exceeds the budget (the message gives the estimate and the ways
+        out), or the environment variable is not a finite number > 0 (named).
 
     Examples
     --------

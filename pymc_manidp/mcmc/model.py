@@ -34,6 +34,7 @@ def polar_data(manifold, mode, sigma, inputs=None) -> dict:
     Parameters
     ----------
     manifold : Manifold
+        The manifold of the law; it gives the chart (``chart_frame``).
     mode : array, shape ``point_shape``
         The density's mode (private: a footpoint or the data's Fréchet mean), the
         chart's origin.
@@ -45,6 +46,14 @@ def polar_data(manifold, mode, sigma, inputs=None) -> dict:
     Returns
     -------
     dict of str to ndarray
+        One float array per ``pm.Data`` name: ``"scale"`` (a 0-d array),
+        ``"chart_<key>"`` and the keys of ``inputs``.
+
+    Raises
+    ------
+    ValueError
+        ``mode`` off the manifold, or a key of ``inputs`` that the model uses itself
+        (``"scale"``, ``"chart_..."``).
     """
     mode = manifold.validate(mode)
     values = {"scale": np.asarray(float(sigma))}
@@ -64,6 +73,7 @@ def polar_model(manifold, mode, sigma, law, *, inputs, law_kwargs=None, name="re
     Parameters
     ----------
     manifold : Manifold
+        The manifold of the law and of the chart.
     mode : array, shape ``point_shape``
         The density's mode (a footpoint or the data's Fréchet mean, computed once by
         the caller): the chart's origin and, one σ from it, the chains' start.
@@ -86,7 +96,7 @@ def polar_model(manifold, mode, sigma, law, *, inputs, law_kwargs=None, name="re
     Returns
     -------
     pm.Model
-        With the variable ``name`` (dims :func:`point_dims`), deterministics
+        With the variable ``name`` (dims ``point_dims(manifold)``), deterministics
         ``chart_coords`` (normal coordinates at the mode, dim ``coord``) and
         ``distance`` (to the mode). Its ``pm.Data`` are :func:`polar_data`'s.
         Parameter checks are left to the caller (``check_bounds=False``): a mechanism

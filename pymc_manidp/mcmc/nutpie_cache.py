@@ -55,10 +55,20 @@ _LOCATOR = None
 def cache_dir() -> Path:
     """Directory of the compiled NUTS entry points kept across processes.
 
-    ``$PYMC_MANIDP_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pymc-manidp`` (by default
-    ``~/.cache/pymc-manidp``). Deleting it (:func:`clear_cache`) is always safe: the
-    next release compiles again. PyTensor keeps its own compiled functions under
-    ``pytensor.config.base_compiledir`` (``PYTENSOR_FLAGS=base_compiledir=...``).
+    Deleting it (:func:`clear_cache`) is always safe: the next release compiles again.
+    PyTensor keeps its own compiled functions under ``pytensor.config.base_compiledir``
+    (``PYTENSOR_FLAGS=base_compiledir=...``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``$PYMC_MANIDP_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pymc-manidp`` (by
+        default ``~/.cache/pymc-manidp``). It may not exist yet.
+
+    Raises
+    ------
+    ValueError
+        Either variable set to something other than an absolute path (named).
     """
     env = read_env(CACHE_ENV, "path")
     if env:
@@ -656,13 +666,29 @@ def compile_nutpie(model):
     Same model, same sampler (nutpie's ``CompiledPyMCModel``), but the two numba
     entry points nutpie would compile in every process read the data through a
     pointer, so they are cached under :func:`cache_dir`; with them a small manifest
-    (sizes, names, the order of the ``pm.Data``) keyed on :func:`_structure_key`. A
-    model of the same structure compiled before (any data, any n) is then assembled
-    without compiling any PyTensor function for NUTS. Returns the compiled model and
-    the number of its two entry points loaded from the cache.
+    (sizes, names, the order of the ``pm.Data``) keyed on a hash of the model's
+    structure (``_structure_key``). A model of the same structure compiled before
+    (any data, any n) is then assembled without compiling any PyTensor function for
+    NUTS. Nothing is loaded from a cache folder that is not the user's own alone.
 
-    Raises :class:`NutpieInternalsError` if nutpie's private helpers changed
-    (:func:`_nutpie_internals`).
+    Parameters
+    ----------
+    model : pymc.Model
+        The model; its data-dependent quantities are ``pm.Data`` (read through the
+        pointer, so the cached entry points serve any values).
+
+    Returns
+    -------
+    compiled : nutpie.CompiledPyMCModel
+        What ``nutpie.sample`` takes, holding the model's current data.
+    cache_hits : int
+        How many of the two entry points were loaded from the cache (0, 1 or 2).
+
+    Raises
+    ------
+    ImportError
+        nutpie is not installed, or its private helpers this function uses have
+        changed (a ``NutpieInternalsError``, checked before they are used).
     """
     from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 

@@ -46,7 +46,13 @@ BACKEND_ENV = "PYMC_MANIDP_NUTS_BACKEND"
 
 
 def has_nutpie() -> bool:
-    """Whether nutpie (a dependency since issue 12) is importable."""
+    """Whether nutpie (a dependency since issue 12) is importable.
+
+    Returns
+    -------
+    bool
+        True when ``import nutpie`` would find the package (it is not imported).
+    """
     return importlib.util.find_spec("nutpie") is not None
 
 
@@ -55,8 +61,25 @@ def nuts_backend(backend=None) -> str:
 
     ``backend`` (or, when it is None, the environment variable
     ``PYMC_MANIDP_NUTS_BACKEND``) is ``"nutpie"``, ``"pymc"`` or ``"auto"`` (the
-    default): nutpie when it is installed, PyMC's NUTS otherwise. Asking for nutpie
-    without it installed is an ``ImportError``.
+    default): nutpie when it is installed, PyMC's NUTS otherwise.
+
+    Parameters
+    ----------
+    backend : {None, "auto", "nutpie", "pymc"}, optional
+        The choice (any case); None reads ``$PYMC_MANIDP_NUTS_BACKEND``, then
+        ``"auto"``.
+
+    Returns
+    -------
+    {"nutpie", "pymc"}
+        The implementation that will run NUTS.
+
+    Raises
+    ------
+    ValueError
+        Another choice, as argument or in the environment variable (named).
+    ImportError
+        ``"nutpie"`` asked for and nutpie not installed.
     """
     choice = (
         backend
@@ -79,8 +102,27 @@ def nuts_backend(backend=None) -> str:
 
 
 def sampler_backend(sampler, backend=None) -> str:
-    """The implementation that runs ``sampler``: :func:`nuts_backend` for ``"nuts"``,
-    ``"pymc"`` for ``"metropolis"`` (PyMC's only)."""
+    """The implementation that runs ``sampler``: nutpie or PyMC.
+
+    Parameters
+    ----------
+    sampler : {"nuts", "metropolis"}
+        One of ``SAMPLERS``.
+    backend : {None, "auto", "nutpie", "pymc"}, optional
+        The NUTS implementation asked for (see :func:`nuts_backend`); ignored for
+        ``"metropolis"``.
+
+    Returns
+    -------
+    {"nutpie", "pymc"}
+        :func:`nuts_backend` of ``backend`` for ``"nuts"``; ``"pymc"`` for
+        ``"metropolis"`` (only PyMC has it).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``sampler`` (or ``backend``, see :func:`nuts_backend`).
+    """
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     return nuts_backend(backend) if sampler == "nuts" else "pymc"
@@ -105,6 +147,37 @@ class CompiledSampler:
 
     Not thread-safe across calls of the PyMC path (``pm.set_data`` changes the
     model); a lock serializes them.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        A model whose data-dependent quantities are all ``pm.Data`` (e.g. from
+        :func:`polar_model`); nutpie compiles it here, PyMC in each :meth:`sample`.
+    sampler : {"nuts", "metropolis"}
+        One of ``SAMPLERS``.
+    backend : {None, "auto", "nutpie", "pymc"}, optional
+        The NUTS implementation (:func:`sampler_backend`), fixed for the life of the
+        object.
+
+    Attributes
+    ----------
+    backend : {"nutpie", "pymc"}
+        The implementation that samples.
+    model : pymc.Model
+        The model given.
+    sampler : str
+        The sampler given.
+    data_names : frozenset of str
+        The names of the model's ``pm.Data``: exactly the keys :meth:`sample` takes.
+    cache_hits : int
+        How many of nutpie's two compiled entry points were loaded from
+        :func:`cache_dir` (0 for PyMC).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``sampler`` or ``backend``, or a compiled model that does not read
+        all its ``pm.Data``.
     """
 
     def __init__(self, model, sampler="nuts", *, backend=None):
@@ -131,12 +204,28 @@ class CompiledSampler:
     ):
         """Set every ``pm.Data`` to ``values`` (exactly the model's names), run MCMC.
 
-        ``settings`` (an :class:`MCMCSettings`, default PyMC's 4 x (1,000 + 1,000))
-        says how long; ``draws``, ``tune``, ``chains`` override its fields. Its
-        ``backend`` was fixed when this sampler was compiled. Returns the ArviZ
-        ``DataTree`` (``posterior``, ``sample_stats``; the posterior's
-        ``sampling_time`` attribute is the sampler's own time, without compilation).
-        The data are left out of it: no ``constant_data`` group.
+        Parameters
+        ----------
+        values : dict of str to array_like
+            A value for each name of ``data_names`` (e.g. :func:`polar_data`'s),
+            each of the rank the model was built with; a missing or an unknown name
+            is a ``ValueError``.
+        settings : MCMCSettings, optional
+            How long (default PyMC's 4 x (1,000 + 1,000)). Its ``backend`` is
+            ignored: it was fixed when this sampler was compiled.
+        random_seed : int or None, optional
+            Seed of the run; None draws one from the operating system.
+        draws, tune, chains : int, optional
+            Override the fields of ``settings``.
+
+        Returns
+        -------
+        DataTree
+            ArviZ's ``posterior`` (``chains x draws`` per variable) and
+            ``sample_stats``; the posterior's ``sampling_time`` attribute is the
+            sampler's own time, without compilation, and ``sampler_backend`` says
+            which implementation drew the chains. The data are left out of it: no
+            ``constant_data`` group.
         """
         s = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
         given = set(values)
@@ -234,10 +323,17 @@ class SamplerCache:
             return self._entries.setdefault(key, compiled)
 
     def keys(self):
-        """The ``(n, sampler, backend)`` of the compiled samplers."""
+        """The ``(n, sampler, backend)`` of the compiled samplers.
+
+        Returns
+        -------
+        list of tuple
+            One ``(n, sampler, backend)`` per kept sampler, in the order added.
+        """
         return list(self._entries)
 
     def clear(self):
+        """Drop every compiled sampler (and the data values they keep in memory)."""
         self._entries.clear()
 
     def __len__(self):
@@ -271,13 +367,32 @@ def sample(
 ):
     """Run MCMC once on ``model`` with its current data; return the ArviZ ``DataTree``.
 
-    ``"nuts"`` uses nutpie when it is installed (faster adaptation, compiled with
-    numba), PyMC's own NUTS otherwise; ``"metropolis"`` uses PyMC's random-walk
-    Metropolis. ``settings`` (an :class:`MCMCSettings`) says how long, ``draws``,
-    ``tune``, ``chains`` override its fields. Each call compiles the model: to
-    sample one model structure for several data sets, keep a
-    :class:`CompiledSampler`. ``progressbar`` is accepted for compatibility and
-    ignored.
+    Each call compiles the model: to sample one model structure for several data
+    sets, keep a :class:`CompiledSampler`.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model, sampled with the values its ``pm.Data`` hold now.
+    sampler : {"nuts", "metropolis"}
+        ``"nuts"`` uses nutpie when it is installed (faster adaptation, compiled
+        with numba), PyMC's own NUTS otherwise; ``"metropolis"`` uses PyMC's
+        random-walk Metropolis.
+    settings : MCMCSettings, optional
+        How long, and which NUTS implementation (default PyMC's 4 x (1,000 + 1,000),
+        nutpie when installed).
+    random_seed : int or None, optional
+        Seed of the run; None draws one from the operating system.
+    draws, tune, chains : int, optional
+        Override the fields of ``settings``.
+    progressbar : bool
+        Accepted for compatibility and ignored (no progress bar is shown).
+
+    Returns
+    -------
+    DataTree
+        As :meth:`CompiledSampler.sample`: ``posterior`` and ``sample_stats``,
+        without the data.
     """
     s = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
     compiled = CompiledSampler(model, sampler, backend=s.backend)

@@ -26,13 +26,14 @@ from pymc_manidp.privacy.coupling import (
     tv_bound,
 )
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, DiagnosticsReport, check_run
-from pymc_manidp.privacy.release import Release
+from pymc_manidp.privacy.release import Calibration, Release
 
 #: Served by the coupling module on first use (it is the kernels' exception).
 _FROM_COUPLING = ("CouplingError",)
 
 __all__ = [
     "AuditResult",
+    "Calibration",
     "CouplingError",
     "DeltaEstimate",
     "DiagnosticsError",

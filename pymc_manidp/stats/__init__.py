@@ -11,8 +11,10 @@ from pymc_manidp.stats.sensitivity import (
     empirical_sphere_log_spread,
     kng_sensitivity,
     laplace_sensitivity,
-    rate,
 )
+
+# a deprecated alias of calibrated_sigma (it warns): still importable, no longer listed
+from pymc_manidp.stats.sensitivity import rate as rate
 
 __all__ = [
     "ConvergenceWarning",
@@ -28,5 +30,4 @@ __all__ = [
     "frechet_mean",
     "kng_sensitivity",
     "laplace_sensitivity",
-    "rate",
 ]
