@@ -307,8 +307,26 @@ html_theme_options = {
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
-html_static_path: list[str] = []
 html_show_sourcelink = False
+
+# --- MathJax, shipped with the site ----------------------------------------------------
+# Sphinx loads MathJax from a CDN by default: offline, every formula would be raw TeX.
+# .ci/setup (docs) unpacks MathJax from the npm registry into docs/_build/vendor/mathjax
+# (not committed); html_static_path copies it into the site's _static/, and mathjax_path
+# (relative: to _static/) points there, so the built site is complete offline.
+VENDOR = DOCS / "_build" / "vendor"
+mathjax_path = "mathjax/es5/tex-mml-chtml.js"
+html_static_path: list[str] = [str(VENDOR)] if (VENDOR / mathjax_path).is_file() else []
+
+
+def check_mathjax(app) -> None:
+    """Warn (so -W fails the build) when the local MathJax is missing."""
+    if not (VENDOR / mathjax_path).is_file():
+        logger.warning(
+            "MathJax not found at %s: the site's formulas would not render. Fetch it "
+            "with `bash .ci/setup docs` (npm pack mathjax, from the npm registry)",
+            VENDOR / mathjax_path,
+        )
 
 
 # --- gallery of the papers' figures ----------------------------------------------------
@@ -472,6 +490,7 @@ def skip_plain_attributes(app, what, name, obj, skip, options):
 
 
 def setup(app):
+    app.connect("builder-inited", check_mathjax)
     app.connect("builder-inited", reproduce_figures)
     app.connect("missing-reference", resolve_reexports)
     app.connect("autodoc-skip-member", skip_plain_attributes)

@@ -3,7 +3,9 @@
 Headless Debian ``chromium`` screenshots the home page, the API page of ``KNGMechanism``
 and a notebook page (kept in docs/_build/screenshots/ for a human look); the notebook
 pages must show figures rendered from their executed outputs; no page may link to a
-missing page, file or anchor of the site.
+missing page, file or anchor of the site. The site is complete offline: no page loads a
+script, style sheet or image from the network, and with the network blocked MathJax
+(shipped in ``_static/mathjax``, docs/conf.py) renders every formula of a page.
 
 ``bash .ci/run`` builds the site before running this file. Run alone, it builds the site
 first if there is none (the notebooks are then executed by the build).
@@ -48,6 +50,8 @@ class Page(HTMLParser):
         self.links: list[str] = []
         self.ids: set[str] = set()
         self.images: list[tuple[str, tuple[str, ...]]] = []  # (src, classes of open divs)
+        self.loads: list[str] = []  # what the browser fetches to show the page
+        self.formulas = 0  # Sphinx's math elements, <span|div class="math ...">
         self._divs: list[str] = []
 
     def handle_starttag(self, tag, attrs):
@@ -63,6 +67,12 @@ class Page(HTMLParser):
                 self.links.append(a[key])
         if tag == "img" and a.get("src"):
             self.images.append((a["src"], tuple(self._divs)))
+        if tag in {"script", "img", "iframe", "audio", "video", "source"} and a.get("src"):
+            self.loads.append(a["src"])
+        if tag == "link" and a.get("href") and a.get("rel") not in {"canonical", "alternate"}:
+            self.loads.append(a["href"])  # style sheets, preloads, icons
+        if tag in {"span", "div"} and "math" in (a.get("class") or "").split():
+            self.formulas += 1
 
     def handle_endtag(self, tag):
         if tag == "div" and self._divs:
@@ -138,6 +148,70 @@ def chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     assert exe, "chromium not found: .ci/setup installs it (apt-get install chromium)"
     return exe
+
+
+#: Pages with formulas of each source: a notebook's Markdown cells (MyST dollar math),
+#: a numpydoc docstring's ``.. math::`` and inline ``:math:``.
+MATH_PAGES = [
+    "notebooks/01_sphere_mean_direction.html",
+    "api/generated/pymc_manidp.laws.KNG.html",
+    "api/generated/pymc_manidp.laws.normalizers.html",
+]
+#: Blocks every host name (file:// needs none): what the page shows then is what a reader
+#: without a network sees.
+NO_NETWORK = "--host-resolver-rules=MAP * ~NOTFOUND"
+
+
+def rendered_dom(page: Path) -> str:
+    """The page's DOM after its scripts ran, in headless chromium without network."""
+    cmd = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",  # CI runs as root
+        "--disable-gpu",
+        NO_NETWORK,
+        # virtual time runs the page's timers and loads without waiting in real time
+        "--virtual-time-budget=30000",
+        "--dump-dom",
+        page.as_uri(),
+    ]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=180).stdout
+
+
+def test_no_page_loads_anything_from_the_network(site):
+    remote = [
+        f"{path.relative_to(site)}: {src}"
+        for path in site.rglob("*.html")
+        if "_static" not in path.parts
+        for src in parse(path).loads
+        if urlsplit(src).scheme in {"http", "https"} or src.startswith("//")
+    ]
+    assert not remote, "\n".join(remote[:50])
+
+
+@pytest.mark.parametrize("page", MATH_PAGES)
+def test_formulas_render_offline(site, page):
+    html = site / page
+    formulas = parse(html).formulas
+    assert formulas > 0, f"{page}: no formula to render"
+    dom = rendered_dom(html)
+    # MathJax replaces the TeX of each formula by one <mjx-container>; a TeX error is an
+    # <mjx-merror> inside it
+    assert dom.count("<mjx-container") == formulas, f"{page}: formulas left as raw TeX"
+    assert "<mjx-merror" not in dom
+
+
+def test_render_without_network_cannot_reach_a_cdn(tmp_path):
+    # the oracle of the test above: with MathJax from its CDN a formula stays raw TeX,
+    # also on a machine with internet access
+    page = tmp_path / "cdn.html"
+    page.write_text(
+        '<html><head><script defer src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/'
+        'tex-mml-chtml.js"></script></head><body><span class="math">\\(x^2\\)</span>'
+        "</body></html>"
+    )
+    dom = rendered_dom(page)
+    assert "x^2" in dom and "<mjx-container" not in dom
 
 
 @pytest.mark.parametrize("name", sorted(PAGES))
