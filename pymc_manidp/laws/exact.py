@@ -210,7 +210,7 @@ def _gamma_truncated(shape, scale, t_max, m, rng):
     return np.minimum(scale * special.gammaincinv(shape, u), t_max)
 
 
-def euclidean_laplace(center, sigma, size, rng=None):
+def euclidean_laplace(footpoint, sigma, size, rng=None):
     r"""Euclidean K-norm (ℓ2) Laplace in ``R^d`` (2021 supplement §1.4).
 
     .. math:: f(y) \propto \exp(-|y - \bar x|_2 / \sigma),
@@ -220,8 +220,8 @@ def euclidean_laplace(center, sigma, size, rng=None):
 
     Parameters
     ----------
-    center : array, shape ``(d,)``
-        The center ``x_bar``.
+    footpoint : array, shape ``(d,)``
+        The footpoint ``x_bar``.
     sigma : float
         The scale ``sigma > 0``.
     size : int
@@ -240,13 +240,13 @@ def euclidean_laplace(center, sigma, size, rng=None):
     >>> y.shape, bool(abs(np.linalg.norm(y, axis=1).mean() - 1.5) < 0.05)  # E t = d sigma
     ((4000, 3), True)
     """
-    center = as_points(center, np.shape(center)[-1:], name="center")
-    if center.ndim != 1:
-        raise ValueError(f"center must be one point of shape (d,), got {center.shape}")
+    footpoint = as_points(footpoint, np.shape(footpoint)[-1:], name="footpoint")
+    if footpoint.ndim != 1:
+        raise ValueError(f"footpoint must be one point of shape (d,), got {footpoint.shape}")
     sigma = check_sigma(sigma)
     size = _check_size(size)
     rng = as_generator(rng)
-    return center + knorm_noise(rng, center.shape[0], sigma, (size,))
+    return footpoint + knorm_noise(rng, footpoint.shape[0], sigma, (size,))
 
 
 def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
