@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from pymc_manidp.geometry.validation import read_env
+from pymc_manidp.mcmc.settings import MCMCSettings
 
 __all__ = ["MAX_SECONDS_ENV", "MCMC_MAX_SECONDS", "check_mcmc_budget"]
 
@@ -18,7 +19,9 @@ MCMC_MAX_SECONDS = 600.0
 MAX_SECONDS_ENV = "PYMC_MANIDP_MCMC_MAX_SECONDS"
 
 
-def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_seconds=None):
+def check_mcmc_budget(
+    manifold, n, settings=None, *, chains=None, tune=None, draws=None, max_seconds=None
+):
     """Refuse an MCMC run whose log-density passes over ``n`` points far too often.
 
     Every leapfrog step of NUTS (and every Metropolis step) evaluates the density, one
@@ -27,7 +30,22 @@ def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_secon
     a ``ValueError`` pointing to the exact sampler when it exceeds ``max_seconds``
     (default 600 s, or the environment variable ``PYMC_MANIDP_MCMC_MAX_SECONDS``).
 
-    Returns the estimate in seconds when the run is within budget.
+    Parameters
+    ----------
+    manifold : Manifold
+        Its ``mcmc_seconds_per_point`` is the measured cost of one datum.
+    n : int
+        Number of data points.
+    settings : MCMCSettings, optional
+        The run's settings (default ``MCMCSettings()``, the one set of defaults);
+        ``chains``, ``tune``, ``draws`` given as keywords override it.
+    max_seconds : float, optional
+        The budget.
+
+    Returns
+    -------
+    float
+        The estimate in seconds, when the run is within budget.
 
     Examples
     --------
@@ -39,6 +57,8 @@ def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_secon
     ...
     ValueError: MCMC on n = 10000000 data points would take at least ...
     """
+    settings = MCMCSettings.resolve(settings, chains=chains, tune=tune, draws=draws)
+    chains, tune, draws = settings.chains, settings.tune, settings.draws
     if max_seconds is None:
         max_seconds = read_env(MAX_SECONDS_ENV, "positive real", float(MCMC_MAX_SECONDS))
     evals = int(chains) * (int(tune) + int(draws)) * _LEAPFROG_PER_DRAW
