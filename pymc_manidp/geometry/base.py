@@ -199,8 +199,8 @@ class PyTensorTwins(Protocol):
     the mechanisms evaluate them (series branches near 0).
     """
 
-    def pt_exp_coords(self, center, coords):
-        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+    def pt_exp_coords(self, origin, coords):
+        """``exp_origin`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
 
     def pt_log(self, x, y):
         """``log_x(y)`` as a tensor."""
@@ -221,12 +221,12 @@ class PyTensorTwins(Protocol):
         """``||sum_i log_x(x_i)||_x`` for points ``x`` ``(..., *point_shape)`` and
         ``data`` ``(n, *point_shape)``, a tensor of shape ``(...)`` (KNG's norm)."""
 
-    def chart_frame(self, center):
-        """The arrays fixing the exp chart at ``center`` (a dict): the chart's
-        ``pm.Data`` in a compiled model, so it can follow a new center."""
+    def chart_frame(self, origin):
+        """The arrays fixing the exp chart at ``origin`` (a dict): the chart's
+        ``pm.Data`` in a compiled model, so it can follow a new origin."""
 
     def pt_exp_frame(self, frame, coords):
-        """``exp_center`` of chart coordinates ``(..., dim)``, the chart given by
+        """``exp_origin`` of chart coordinates ``(..., dim)``, the chart given by
         :meth:`chart_frame` (arrays or tensors, e.g. ``pm.Data``)."""
 
     def pt_log_frame(self, frame, x):
@@ -408,25 +408,25 @@ class ManifoldBase:
         """Chart coordinates at ``x`` of ``log_x(y)``: the inverse of :meth:`exp_coords`."""
         return self.to_coords(x, self.log(x, y))
 
-    def chart_frame(self, center):
-        """The arrays fixing the exp chart at ``center``: the center and its frame."""
-        center = np.asarray(center, float)
-        if center.shape != tuple(self.point_shape):
+    def chart_frame(self, origin):
+        """The arrays fixing the exp chart at ``origin``: the origin and its frame."""
+        origin = np.asarray(origin, float)
+        if origin.shape != tuple(self.point_shape):
             raise ValueError(f"the chart origin must be one point of shape {self.point_shape}")
-        return {"center": center, "basis": self.tangent_basis(center)}
+        return {"origin": origin, "basis": self.tangent_basis(origin)}
 
-    def pt_exp_coords(self, center, coords):
-        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
-        return self.pt_exp_frame(self.chart_frame(center), coords)
+    def pt_exp_coords(self, origin, coords):
+        """``exp_origin`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        return self.pt_exp_frame(self.chart_frame(origin), coords)
 
     def pt_log_frame(self, frame, x):
-        """Chart coordinates of points ``x``: ``pt_log`` at the frame's ``center``,
+        """Chart coordinates of points ``x``: ``pt_log`` at the frame's ``origin``,
         read in its ``basis`` (the frame of :meth:`chart_frame`)."""
         import pytensor.tensor as pt
 
-        center = pt.as_tensor_variable(frame["center"])
+        origin = pt.as_tensor_variable(frame["origin"])
         basis = pt.as_tensor_variable(frame["basis"])
-        v = self.pt_log(center, x)
+        v = self.pt_log(origin, x)
         n = len(self.point_shape)
         return pt.tensordot(v, basis, axes=[list(range(-n, 0)), list(range(1, n + 1))])
 

@@ -88,24 +88,24 @@ class Euclidean(ManifoldBase):
         return np.zeros(np.shape(coords)[:-1])
 
     # --- PyTensor twins -------------------------------------------------------------
-    def chart_frame(self, center):
-        """The arrays fixing the exp chart at ``center``: the center itself."""
-        return {"center": np.asarray(center, float)}
+    def chart_frame(self, origin):
+        """The arrays fixing the exp chart at ``origin``: the origin itself."""
+        return {"origin": np.asarray(origin, float)}
 
     def pt_exp_frame(self, frame, coords):
-        """``center + coords``, the center given by :meth:`chart_frame` (array or tensor)."""
-        return pt.as_tensor_variable(frame["center"]) + coords
+        """``origin + coords``, the origin given by :meth:`chart_frame` (array or tensor)."""
+        return pt.as_tensor_variable(frame["origin"]) + coords
 
-    def pt_exp_coords(self, center, coords):
-        return self.pt_exp_frame(self.chart_frame(center), coords)
+    def pt_exp_coords(self, origin, coords):
+        return self.pt_exp_frame(self.chart_frame(origin), coords)
 
     def pt_log_frame(self, frame, x):
-        """``x - center``."""
-        return pt.as_tensor_variable(x) - pt.as_tensor_variable(frame["center"])
+        """``x - origin``."""
+        return pt.as_tensor_variable(x) - pt.as_tensor_variable(frame["origin"])
 
     def pt_ball_exit(self, frame, omega, ball_center, ball_radius):
         """``T(ω)``: the positive root of ``|c + tω - m0| = r``."""
-        off = pt.as_tensor_variable(frame["center"]) - ball_center
+        off = pt.as_tensor_variable(frame["origin"]) - ball_center
         proj = pt.sum(omega * off, axis=-1)
         r = ball_radius
         return -proj + pt.sqrt(pt.maximum(proj**2 - pt.sum(off**2) + r * r, 0.0))

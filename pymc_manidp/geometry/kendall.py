@@ -260,26 +260,26 @@ class KendallShape(ManifoldBase):
         return (2 * self.k_landmarks - 6) * log_sinc(t) + log_sinc(2.0 * t)
 
     # --- PyTensor twins (arguments are pre-shapes) -------------------------------------
-    def chart_frame(self, center):
-        """The arrays fixing the exp chart at ``center``: its pre-shape and frame."""
-        center = np.asarray(center, float)
-        if center.shape != self.point_shape:
+    def chart_frame(self, origin):
+        """The arrays fixing the exp chart at ``origin``: its pre-shape and frame."""
+        origin = np.asarray(origin, float)
+        if origin.shape != self.point_shape:
             raise ValueError(f"the chart origin must be one point of shape {self.point_shape}")
-        z = preshape(center)
-        return {"center": z, "basis": self.tangent_basis(z)}
+        z = preshape(origin)
+        return {"origin": z, "basis": self.tangent_basis(z)}
 
     def pt_exp_frame(self, frame, coords):
-        """``exp_center`` of chart coordinates ``(..., dim)``, the chart given by
+        """``exp_origin`` of chart coordinates ``(..., dim)``, the chart given by
         :meth:`chart_frame` (arrays or tensors, e.g. ``pm.Data``)."""
-        z, basis = pt.as_tensor_variable(frame["center"]), frame["basis"]
+        z, basis = pt.as_tensor_variable(frame["origin"]), frame["basis"]
         coords = pt.as_tensor_variable(coords)
         v = pt.tensordot(coords, pt.as_tensor_variable(basis), axes=[[-1], [0]])
         s = pt.sum(coords**2, axis=-1)[..., None, None]
         return ptn.cos_sqrt(s) * z + ptn.sinc_sqrt(s) * v
 
-    def pt_exp_coords(self, center, coords):
-        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
-        return self.pt_exp_frame(self.chart_frame(center), coords)
+    def pt_exp_coords(self, origin, coords):
+        """``exp_origin`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        return self.pt_exp_frame(self.chart_frame(origin), coords)
 
     def pt_point_checks(self, x):
         """Centered (landmark sums below ``1e-6``) and of unit size (within ``1e-6``)."""
@@ -289,19 +289,19 @@ class KendallShape(ManifoldBase):
 
     def pt_ball_exit(self, frame, omega, ball_center, ball_radius):
         r"""``T(ω)``: the first ``t > 0`` with ``|<m0, γ(t)>|^2 = P + Q cos 2t + W sin 2t
-        = cos^2 r`` (complex inner products), ``γ`` the geodesic from the frame's center
+        = cos^2 r`` (complex inner products), ``γ`` the geodesic from the frame's origin
         along ``ω``."""
         m0, r = ball_center, ball_radius
         basis = pt.as_tensor_variable(frame["basis"])
-        center = pt.as_tensor_variable(frame["center"])
-        w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the center
+        origin = pt.as_tensor_variable(frame["origin"])
+        w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the origin
 
         def herm(x, y):  # <x, y> = sum conj(x) y, of (k, 2) arrays as complex vectors
             re = pt.sum(x[..., 0] * y[..., 0] + x[..., 1] * y[..., 1], axis=-1)
             im = pt.sum(x[..., 0] * y[..., 1] - x[..., 1] * y[..., 0], axis=-1)
             return re, im
 
-        ar, ai = herm(m0, center)
+        ar, ai = herm(m0, origin)
         br, bi = herm(m0, w)
         a2, b2 = ar**2 + ai**2, br**2 + bi**2
         p, q, ww = (a2 + b2) / 2, (a2 - b2) / 2, ar * br + ai * bi

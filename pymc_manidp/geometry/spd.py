@@ -300,27 +300,27 @@ class SPD(ManifoldBase):
         return _pair_log_sinhc(sym_eigvalsh(w_mat))
 
     # --- PyTensor twins -------------------------------------------------------------
-    def chart_frame(self, center):
-        """The arrays fixing the exp chart at ``center``: its square root ``p^{1/2}``."""
-        center = np.asarray(center, float)
-        if center.shape != self.point_shape:
+    def chart_frame(self, origin):
+        """The arrays fixing the exp chart at ``origin``: its square root ``p^{1/2}``."""
+        origin = np.asarray(origin, float)
+        if origin.shape != self.point_shape:
             raise ValueError(f"the chart origin must be one point of shape {self.point_shape}")
-        return {"sqrt": _sqrt_invsqrt(center)[0]}
+        return {"sqrt": _sqrt_invsqrt(origin)[0]}
 
     def pt_exp_frame(self, frame, coords):
-        """``exp_center`` of chart coordinates ``(..., dim)``, the chart given by
+        """``exp_origin`` of chart coordinates ``(..., dim)``, the chart given by
         :meth:`chart_frame` (arrays or tensors, e.g. ``pm.Data``)."""
         s = pt.as_tensor_variable(frame["sqrt"])
         w_mat = pt.tensordot(pt.as_tensor_variable(coords), self._frame, axes=[[-1], [0]])
         return ptn.sym(s @ ptn.expm(w_mat, k=self.k) @ s)
 
-    def pt_exp_coords(self, center, coords):
-        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
-        return self.pt_exp_frame(self.chart_frame(center), coords)
+    def pt_exp_coords(self, origin, coords):
+        """``exp_origin`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        return self.pt_exp_frame(self.chart_frame(origin), coords)
 
     def pt_log_frame(self, frame, x):
-        """Normal coordinates at the frame's center: ``logm(s^{-1} x s^{-1})`` in the
-        identity's frame, ``s`` the center's square root."""
+        """Normal coordinates at the frame's origin: ``logm(s^{-1} x s^{-1})`` in the
+        identity's frame, ``s`` the origin's square root."""
         s = pt.as_tensor_variable(frame["sqrt"])
         s_inv = pt.linalg.inv(s)
         w = ptn.logm(ptn.sym(s_inv @ x @ s_inv))

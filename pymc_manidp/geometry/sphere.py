@@ -233,25 +233,25 @@ class Sphere(ManifoldBase):
         return (self.dim - 1) * log_sinc(t)
 
     # --- PyTensor twins -------------------------------------------------------------
-    def chart_frame(self, center):
-        """The arrays fixing the exp chart at ``center``: the center and its frame."""
-        center = np.asarray(center, float)
-        if center.shape != self.point_shape:
+    def chart_frame(self, origin):
+        """The arrays fixing the exp chart at ``origin``: the origin and its frame."""
+        origin = np.asarray(origin, float)
+        if origin.shape != self.point_shape:
             raise ValueError(f"the chart origin must be one point of shape {self.point_shape}")
-        return {"center": center, "basis": self.tangent_basis(center)}
+        return {"origin": origin, "basis": self.tangent_basis(origin)}
 
     def pt_exp_frame(self, frame, coords):
-        """``exp_center`` of chart coordinates ``(..., dim)``, the chart given by
+        """``exp_origin`` of chart coordinates ``(..., dim)``, the chart given by
         :meth:`chart_frame` (arrays or tensors, e.g. ``pm.Data``)."""
-        center, basis = pt.as_tensor_variable(frame["center"]), frame["basis"]
+        origin, basis = pt.as_tensor_variable(frame["origin"]), frame["basis"]
         coords = pt.as_tensor_variable(coords)
         v = pt.tensordot(coords, pt.as_tensor_variable(basis), axes=[[-1], [0]])
         s = pt.sum(coords**2, axis=-1, keepdims=True) / self.radius**2
-        return ptn.cos_sqrt(s) * center + ptn.sinc_sqrt(s) * v
+        return ptn.cos_sqrt(s) * origin + ptn.sinc_sqrt(s) * v
 
-    def pt_exp_coords(self, center, coords):
-        """``exp_center`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
-        return self.pt_exp_frame(self.chart_frame(center), coords)
+    def pt_exp_coords(self, origin, coords):
+        """``exp_origin`` of chart coordinates ``coords`` ``(..., dim)`` (tensor)."""
+        return self.pt_exp_frame(self.chart_frame(origin), coords)
 
     def pt_point_checks(self, x):
         """``| |x| - R | < 1e-6 R``."""
@@ -260,13 +260,13 @@ class Sphere(ManifoldBase):
 
     def pt_ball_exit(self, frame, omega, ball_center, ball_radius):
         r"""``T(ω)``: the first ``t > 0`` with ``<m0, γ(t)>/R^2 = a cos(t/R) + b sin(t/R)
-        = cos(r/R)``, ``γ`` the geodesic from the frame's center along ``ω``."""
+        = cos(r/R)``, ``γ`` the geodesic from the frame's origin along ``ω``."""
         m0, r = ball_center, ball_radius
         basis = pt.as_tensor_variable(frame["basis"])
-        center = pt.as_tensor_variable(frame["center"])
-        w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the center
+        origin = pt.as_tensor_variable(frame["origin"])
+        w = pt.tensordot(omega, basis, axes=[[-1], [0]])  # unit tangent vectors at the origin
         big_r = self.radius
-        a = pt.sum(center * m0) / big_r**2
+        a = pt.sum(origin * m0) / big_r**2
         b = pt.sum(w * m0, axis=-1) / big_r
         amp = pt.sqrt(a**2 + b**2)
         cos_arg = pt.minimum(np.cos(r / big_r) / amp, 1.0)

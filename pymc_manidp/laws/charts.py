@@ -1,11 +1,11 @@
 r"""The tangent-chart transform: how samplers see a manifold-valued variable.
 
 The sampler moves ``u`` in :math:`\mathbb R^d`; the value is the point with normal
-coordinates ``c = s u`` at a center (the density's mode),
+coordinates ``c = s u`` at a origin (the density's mode),
 
-.. math:: x = \exp_{\text{center}}\Big(\sum_a c_a E_a\Big), \qquad c = s\,u,
+.. math:: x = \exp_{\text{origin}}\Big(\sum_a c_a E_a\Big), \qquad c = s\,u,
 
-with ``E_a`` the manifold's orthonormal frame at the center. The scale ``s`` (the
+with ``E_a`` the manifold's orthonormal frame at the origin. The scale ``s`` (the
 mechanism's sigma) makes ``u`` of order one. The log-Jacobian w.r.t. the Riemannian
 volume is ``d log s + log J(c)``, ``J`` the exp chart's volume density (closed forms
 in each manifold, checked against finite differences in the tests).
@@ -19,6 +19,8 @@ mechanisms can use a polar (direction, log-radius) parametrization instead, see
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytensor.tensor as pt
@@ -46,8 +48,9 @@ class ChartTransform(Transform):
     ----------
     manifold : Manifold
         The manifold; ``u`` lives in :math:`\mathbb R^d`, ``d = manifold.dim``.
-    center : array, shape ``point_shape``
-        Center of the chart (a constant: the footpoint or the Fréchet mean).
+    origin : array, shape ``point_shape``
+        Origin of the chart (a constant: the footpoint or the Fréchet mean). The old
+        keyword ``center=`` still works, with a ``FutureWarning``.
     scale : float
         ``c = scale * u``; use the mechanism's ``sigma`` so ``u`` is of order one.
 
@@ -56,7 +59,7 @@ class ChartTransform(Transform):
     >>> import numpy as np, pytensor.tensor as pt
     >>> import pymc_manidp as pmd
     >>> S = pmd.Sphere(dim=2)
-    >>> t = ChartTransform(S, center=[0.0, 0.0, 1.0], scale=0.1)
+    >>> t = ChartTransform(S, origin=[0.0, 0.0, 1.0], scale=0.1)
     >>> u = np.array([3.0, 4.0])
     >>> x = t.backward(pt.as_tensor(u)).eval()
     >>> bool(np.isclose(S.dist([0.0, 0.0, 1.0], x), 0.5))  # |c| = s |u|
@@ -67,23 +70,32 @@ class ChartTransform(Transform):
 
     name = "chart"
 
-    def __init__(self, manifold, center, scale: float):
+    def __init__(self, manifold, origin=None, scale: float | None = None, *, center=None):
+        if center is not None:  # the old name, deprecated: a chart has an origin
+            warnings.warn(
+                "ChartTransform(center=...) is renamed origin=...; center will be removed",
+                FutureWarning,
+                stacklevel=2,
+            )
+            origin = center if origin is None else origin
+        if origin is None or scale is None:
+            raise TypeError("ChartTransform needs an origin (a point) and a scale > 0")
         self.manifold = manifold
-        self.center = manifold.validate(center)
+        self.origin = manifold.validate(origin)
         self.scale = check_positive_real(scale, "scale")
         self.ndim_supp = len(manifold.point_shape)
-        self._basis = manifold.tangent_basis(self.center)
+        self._basis = manifold.tangent_basis(self.origin)
 
     def coords(self, u):
         """Chart coordinates ``c = s u``."""
         return self.scale * pt.as_tensor_variable(u)
 
     def backward(self, value, *inputs):
-        return self.manifold.pt_exp_coords(self.center, self.coords(value))
+        return self.manifold.pt_exp_coords(self.origin, self.coords(value))
 
     def forward(self, value, *inputs):
         n = self.ndim_supp
-        v = self.manifold.pt_log(pt.as_tensor_variable(self.center), value)
+        v = self.manifold.pt_log(pt.as_tensor_variable(self.origin), value)
         c = pt.tensordot(v, self._basis, axes=[list(range(-n, 0)), list(range(1, n + 1))])
         return c / self.scale
 
@@ -92,29 +104,29 @@ class ChartTransform(Transform):
         return d * np.log(self.scale) + self.manifold.pt_log_volume_density(self.coords(value))
 
     def initial_value(self) -> np.ndarray:
-        """A starting point one scale unit from the center (off the cusp)."""
+        """A starting point one scale unit from the origin (off the cusp)."""
         u = np.full(self.manifold.dim, 1.0 / np.sqrt(self.manifold.dim))
-        return self.manifold.exp_coords(self.center, self.scale * u)
+        return self.manifold.exp_coords(self.origin, self.scale * u)
 
 
 def chart_coords(manifold, frame, x):
-    """Normal coordinates ``(..., dim)`` at the frame's center of points ``x`` (tensor):
+    """Normal coordinates ``(..., dim)`` at the frame's origin of points ``x`` (tensor):
     ``manifold.pt_log_frame``, the inverse of the chart ``pt_exp_frame``."""
     return manifold.pt_log_frame(frame, x)
 
 
 class PolarChart(Transform):
-    r"""Polar normal coordinates at a center: how NUTS sees a Laplace-like variable.
+    r"""Polar normal coordinates at a origin: how NUTS sees a Laplace-like variable.
 
     The unconstrained value is ``(z, s)`` in :math:`\mathbb R^{d+1}`: a direction
     from ``z`` and a log-radius ``s``,
 
     .. math:: c = t\,\frac{z}{|z|}, \quad t = \text{scale}\cdot e^{s}, \quad
-              x = \exp_{\text{center}}\Big(\sum_a c_a E_a\Big)
+              x = \exp_{\text{origin}}\Big(\sum_a c_a E_a\Big)
 
     (on compact manifolds ``t = T tanh(scale e^s / T)`` with ``T`` the injectivity
     radius, so the radius never leaves the chart). The cusp of
-    :math:`e^{-\rho/\sigma}` at the center sits at ``s = -inf``, where the density in
+    :math:`e^{-\rho/\sigma}` at the origin sits at ``s = -inf``, where the density in
     ``s`` decays like :math:`e^{d s}`: smooth everywhere, so NUTS meets no kink
     (measured on KNG, S^2: 0 divergences and twice the effective sample size of the
     linear chart :class:`ChartTransform`). The log-Jacobian w.r.t. the Riemannian
@@ -142,16 +154,16 @@ class PolarChart(Transform):
     manifold : Manifold
         The manifold; the unconstrained value has shape ``(..., d)``, ``d = manifold.dim``.
     frame : dict
-        ``manifold.chart_frame(center)``: arrays, or tensors such as ``pm.Data`` so a
-        compiled model can follow a new center.
+        ``manifold.chart_frame(origin)``: arrays, or tensors such as ``pm.Data`` so a
+        compiled model can follow a new origin.
     scale : float or tensor, optional
-        Typical distance from the center (the law's ``sigma``). Default: the random
+        Typical distance from the origin (the law's ``sigma``). Default: the random
         variable's own ``sigma`` input (``scale_input``).
     scale_input : int
         Index of ``sigma`` among the random variable's inputs, when ``scale`` is None.
     domain : DataDomain, optional
         Cap the radius at the edge of the ball ``B_r(m0)`` (which must contain the
-        center) instead of the injectivity radius: ``t = T(ω) tanh(scale e^s/T(ω))``
+        origin) instead of the injectivity radius: ``t = T(ω) tanh(scale e^s/T(ω))``
         with ``T(ω)`` the distance from the center to the ball's edge along ``ω``.
         The chart then covers exactly the open ball, so a density restricted to it
         has no wall for NUTS to hit. The map ``(ω, s) -> (ω, t)`` is triangular, so
@@ -237,7 +249,7 @@ class PolarChart(Transform):
         if d == 1:
             return c / scale
         t_exact = pt.sqrt(pt.sum(c**2, axis=-1))
-        # the center itself (s = -inf, no direction) is sent 1e-6 scale away: forward
+        # the origin itself (s = -inf, no direction) is sent 1e-6 scale away: forward
         # only gives starting points, and a finite one is what a sampler needs
         t = pt.maximum(t_exact, 1e-6 * scale)
         e1 = np.eye(d)[0]
@@ -270,7 +282,7 @@ class NormalizedGaussian(Transform):
 
     ``φ`` the standard normal density, a law with density ``f`` w.r.t. volume on the
     manifold is the image of ``f(x(z))\,\mathrm{vol}(\mathcal M)\,φ(z)``: the uniform
-    law is a standard normal ``z``. No center is needed, so it suits variables whose
+    law is a standard normal ``z``. No origin is needed, so it suits variables whose
     location is itself random (a prior, a footpoint that is a random variable).
 
     Parameters
@@ -342,7 +354,7 @@ def log_volume(manifold) -> float:
 def ball_exit(manifold, frame, omega, domain):
     r"""Distance ``T(ω)`` from the chart origin to the edge of ``B_r(m0)`` along ``ω``.
 
-    ``omega``: unit chart directions ``(..., dim)`` at the frame's center (inside the
+    ``omega``: unit chart directions ``(..., dim)`` at the frame's origin (inside the
     ball). The manifold's closed form (``manifold.pt_ball_exit``): Euclidean,
     ``|c + tω - m0| = r``; sphere of radius ``R``,
     ``<m0, γ(t)>/R^2 = a cos(t/R) + b sin(t/R) = cos(r/R)``; Kendall shapes,

@@ -210,7 +210,7 @@ def _gamma_truncated(shape, scale, t_max, m, rng):
     return np.minimum(scale * special.gammaincinv(shape, u), t_max)
 
 
-def euclidean_laplace(center, sigma, size, rng=None):
+def euclidean_laplace(footpoint, sigma, size, rng=None):
     r"""Euclidean K-norm (ℓ2) Laplace in ``R^d`` (2021 supplement §1.4).
 
     .. math:: f(y) \propto \exp(-|y - \bar x|_2 / \sigma),
@@ -220,8 +220,8 @@ def euclidean_laplace(center, sigma, size, rng=None):
 
     Parameters
     ----------
-    center : array, shape ``(d,)``
-        The center ``x_bar``.
+    footpoint : array, shape ``(d,)``
+        The footpoint ``x_bar``.
     sigma : float
         The scale ``sigma > 0``.
     size : int
@@ -240,13 +240,13 @@ def euclidean_laplace(center, sigma, size, rng=None):
     >>> y.shape, bool(abs(np.linalg.norm(y, axis=1).mean() - 1.5) < 0.05)  # E t = d sigma
     ((4000, 3), True)
     """
-    center = as_points(center, np.shape(center)[-1:], name="center")
-    if center.ndim != 1:
-        raise ValueError(f"center must be one point of shape (d,), got {center.shape}")
+    footpoint = as_points(footpoint, np.shape(footpoint)[-1:], name="footpoint")
+    if footpoint.ndim != 1:
+        raise ValueError(f"footpoint must be one point of shape (d,), got {footpoint.shape}")
     sigma = check_sigma(sigma)
     size = _check_size(size)
     rng = as_generator(rng)
-    return center + knorm_noise(rng, center.shape[0], sigma, (size,))
+    return footpoint + knorm_noise(rng, footpoint.shape[0], sigma, (size,))
 
 
 def knorm_noise(rng, dim: int, sigma: float, size=()) -> np.ndarray:
@@ -729,70 +729,128 @@ def sample_kng(
     max_attempts = _check_max_attempts(max_attempts)
     data = domain.check(data)
     rng = as_generator(rng)
-    n = reductions.n_rows(data)
-    H = kng_envelope_slope(domain)
-
-    with warnings.catch_warnings():
-        # an unconverged mean is still a valid envelope center: its error is bounded below
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        mean = frechet_mean(M, data, tol=1e-12, atol=1e-3 * sigma * H)
-    x_hat, g_hat_norm = mean.mean, mean.grad_norm  # the mean's last gradient: no extra pass
-    if not domain.distances(x_hat) <= domain.radius:
-        x_hat = domain.check(x_hat[None], clip=True)[0]  # Lemma 1 needs x_hat in the ball
-        g_hat_norm = float(_grad_norms(M, x_hat[None], data)[0])
-    # e >= rho(x_hat, x_bar); the slack absorbs the rounding of |grad F| and rho (a
-    # few hundred ulps of r at most), so rounding cannot push a ratio above 1
-    # x_hat and x_bar both lie in the ball: rho <= 2r even when H (near r*) is tiny
-    e = min(domain.footpoint_error(g_hat_norm), 2.0 * domain.radius) + 1e-12 * domain.radius
-    t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
+    env = _KNGEnvelope.build(M, data, sigma, domain, max_attempts)
     stats = {"inside": 0, "proposals": 0}
-    # in memory a proposal's gradient costs as much as a pass: batches stay small for
-    # large n; over Dask reading the data dominates, so each pass serves a batch
-    if reductions.is_dask(data):
-        batch_cap, min_batch = _DASK_BATCH, 4
-    else:
-        batch_cap = max(1, _KNG_BATCH_LOG_MAPS // (n * int(np.prod(M.point_shape))))
-        min_batch = 2
-    what = f"KNG's exact sampler on {M}"
-    curved = M.curvature_bounds[1] > 0
-    if curved:  # local slopes; the chart's volume density is <= 1 here
-        rho, rho_w = reductions.distance_profile(M, x_hat, data, 2.0 * domain.radius)
-        edges, slopes, offsets, log_w = _kng_shells(
-            M, sigma, H, domain.radius, rho, e, t_max, rho_weights=rho_w
-        )
-        weights = np.exp(log_w - np.max(log_w))
-        weights /= weights.sum()
-        local_slope = float(slopes[0])
-    else:  # h = 1: one slope, the Laplace envelope (SPD's volume density needs its tilt)
-        local_slope = H
+    propose = _kng_proposer(env, data, rng, stats)
+    batch_cap, min_batch = _kng_batches(M, data)
+    # each proposal costs n log maps: small first batches suit single releases
+    pts, proposed = _rejection(
+        propose,
+        size,
+        max_attempts,
+        env.what,
+        batch_cap=batch_cap,
+        min_batch=min_batch,
+        explain=lambda: _kng_explain(env, stats),
+    )
+    info = {
+        "acceptance_rate": size / proposed,
+        "inside_ball_rate": stats["inside"] / stats["proposals"],
+        "kng_ratio_rate": size / max(stats["inside"], 1),
+        "envelope_slope_H": env.H,
+        "envelope_slope_local": env.local_slope,
+        "footpoint_error": env.e,
+        "envelope_sigma": sigma / env.local_slope,
+    }
+    info.update({k: v for k, v in stats.items() if k.startswith("radial")})
+    return ExactDraws(pts, proposed, info)
 
-    def envelope(m):
-        """``(x, g, ok)``: proposals, the bound g(t) at them, the volume-density step."""
-        if not curved:
-            c, st = _laplace_coords(M, sigma / H, m, rng, t_max, max_attempts, what)
+
+@dataclass
+class _KNGEnvelope:
+    """The envelope ``e^{-g(t)/σ}`` of :func:`sample_kng` around the computed mean.
+
+    ``x_hat`` is the computed Fréchet mean (private), ``e`` the bound on its error,
+    ``t_max`` the radius of the envelope's ball; on positively curved spaces ``g`` is
+    piecewise linear on the shells ``edges`` with ``slopes``/``offsets`` and shell
+    weights ``weights``; elsewhere one slope ``H``.
+    """
+
+    M: object
+    domain: DataDomain
+    sigma: float
+    H: float
+    x_hat: np.ndarray
+    e: float
+    t_max: float
+    max_attempts: int
+    curved: bool
+    local_slope: float
+    edges: np.ndarray | None = None
+    slopes: np.ndarray | None = None
+    offsets: np.ndarray | None = None
+    weights: np.ndarray | None = None
+
+    @property
+    def what(self) -> str:
+        return f"KNG's exact sampler on {self.M}"
+
+    @classmethod
+    def build(cls, M, data, sigma, domain, max_attempts):
+        """The envelope for checked ``data``: one Fréchet mean, one distance profile."""
+        H = kng_envelope_slope(domain)
+        with warnings.catch_warnings():
+            # an unconverged mean is still a valid envelope center: its error is bounded
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            mean = frechet_mean(M, data, tol=1e-12, atol=1e-3 * sigma * H)
+        x_hat, g_hat_norm = mean.mean, mean.grad_norm  # the last gradient: no extra pass
+        if not domain.distances(x_hat) <= domain.radius:
+            x_hat = domain.check(x_hat[None], clip=True)[0]  # Lemma 1 needs x_hat in the ball
+            g_hat_norm = float(_grad_norms(M, x_hat[None], data)[0])
+        # e >= rho(x_hat, x_bar); the slack absorbs the rounding of |grad F| and rho (a
+        # few hundred ulps of r at most), so rounding cannot push a ratio above 1
+        # x_hat and x_bar both lie in the ball: rho <= 2r even when H (near r*) is tiny
+        e = min(domain.footpoint_error(g_hat_norm), 2.0 * domain.radius) + 1e-12 * domain.radius
+        t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
+        env = cls(M, domain, sigma, H, x_hat, e, t_max, max_attempts, False, H)
+        if M.curvature_bounds[1] > 0:  # local slopes; the chart's volume density is <= 1
+            rho, rho_w = reductions.distance_profile(M, x_hat, data, 2.0 * domain.radius)
+            env.edges, env.slopes, env.offsets, log_w = _kng_shells(
+                M, sigma, H, domain.radius, rho, e, t_max, rho_weights=rho_w
+            )
+            weights = np.exp(log_w - np.max(log_w))
+            env.weights = weights / weights.sum()
+            env.curved, env.local_slope = True, float(env.slopes[0])
+        # else h = 1: one slope, the Laplace envelope (SPD's volume density needs its tilt)
+        return env
+
+    def draw(self, m, rng, stats):
+        """``(x, g, ok)``: ``m`` proposals, the bound g(t) at them, the volume-density step."""
+        M, sigma = self.M, self.sigma
+        if not self.curved:
+            c, st = _laplace_coords(
+                M, sigma / self.H, m, rng, self.t_max, self.max_attempts, self.what
+            )
             for key, v in st.items():
                 stats[key] = stats.get(key, 0) + v
             t = np.linalg.norm(c, axis=-1)
-            return _proposal_points(M, x_hat, c, what), H * (t - e), np.ones(m, bool)
-        shell = rng.choice(len(slopes), size=m, p=weights)
+            x = _proposal_points(M, self.x_hat, c, self.what)
+            return x, self.H * (t - self.e), np.ones(m, bool)
+        shell = rng.choice(len(self.slopes), size=m, p=self.weights)
         t = np.empty(m)
         for k in np.unique(shell):
             at = shell == k
-            t[at] = _gamma_interval(M.dim, sigma / slopes[k], edges[k], edges[k + 1], at.sum(), rng)
+            lo, hi = self.edges[k], self.edges[k + 1]
+            t[at] = _gamma_interval(M.dim, sigma / self.slopes[k], lo, hi, at.sum(), rng)
         # the chart's volume density J(t) <= 1: a first, cheap acceptance step
         ok = rng.random(m) < np.exp(_radial_log_ratio(M, t))
         c = t[:, None] * _directions(rng, m, M.dim)
-        return _proposal_points(M, x_hat, c, what), offsets[shell] + slopes[shell] * t, ok
+        x = _proposal_points(M, self.x_hat, c, self.what)
+        return x, self.offsets[shell] + self.slopes[shell] * t, ok
+
+
+def _kng_proposer(env, data, rng, stats):
+    """``propose(m) -> (x, keep)``: envelope proposals, then KNG's acceptance ratio."""
+    M, domain, sigma = env.M, env.domain, env.sigma
 
     def propose(m):
-        x, g, keep = envelope(m)
+        x, g, keep = env.draw(m, rng, stats)
         keep &= domain.distances(x) <= domain.radius
         idx = np.flatnonzero(keep)
         stats["proposals"] += m
         stats["inside"] += len(idx)
         if len(idx):
-            xi = x[idx]
-            log_ratio = -(_grad_norms(M, xi, data) - g[idx]) / sigma
+            log_ratio = -(_grad_norms(M, x[idx], data) - g[idx]) / sigma
             if np.any(log_ratio > 0):
                 raise ExactSamplingError(
                     "a proposal violated the KNG envelope bound (2022 Lemma 1) by "
@@ -802,35 +860,34 @@ def sample_kng(
             keep[idx] = rng.random(len(idx)) < np.exp(log_ratio)
         return x, keep
 
-    def explain():
-        inside = stats["inside"] / max(stats["proposals"], 1)
-        if local_slope * e / sigma > 5.0:
-            return (
-                f"Cause: floating point. sigma = {sigma:.3g} is below the precision to which "
-                f"the Fréchet mean of the data can be computed (error bound e = {e:.3g}, "
-                f"L e / sigma = {local_slope * e / sigma:.3g}): n * epsilon is too large for "
-                "floating point. Use a smaller epsilon (the release would be as accurate as "
-                "floating point allows anyway)."
-            )
-        if inside < 0.01:
-            return (
-                f"Cause: only {inside:.2g} of the envelope's proposals fell inside the public "
-                "ball. Use an MCMC sampler, or raise max_attempts."
-            )
-        return _REMEDY
+    return propose
 
-    # each proposal costs n log maps: small first batches suit single releases
-    pts, proposed = _rejection(
-        propose, size, max_attempts, what, batch_cap=batch_cap, min_batch=min_batch, explain=explain
-    )
-    info = {
-        "acceptance_rate": size / proposed,
-        "inside_ball_rate": stats["inside"] / stats["proposals"],
-        "kng_ratio_rate": size / max(stats["inside"], 1),
-        "envelope_slope_H": H,
-        "envelope_slope_local": local_slope,
-        "footpoint_error": e,
-        "envelope_sigma": sigma / local_slope,
-    }
-    info.update({k: v for k, v in stats.items() if k.startswith("radial")})
-    return ExactDraws(pts, proposed, info)
+
+def _kng_batches(M, data) -> tuple[int, int]:
+    """``(batch_cap, min_batch)`` of the rejection loop for these data."""
+    # in memory a proposal's gradient costs as much as a pass: batches stay small for
+    # large n; over Dask reading the data dominates, so each pass serves a batch
+    if reductions.is_dask(data):
+        return _DASK_BATCH, 4
+    n = reductions.n_rows(data)
+    return max(1, _KNG_BATCH_LOG_MAPS // (n * int(np.prod(M.point_shape)))), 2
+
+
+def _kng_explain(env, stats) -> str:
+    """Why the rejection loop hit its cap, and what to do."""
+    inside = stats["inside"] / max(stats["proposals"], 1)
+    slack = env.local_slope * env.e / env.sigma
+    if slack > 5.0:
+        return (
+            f"Cause: floating point. sigma = {env.sigma:.3g} is below the precision to which "
+            f"the Fréchet mean of the data can be computed (error bound e = {env.e:.3g}, "
+            f"L e / sigma = {slack:.3g}): n * epsilon is too large for "
+            "floating point. Use a smaller epsilon (the release would be as accurate as "
+            "floating point allows anyway)."
+        )
+    if inside < 0.01:
+        return (
+            f"Cause: only {inside:.2g} of the envelope's proposals fell inside the public "
+            "ball. Use an MCMC sampler, or raise max_attempts."
+        )
+    return _REMEDY

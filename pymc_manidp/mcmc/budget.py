@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from pymc_manidp.geometry.validation import read_env
+from pymc_manidp.mcmc.settings import MCMCSettings
 
 __all__ = ["MAX_SECONDS_ENV", "MCMC_MAX_SECONDS", "check_mcmc_budget"]
 
@@ -18,7 +19,9 @@ MCMC_MAX_SECONDS = 600.0
 MAX_SECONDS_ENV = "PYMC_MANIDP_MCMC_MAX_SECONDS"
 
 
-def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_seconds=None):
+def check_mcmc_budget(
+    manifold, n, settings=None, *, chains=None, tune=None, draws=None, max_seconds=None
+):
     """Refuse an MCMC run whose log-density passes over ``n`` points far too often.
 
     Every leapfrog step of NUTS (and every Metropolis step) evaluates the density, one
@@ -33,8 +36,10 @@ def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_secon
         of one gradient evaluation per data point.
     n : int
         Number of data points the log-density passes over.
-    chains, tune, draws : int
-        The run's chains, tuning steps and draws per chain.
+    settings : MCMCSettings, optional
+        The run's settings (default ``MCMCSettings()``, the one set of defaults).
+    chains, tune, draws : int, optional
+        Override the fields of ``settings``.
     max_seconds : float, optional
         The budget in seconds; by default ``$PYMC_MANIDP_MCMC_MAX_SECONDS`` (a finite
         number > 0), else :data:`MCMC_MAX_SECONDS` (600).
@@ -61,6 +66,8 @@ def check_mcmc_budget(manifold, n, *, chains=4, tune=1000, draws=1000, max_secon
     ...
     ValueError: MCMC on n = 10000000 data points would take at least ...
     """
+    settings = MCMCSettings.resolve(settings, chains=chains, tune=tune, draws=draws)
+    chains, tune, draws = settings.chains, settings.tune, settings.draws
     if max_seconds is None:
         max_seconds = read_env(MAX_SECONDS_ENV, "positive real", float(MCMC_MAX_SECONDS))
     evals = int(chains) * (int(tune) + int(draws)) * _LEAPFROG_PER_DRAW

@@ -22,12 +22,14 @@ step of all of them is one vectorized call. The pieces:
 - chain drivers on a :class:`BatchTarget`: the initial law (:func:`initial_law`), chains
   to a time ``t`` (:func:`draw_chain`), a pilot-tuned fixed kernel (:func:`tune_kernel`)
   and the meeting times of L-lag coupled pairs (:func:`meeting_times`), from which
-  :mod:`pymc_manidp.privacy.coupling` estimates a release's δ.
+  :mod:`pymc_manidp.privacy.coupling` estimates a release's δ, and the measured cost of
+  one batched step (:func:`step_seconds`), from which it estimates a run's time first.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from functools import partial
 
@@ -705,7 +707,9 @@ def tune_kernel(target, kind="rwmh", *, iterations=300, chains=64, init=None, ra
     return make(math.exp(log_h))
 
 
-def meeting_times(target, kernel, *, lag, reps, init=None, max_iter=100_000, random_seed=None):
+def meeting_times(
+    target, kernel, *, lag, reps, init=None, max_iter=100_000, max_seconds=None, random_seed=None
+):
     r"""Meeting times :math:`\tau` of ``reps`` independent L-lag coupled pairs.
 
     ``X`` and ``Y`` start from the initial law, ``X`` runs ``lag`` steps alone, then
@@ -728,6 +732,11 @@ def meeting_times(target, kernel, *, lag, reps, init=None, max_iter=100_000, ran
         initial point jittered by ``U(-1, 1)`` per coordinate.
     max_iter : int
         Cap on the steps of ``X``.
+    max_seconds : float, optional
+        A time limit on the whole call: the coupled phase, whose length is random,
+        stops once it is spent (checked after every coupled step). ``None``: only
+        ``max_iter`` bounds it. :func:`pymc_manidp.privacy.coupling.estimate_delta`
+        passes what its budget leaves after the parts it can cost in advance.
     random_seed : int, Generator or None
         Random source; a fixed seed is for tests only.
 
@@ -739,7 +748,8 @@ def meeting_times(target, kernel, *, lag, reps, init=None, max_iter=100_000, ran
     Raises
     ------
     CouplingError
-        When some pair has not met after ``max_iter`` steps of ``X``.
+        When some pair has not met after ``max_iter`` steps of ``X``, or within
+        ``max_seconds``.
 
     Examples
     --------
@@ -750,18 +760,27 @@ def meeting_times(target, kernel, *, lag, reps, init=None, max_iter=100_000, ran
     >>> tau.shape, bool(tau.min() > 5)
     ((20,), True)
     """
+    start = time.monotonic()
     rng = as_generator(random_seed)
     lag = check_positive_int(lag, "lag")
     reps = check_positive_int(reps, "reps")
+    if max_seconds is not None:
+        max_seconds = check_positive_real(max_seconds, "max_seconds")
     init = initial_law(target) if init is None else init
     qx, lpx = _finite_start(target, init, reps, rng)
     qy, lpy = _finite_start(target, init, reps, rng)
     ahead = run_chain(partial(kernel.step, target), qx, lpx, lag, rng)
-    return _couple_until_met(target, kernel, (ahead.q, ahead.lp), (qy, lpy), lag, max_iter, rng)
+    deadline = None if max_seconds is None else (start + max_seconds, max_seconds)
+    return _couple_until_met(
+        target, kernel, (ahead.q, ahead.lp), (qy, lpy), lag, max_iter, rng, deadline
+    )
 
 
-def _couple_until_met(target, kernel, x, y, lag, max_iter, rng):
-    """Coupled steps of the pairs ``(X_s, Y_{s-L})`` from ``s = lag`` until each has met."""
+def _couple_until_met(target, kernel, x, y, lag, max_iter, rng, deadline=None):
+    """Coupled steps of the pairs ``(X_s, Y_{s-L})`` from ``s = lag`` until each has met.
+
+    ``deadline``: ``(monotonic time, the budget it came from)`` or None.
+    """
     (qx, lpx), (qy, lpy) = x, y
     reps = len(qx)
     tau = np.full(reps, -1, dtype=np.int64)
@@ -774,6 +793,13 @@ def _couple_until_met(target, kernel, x, y, lag, max_iter, rng):
                 f"{max_iter} steps: no TV bound can be estimated. Raise max_iter, or use a "
                 "better-mixing kernel (tune_kernel, HMC)"
             )
+        if deadline is not None and s > lag and time.monotonic() > deadline[0]:
+            raise CouplingError(
+                f"{active.size} of {reps} coupled pairs had not met after {s - lag} coupled "
+                f"steps, when the time budget of {deadline[1]:.3g} s for the meeting times "
+                "ran out: no TV bound can be estimated. Raise the budget, use fewer pairs, "
+                "or a better-mixing kernel (tune_kernel, HMC)"
+            )
         s += 1
         qx[active], lpx[active], qy[active], lpy[active] = kernel.coupled_step(
             target, qx[active], lpx[active], qy[active], lpy[active], rng
@@ -782,3 +808,64 @@ def _couple_until_met(target, kernel, x, y, lag, max_iter, rng):
         tau[active[met]] = s
         active = active[~met]
     return tau
+
+
+def step_seconds(target, kernel, size, *, coupled=False, init=None, repeats=3):
+    """Seconds one batched step of ``size`` chains (or coupled step of ``size`` pairs) takes.
+
+    The least of ``repeats`` timed steps, after one untimed step that compiles what
+    the kernel needs: a measured cost per step, from which a caller estimates a run's
+    time before running it (:func:`pymc_manidp.privacy.coupling.estimate_delta`).
+    The starts are drawn with a generator of its own, so that measuring leaves the
+    caller's random stream alone.
+
+    Parameters
+    ----------
+    target : BatchTarget
+        The model's batched log-density.
+    kernel : RWMH or HMC
+        The kernel.
+    size : int
+        Number of chains (pairs when ``coupled``).
+    coupled : bool, default False
+        Time ``kernel.coupled_step`` of ``size`` pairs instead of ``kernel.step``.
+    init : callable, optional
+        ``init(size, rng) -> (size, dim)``; default :func:`initial_law`.
+    repeats : int, default 3
+        Timed steps.
+
+    Returns
+    -------
+    float
+        Seconds, ``> 0``.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> with pm.Model() as m:
+    ...     _ = pm.Normal("a", 0.0, 1.0, shape=2)
+    >>> step_seconds(BatchTarget(m), RWMH(1.0), 10, coupled=True) > 0
+    True
+    """
+    size = check_positive_int(size, "size")
+    rng = np.random.default_rng(0)
+    init = initial_law(target) if init is None else init
+    q, lp = _finite_start(target, init, size, rng)
+    if coupled:
+        q2, lp2 = _finite_start(target, init, size, rng)
+
+        def step():
+            kernel.coupled_step(target, q, lp, q2, lp2, rng)
+    else:
+
+        def step():
+            kernel.step(target, q, lp, rng)
+
+    step()
+    best = math.inf
+    for _ in range(check_positive_int(repeats, "repeats")):
+        start = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - start)
+    # a clock tick can read 0 on a trivial target; the budget divides by nothing
+    return max(best, 1e-9)

@@ -351,9 +351,7 @@ class Mechanism:
             info = {"proposals": out.proposals, **out.info}
             return self._record(out.points[0], cal, "exact", sampler_info=info, **fields)
         # one pass over the data per leapfrog step: refuse runs that would take hours
-        mcmc.check_mcmc_budget(
-            self.manifold, cal.n, chains=settings.chains, tune=settings.tune, draws=settings.draws
-        )
+        mcmc.check_mcmc_budget(self.manifold, cal.n, settings)
         mode, inputs = self.mcmc_inputs(data)
         idata, info = self._run_mcmc(cal, mode, inputs, sampler, settings, rng, skip_diagnostics)
         if "failed_checks" in info:

@@ -113,11 +113,11 @@ class RoundSphere(ManifoldBase):
 
     # --- PyTensor twins ------------------------------------------------------------------
     def pt_exp_frame(self, frame, coords):
-        center = pt.as_tensor_variable(frame["center"])
+        origin = pt.as_tensor_variable(frame["origin"])
         coords = pt.as_tensor_variable(coords)
         v = pt.tensordot(coords, pt.as_tensor_variable(frame["basis"]), axes=[[-1], [0]])
         t = pt.sqrt(pt.sum(coords**2, axis=-1, keepdims=True) + TINY)
-        return pt.cos(t) * center + (pt.sin(t) / t) * v
+        return pt.cos(t) * origin + (pt.sin(t) / t) * v
 
     def pt_log(self, x, y):
         x, y = pt.as_tensor_variable(x), pt.as_tensor_variable(y)

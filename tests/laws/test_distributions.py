@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 
 import pymc_manidp as pmd
@@ -186,3 +187,16 @@ def test_kng_with_identical_data_is_laplace_in_the_polar_chart(name):
     stat, pvalue, ess = mcmc_ks(d, radial_cdf(M, sigma, r))
     assert ess >= 400, ess
     assert pvalue > ALPHA, (name, stat, pvalue, ess)
+
+
+def test_chart_transform_center_keyword_is_deprecated_and_means_the_origin():
+    """``center=`` was the old name of the chart's origin (a private point in a release):
+    it still works for one release, warns, and gives the same chart."""
+    S = pmd.Sphere(dim=2)
+    new = ChartTransform(S, origin=[0.0, 0.6, 0.8], scale=0.2)
+    with pytest.warns(FutureWarning, match="renamed origin"):
+        old = ChartTransform(S, center=[0.0, 0.6, 0.8], scale=0.2)
+    u = pt.as_tensor(np.array([1.0, -2.0]))
+    np.testing.assert_allclose(old.backward(u).eval(), new.backward(u).eval())
+    with pytest.raises(TypeError, match="origin"):
+        ChartTransform(S, scale=0.2)

@@ -155,6 +155,14 @@ def test_budget_refuses_millions_of_points_and_points_to_the_exact_sampler():
     # the estimate grows with the work: fewer draws fit, a larger budget fits
     assert mcmc.check_mcmc_budget(S2, 5 * 10**6, chains=2, tune=100, draws=100) > 0
     assert mcmc.check_mcmc_budget(S2, 5 * 10**6, max_seconds=1e9) > 0
+    # the settings value is the one source of the run's length: a shorter run costs less
+    short = mcmc.MCMCSettings(chains=2, tune=100, draws=100)
+    assert mcmc.check_mcmc_budget(S2, 5 * 10**6, short) == mcmc.check_mcmc_budget(
+        S2, 5 * 10**6, chains=2, tune=100, draws=100
+    )
+    assert mcmc.check_mcmc_budget(S2, 1000) == mcmc.check_mcmc_budget(
+        S2, 1000, mcmc.MCMCSettings()
+    )
     # (a release is refused before anything is compiled: tests/mechanisms)
 
 

@@ -79,9 +79,13 @@ def test_tv_bound_matches_the_tail_sum_formula():
     tau = lag + rng.geometric(0.05, size=300)
     ts = np.arange(0, 120, 5)
     b = cp.tv_bound(tau, lag, ts)
-    for t, est in zip(ts, b.estimate, strict=True):
-        tail = sum(np.mean(tau > lag + t + j * lag) for j in range(200))
-        assert np.isclose(est, tail)
+    tails = np.array([sum(np.mean(tau > lag + t + j * lag) for j in range(200)) for t in ts])
+    np.testing.assert_allclose(b.raw, tails)
+    # a TV is at most 1: the bound is the capped mean (issue 25, item 22), and the
+    # early times do exceed 1 here, so the cap is exercised
+    assert tails[0] > 2.0
+    np.testing.assert_allclose(b.estimate, np.minimum(1.0, tails))
+    assert np.all(b.upper(2.0) <= 1.0) and np.all(b.lower(2.0) <= b.estimate)
     assert np.all(np.diff(b.estimate) <= 0)  # a bound on a non-increasing TV
     with pytest.raises(ValueError, match="smaller than the lag"):
         cp.tv_bound(tau, lag + 100, ts)
@@ -163,13 +167,137 @@ def test_estimate_catches_a_short_chain_and_clears_a_long_one():
     long = cp.estimate_delta(
         target, epsilon=1.0, t=1000, kernel=kernel, reps=100, init=init, random_seed=11
     )
-    factor = 1 + np.e
-    assert short.tv > 0.9 and short.delta_hat == pytest.approx(factor * short.tv)
-    assert short.delta_hat - 2 * short.delta_se > 1.0
+    # (1 + e) * TV_hat > 1: delta_hat is capped at 1 (vacuous), and so is the lower
+    # end of its band: the chain is caught beyond the Monte Carlo error
+    assert short.tv > 0.9 and short.delta_hat == 1.0
+    at_5 = cp.tv_bound(short.bound.meeting_times, short.bound.lag, [5])
+    assert (1 + np.e) * at_5.lower(2.0)[0] > 1.0
     assert long.tv == 0.0 and long.delta_upper() == 0.0
     record = long.as_dict()
     assert record["label"].startswith("ESTIMATE") and record["kernel"]["kernel"] == "RWMH"
     assert record["t"] == 1000 and record["lag"] == 1000 and record["reps"] == 100
+
+
+# ------------------------------------------------------- delta_hat's range, t, the budget
+
+
+def test_delta_from_tv_is_the_conversion_capped_at_one_for_any_epsilon():
+    # closed form (1 + e^eps) * gamma below 1; a delta of 1 or more is vacuous (every
+    # mechanism is (eps, 1)-DP), so it is capped; e^eps overflowing a float (eps > 709.78)
+    # gives 0 for a zero TV and 1 otherwise, never OverflowError (issue 25, item 22)
+    assert cp.delta_from_tv(1.0, 0.01) == pytest.approx((1 + np.e) * 0.01)
+    assert cp.delta_from_tv(np.log(3.0), 0.2) == pytest.approx(0.8)
+    assert cp.delta_from_tv(np.log(3.0), 0.3) == 1.0  # 1.2 capped
+    assert cp.delta_from_tv(1.0, 5.0) == 1.0  # an uncapped L-lag mean above 1
+    assert cp.delta_from_tv(1e300, 0.0) == 0.0
+    assert cp.delta_from_tv(1e300, 1e-12) == 1.0
+    assert cp.delta_from_tv(709.0, 1e-320) == pytest.approx((1 + np.exp(709.0)) * 1e-320)
+    with pytest.raises(ValueError, match="tv must be a number >= 0"):
+        cp.delta_from_tv(1.0, float("nan"))
+    with pytest.raises(ValueError, match="epsilon must be a finite number > 0"):
+        cp.delta_from_tv(float("inf"), 0.1)
+
+
+@pytest.fixture(scope="module")
+def sphere_target():
+    _, mech, data = sphere_laplace()
+    return mech, mcmc.BatchTarget(mech.model(data))
+
+
+def test_coupled_release_delta_hat_never_exceeds_one(sphere_target):
+    # issue 25, item 22: at t = 1 (L = 1) the pairs meet tens of lags late, the L-lag
+    # mean is far above 1, and delta_hat was (1 + e) times it (20.8). Now the TV bound
+    # is capped at 1 and delta_hat, its s.e. and upper limit at 1, also for an epsilon
+    # whose e^epsilon overflows (1e300 raised OverflowError).
+    _, target = sphere_target
+    kernel = mcmc.RWMH(0.5)
+    for epsilon in (1.0, 1e300):
+        _, rec = cp.coupled_release(
+            target, epsilon=epsilon, t=1, kernel=kernel, reps=50, chains=10, random_seed=21
+        )
+        assert max(rec["curve"]["raw"]) > 2.0  # the uncapped mean: the cap is exercised
+        assert rec["tv_hat"] == 1.0 and rec["delta_hat"] == 1.0
+        assert rec["delta_se"] <= 1.0 and rec["delta_upper_2se"] <= 1.0
+        assert max(rec["curve"]["tv_hat"]) <= 1.0
+        assert "capped at 1" in rec["note"] and "every data set" in rec["note"]
+
+
+def test_conditioned_delta_hat_is_capped_for_any_epsilon(sphere_target):
+    # the restricted-law path (2 TV / p) with e^epsilon overflowing: a finite delta_hat
+    # in {0, 1}, 0 exactly when the conditioned TV bound is 0
+    mech, target = sphere_target
+    _, rec = cp.coupled_release(
+        target, epsilon=1e300, t=30, kernel=mcmc.RWMH(0.5), domain=mech.domain,
+        reps=50, chains=50, random_seed=22,
+    )  # fmt: skip
+    assert rec["inside_fraction"] > 0
+    assert rec["delta_hat"] == (0.0 if rec["tv_conditioned_hat"] == 0 else 1.0)
+    assert 0.0 <= rec["delta_upper_2se"] <= 1.0 and 0.0 <= rec["delta_se"] <= 1.0
+
+
+@pytest.mark.parametrize("fn", [cp.coupled_release, cp.estimate_delta])
+def test_t_must_be_at_least_one(fn, sphere_target):
+    # t = 0 released a draw of the initial law (issue 25, item 22)
+    _, target = sphere_target
+    for t in (0, -3):
+        with pytest.raises(ValueError, match=f"t must be an integer >= 1, got {t}: .*initial law"):
+            fn(target, epsilon=1.0, t=t, kernel=mcmc.RWMH(0.5), random_seed=0)
+    with pytest.raises(TypeError, match="t must be an integer"):
+        fn(target, epsilon=1.0, t=1.5, kernel=mcmc.RWMH(0.5), random_seed=0)
+
+
+@pytest.fixture
+def no_chains_run(monkeypatch):
+    """Any chain run fails the test: a refusal must come before the chains."""
+    from pymc_manidp.mcmc import kernels
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a chain ran before the budget check")
+
+    for name in ("meeting_times", "draw_chain", "run_chain"):
+        monkeypatch.setattr(kernels, name, ran)
+
+
+def test_time_budget_refuses_a_huge_t_before_running(sphere_target, monkeypatch, no_chains_run):
+    # issue 25, item 22: t = 10**9 had no time limit. The lag phase and the released
+    # chains are costed from the measured cost of one batched step, and refused with
+    # the numbers against the MCMC budget (600 s unless the environment says otherwise)
+    _, target = sphere_target
+    monkeypatch.delenv(mcmc.MAX_SECONDS_ENV, raising=False)
+    with pytest.raises(ValueError) as err:
+        cp.coupled_release(target, epsilon=1.0, t=10**9, kernel=mcmc.RWMH(0.5), random_seed=0)
+    msg = str(err.value)
+    assert "t = 1000000000 would take at least" in msg and "over the 600 s budget" in msg
+    assert "L = 1000000000 steps of 200 chains" in msg and "t = 1000000000 steps of 200" in msg
+    assert mcmc.MAX_SECONDS_ENV in msg
+    # the budget comes from the environment variable, or from max_seconds
+    monkeypatch.setenv(mcmc.MAX_SECONDS_ENV, "1e-6")
+    with pytest.raises(ValueError, match="over the 1e-06 s budget"):
+        cp.estimate_delta(target, epsilon=1.0, t=10, kernel=mcmc.RWMH(0.5), random_seed=0)
+    monkeypatch.delenv(mcmc.MAX_SECONDS_ENV)
+    with pytest.raises(ValueError, match="over the 1e-06 s budget"):
+        cp.coupled_release(
+            target, epsilon=1.0, t=10, kernel=mcmc.RWMH(0.5), max_seconds=1e-6, random_seed=0
+        )
+    with pytest.raises(ValueError, match="max_seconds must be a finite number > 0"):
+        cp.estimate_delta(
+            target, epsilon=1.0, t=10, kernel=mcmc.RWMH(0.5), max_seconds=float("nan")
+        )
+
+
+def test_meeting_phase_stops_when_its_time_budget_is_spent(sphere_target):
+    # the coupled phase has a random length: it stops with a CouplingError naming the
+    # budget once that is spent (checked after each coupled step; a budget of 1 ns is
+    # spent after the first, and from the far start no pair meets in one step)
+    _, target = sphere_target
+    init = far_init(target)
+    with pytest.raises(mcmc.CouplingError, match=r"20 of 20 coupled pairs had not met after 1 "):
+        mcmc.meeting_times(
+            target, mcmc.RWMH(0.5), lag=1, reps=20, init=init, max_seconds=1e-9, random_seed=3
+        )
+    # without a budget the same pairs meet
+    tau = mcmc.meeting_times(target, mcmc.RWMH(0.5), lag=1, reps=20, init=init, random_seed=3)
+    assert tau.shape == (20,) and np.all(tau > 1)
 
 
 def laplace_case(name):
@@ -251,7 +379,7 @@ def test_release_records_delta_estimate_for_the_curator_only():
     assert est["label"].startswith("ESTIMATE") and est["kernel"]["kernel"] == "RWMH"
     assert est["t"] == 200 and est["reps"] == 200 and 0 < est["inside_fraction"] <= 1
     assert est["delta_hat"] == pytest.approx(
-        (1 + np.e) * min(1.0, 2 * est["tv_hat"] / est["inside_fraction"])
+        min(1.0, (1 + np.e) * min(1.0, 2 * est["tv_hat"] / est["inside_fraction"]))
     )
     assert est["delta_hat"] < 0.05  # a tuned chain from PyMC's start has long converged
     assert S.dist([0, 0, 1.0], rel.value) <= np.pi / 8
