@@ -49,10 +49,11 @@ class ChartTransform(Transform):
     manifold : Manifold
         The manifold; ``u`` lives in :math:`\mathbb R^d`, ``d = manifold.dim``.
     origin : array, shape ``point_shape``
-        Origin of the chart (a constant: the footpoint or the Fréchet mean). The old
-        keyword ``center=`` still works, with a ``FutureWarning``.
+        Origin of the chart (a constant: the footpoint or the Fréchet mean).
     scale : float
         ``c = scale * u``; use the mechanism's ``sigma`` so ``u`` is of order one.
+    center : array, shape ``point_shape``, optional
+        Deprecated name of ``origin`` (a ``FutureWarning``); it will be removed.
 
     Examples
     --------
