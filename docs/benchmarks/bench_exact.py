@@ -18,7 +18,7 @@ Samplers, all in this one process, same data, same law:
    seconds; the first call of the process is timed apart (one-off warm-up). Acceptance
    rate = releases / envelope proposals summed over all releases (one release's
    ``sampler_info["acceptance_rate"]`` is 1 / (proposals it needed)).
-2. supplement MH (``samplers.random_walk.random_walk_mh``, §1.5): step = sigma, start
+2. supplement MH (``mcmc.random_walk.random_walk_mh``, §1.5): step = sigma, start
    at the data's Fréchet mean (the supplement starts at the footpoint; for KNG the mean
    is the mode), burn-in 10,000 steps, then one draw is the release. The supplement's
    thinning (every 100th state) only spaces out several draws of one chain, so it

@@ -14,7 +14,7 @@ the mechanism's log-density:
   new data set of the same n (``sphere_data(N, seed=1)``), which reuses the compiled
   model from the mechanism's cache ("warm"). Timed: the whole call (Fréchet mean,
   sampling, diagnostics gate). With nutpie, and with PyMC's NUTS (nutpie hidden).
-- The supplement's random-walk MH (§1.5, ``samplers.random_walk``): step = sigma,
+- The supplement's random-walk MH (§1.5, ``mcmc.random_walk``): step = sigma,
   start at the footpoint, burn-in 10,000, thinning 100, 1,000 thinned draws per chain,
   4 chains vectorized in NumPy (one core). Timed: the whole run, burn-in included. Its
   log-density is the mechanism's ``logp`` with the footpoint/data checks hoisted out

@@ -9,7 +9,7 @@ For each target (KNG and Laplace, epsilon = 1, on S^2, SPD(2), SPD(3), Kendall(8
   time is the "2nd release" column. ESS: minimum bulk ESS over the distance to the
   chart origin and the chart coordinates there; divergences: the run's count; backend:
   ``diagnostics.posterior.attrs["sampler_backend"]``.
-- **supplement MH** (2021 supplement §1.5, ``samplers.random_walk``): one release =
+- **supplement MH** (2021 supplement §1.5, ``mcmc.random_walk``): one release =
   one chain, step sigma, 10,000 burn-in steps from the chart origin, the next state
   released: one effective draw. Its log-density is the mechanism's with the data
   checks hoisted out of the loop (only helps the MH).

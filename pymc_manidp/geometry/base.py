@@ -133,6 +133,14 @@ class Manifold(Protocol):
     #: ``ManifoldBase`` sets it to False on a subclass that does not set it in its body.
     exact_sampling: bool
 
+    #: Whether the isometry group acts transitively (sphere, SPD, Kendall shapes,
+    #: Euclidean space): then the Laplace law's normalizer on the whole space does not
+    #: depend on its footpoint, and the unrestricted Laplace mechanism may use
+    #: ``sigma = Delta/eps`` (2021 Thm 1) instead of ``2 Delta/eps``. A privacy claim:
+    #: not inherited (a subclass may change the geometry), so ``ManifoldBase`` sets it
+    #: to False on a subclass that does not set it in its body.
+    homogeneous: bool
+
     #: Whether the volume density of the exp chart depends on ``|c|`` only (spheres,
     #: Kendall shapes, Euclidean space): then the Laplace radius has a law of its own
     #: (density ``e^{-t/sigma} t^{d-1} J(t)`` on ``[0, injectivity_radius]``), drawn
@@ -287,6 +295,7 @@ class ManifoldBase:
 
     # hooks that are not available unless a space provides them (Manifold's docs)
     exact_sampling = False
+    homogeneous = False
     volume_is_radial = False
     sample_uniform = None
     generic_point = None
@@ -302,9 +311,12 @@ class ManifoldBase:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # a subclass may change the geometry: the exact samplers' premises hold only
-        # where the class itself vouches for them (Manifold.exact_sampling)
-        if "exact_sampling" not in vars(cls):
-            cls.exact_sampling = False
+        # where the class itself vouches for them (Manifold.exact_sampling); likewise
+        # the halved sigma of a homogeneous space (Manifold.homogeneous) and the radial
+        # laws of a radial volume density (Manifold.volume_is_radial)
+        for claim in ("exact_sampling", "homogeneous", "volume_is_radial"):
+            if claim not in vars(cls):
+                setattr(cls, claim, False)
         # One description per member: a space's exp, log, pt_dist... that has no docstring
         # of its own gets the protocol's (help(), the API reference).
         docs = _member_docs()

@@ -37,6 +37,7 @@ class Euclidean(ManifoldBase):
 
     # exp is an isometry: the volume density is 1, the Fréchet mean the arithmetic mean
     exact_sampling = True
+    homogeneous = True
     volume_is_radial = True
     ambient_mean_is_frechet = True
 

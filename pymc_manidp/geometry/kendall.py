@@ -180,6 +180,7 @@ class KendallShape(ManifoldBase):
 
     # the volume density (sin t/t)^(2k-6) sin(2t)/(2t) <= 1 depends on t = |c| only
     exact_sampling = True
+    homogeneous = True
     volume_is_radial = True
 
     def __post_init__(self):

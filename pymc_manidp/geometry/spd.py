@@ -135,6 +135,7 @@ class SPD(ManifoldBase):
     # the volume density is not radial: the exact Laplace sampler tilts its envelope by
     # log_volume_growth = C/2 (laws/exact.py)
     exact_sampling = True
+    homogeneous = True
 
     def __post_init__(self):
         k = check_positive_int(self.k, "k")

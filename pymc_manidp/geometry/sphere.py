@@ -118,6 +118,7 @@ class Sphere(ManifoldBase):
 
     # the volume density (sin(t/R)/(t/R))^(d-1) <= 1 depends on t = |c| only
     exact_sampling = True
+    homogeneous = True
     volume_is_radial = True
 
     def __post_init__(self):

@@ -78,7 +78,9 @@ class ChartTransform(Transform):
                 FutureWarning,
                 stacklevel=2,
             )
-            origin = center if origin is None else origin
+            if origin is not None:
+                raise TypeError("give the chart's origin once: origin=..., not also center=")
+            origin = center
         if origin is None or scale is None:
             raise TypeError("ChartTransform needs an origin (a point) and a scale > 0")
         self.manifold = manifold
@@ -86,6 +88,16 @@ class ChartTransform(Transform):
         self.scale = check_positive_real(scale, "scale")
         self.ndim_supp = len(manifold.point_shape)
         self._basis = manifold.tangent_basis(self.origin)
+
+    @property
+    def center(self) -> np.ndarray:
+        """Deprecated name of :attr:`origin` (warns ``FutureWarning``)."""
+        warnings.warn(
+            "ChartTransform.center is renamed origin; center will be removed",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return self.origin
 
     def coords(self, u):
         """Chart coordinates ``c = s u``."""

@@ -380,6 +380,7 @@ def sample(
         random-walk Metropolis.
     settings : MCMCSettings, optional
         How long, and which NUTS implementation (default PyMC's 4 x (1,000 + 1,000),
+        the one set of defaults; before issue 22 this function ran 2 chains by default),
         nutpie when installed).
     random_seed : int or None, optional
         Seed of the run; None draws one from the operating system.

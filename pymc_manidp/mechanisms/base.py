@@ -212,7 +212,7 @@ class Mechanism:
         """
         n = check_positive_int(n, "n")
         sensitivity = self.sensitivity(n)
-        if type(self).sigma is Mechanism.sigma:
+        if getattr(self.sigma, "__func__", None) is Mechanism.sigma:
             sigma = self._sigma_of(sensitivity)
         else:  # a subclass's own sigma(n), e.g. the deliberately broken one of an audit
             sigma = self._checked_sigma(self.sigma(n))

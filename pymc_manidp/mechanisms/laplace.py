@@ -90,8 +90,9 @@ class LaplaceMechanism(Mechanism):
     @property
     def footpoint_free_normalizer(self) -> bool:
         # 2021 Thm 1: on a homogeneous space the whole-space normalizer is free of the
-        # footpoint; restricting to the ball (Thm 3) breaks that
-        return not self.restrict
+        # footpoint; restricting to the ball (Thm 3) breaks that, and so does a manifold
+        # that does not vouch for homogeneity (Manifold.homogeneous)
+        return not self.restrict and self.manifold.homogeneous
 
     def sensitivity(self, n: int) -> float:
         """The Fréchet mean's sensitivity for ``n`` records, widened by ``grad_tol``."""

@@ -55,6 +55,7 @@ class RoundSphere(ManifoldBase):
 
     # the volume density sin(t)/t <= 1 of the exp chart depends on t = |c| only
     exact_sampling = True
+    homogeneous = True
     volume_is_radial = True
     log_volume = float(np.log(4.0 * np.pi))
     gaussian_shape = (3,)

@@ -200,3 +200,12 @@ def test_chart_transform_center_keyword_is_deprecated_and_means_the_origin():
     np.testing.assert_allclose(old.backward(u).eval(), new.backward(u).eval())
     with pytest.raises(TypeError, match="origin"):
         ChartTransform(S, scale=0.2)
+
+
+def test_chart_transform_old_attribute_and_both_names():
+    S = pmd.Sphere(dim=2)
+    t = ChartTransform(S, origin=[0.0, 0.6, 0.8], scale=0.2)
+    with pytest.warns(FutureWarning, match="renamed origin"):
+        np.testing.assert_array_equal(t.center, t.origin)
+    with pytest.raises(TypeError, match="once"), pytest.warns(FutureWarning):
+        ChartTransform(S, origin=[0.0, 0.6, 0.8], scale=0.2, center=[0.0, 0.0, 1.0])

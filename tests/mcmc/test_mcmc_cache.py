@@ -160,9 +160,7 @@ def test_budget_refuses_millions_of_points_and_points_to_the_exact_sampler():
     assert mcmc.check_mcmc_budget(S2, 5 * 10**6, short) == mcmc.check_mcmc_budget(
         S2, 5 * 10**6, chains=2, tune=100, draws=100
     )
-    assert mcmc.check_mcmc_budget(S2, 1000) == mcmc.check_mcmc_budget(
-        S2, 1000, mcmc.MCMCSettings()
-    )
+    assert mcmc.check_mcmc_budget(S2, 1000) == mcmc.check_mcmc_budget(S2, 1000, mcmc.MCMCSettings())
     # (a release is refused before anything is compiled: tests/mechanisms)
 
 

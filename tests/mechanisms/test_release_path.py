@@ -198,3 +198,40 @@ def test_the_calibration_is_recorded():
     )
     with pytest.raises(TypeError, match="n must be an integer"):
         mech.calibrate(4.0)
+
+
+def test_the_laws_moved_out_of_mechanisms_still_resolve_with_a_warning():
+    import pymc_manidp.laws as laws
+    import pymc_manidp.mechanisms as mechanisms
+
+    for name in ("KNG", "ManifoldLaplace", "ChartTransform", "laplace_logp"):
+        with pytest.warns(DeprecationWarning, match=f"moved to pymc_manidp.laws.{name}"):
+            assert getattr(mechanisms, name) is getattr(laws, name)
+    with pytest.raises(AttributeError):
+        mechanisms.NoSuchThing  # noqa: B018
+
+
+def test_an_instance_level_sigma_is_the_sigma_released():
+    """A sigma patched on the instance (as on a class) is the one drawn with and recorded."""
+    S = pmd.Sphere(dim=2)
+    mech = pmd.KNGMechanism(S, epsilon=1.0, center=[0.0, 0.0, 1.0], radius=0.3)
+    data = S.exp_coords([0.0, 0.0, 1.0], np.random.default_rng(0).normal(size=(40, 2)) * 0.05)
+    mech.sigma = lambda n: 0.123
+    assert mech.release(data, random_seed=0).sigma == 0.123
+
+
+def test_the_halved_sigma_needs_a_manifold_that_vouches_for_homogeneity():
+    """sigma = Delta/eps (2021 Thm 1) holds on a homogeneous space only: a subclass that
+    may have changed the geometry and does not say ``homogeneous = True`` gets 2 Delta/eps."""
+
+    class Warped(pmd.Sphere):
+        pass
+
+    kw = dict(epsilon=1.0, center=[0.0, 0.0, 1.0], radius=0.3)
+    shipped = pmd.LaplaceMechanism(pmd.Sphere(dim=2), **kw)
+    warped = pmd.LaplaceMechanism(Warped(dim=2), **kw)
+    assert shipped.sigma(50) == shipped.sensitivity(50) / 1.0
+    assert warped.sigma(50) == 2 * warped.sensitivity(50) / 1.0
+    for M in (pmd.Sphere(dim=2), pmd.SPD(k=2), pmd.KendallShape(k_landmarks=4), pmd.Euclidean(3)):
+        assert M.homogeneous
+    assert not Warped(dim=2).homogeneous and not Warped(dim=2).exact_sampling
