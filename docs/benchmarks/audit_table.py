@@ -88,14 +88,14 @@ def main(only=None):
                     if "not normalizable" not in str(err):
                         raise
                     print(
-                        f"| {name} | {kind} | {eps:g} | {mech.sigma(N):.4g} | "
+                        f"| {name} | {kind} | {eps:g} | {mech.sensitivity(N) / eps:.4g} | "
                         "no law: sigma >= 2/C | | | | |",
                         flush=True,
                     )
                     continue
                 f = break_factor(kind, M, c, r, eps, res // 2)
                 print(
-                    f"| {name} | {kind} | {eps:g} | {mech.sigma(N):.4g} | "
+                    f"| {name} | {kind} | {eps:g} | {mech.sensitivity(N) / eps:.4g} | "
                     f"{a.worst_log_ratio:.4g} | {a.ratio:.3f} | {a.grid_error:.1e} | "
                     f"{a.pair.label} | {f:.2f} |",
                     flush=True,
