@@ -217,8 +217,12 @@ def sample_test_cost(
         Provides ``manifold`` (and ``sample`` for the default sampler).
     data : array ``(n, *point_shape)``
         The dataset whose draws are timed.
-    size, sample, bins
-        As in :func:`sample_test` (fixed bin edges need no pilot draws).
+    size : int
+        Draws from each dataset, as in :func:`sample_test`.
+    sample : callable ``(data, size, rng) -> (size, *point_shape)``, optional
+        The sampler, as in :func:`sample_test` (default ``mech.sample``).
+    bins : int or array
+        As in :func:`sample_test`: fixed bin edges need no pilot draws.
     max_bytes : float, optional
         Memory the test may take (default: half of this machine's memory).
     max_seconds : float, optional
