@@ -145,13 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--radius", type=float, default=None, help="public radius (default per space)")
     p.add_argument("--n", type=int, default=10, help="records per dataset (default 10)")
     p.add_argument("--sigma-divisor", type=float, default=1.0, help="break the mechanism")
-    p.add_argument("--resolution", type=int, default=None, help="quadrature nodes per axis")
+    p.add_argument("--resolution", type=int, default=None, help="quadrature nodes per axis (>= 4)")
     p.add_argument(
         "--t-max",
         type=float,
         default=None,
         help="truncation radius of the quadrature for an unrestricted law on a non-compact "
-        "space (spd2 laplace); the tail beyond it is not audited",
+        "space (spd2 laplace), around each density's mode; the tail beyond it is not audited",
     )
     p.add_argument("--sample-test", action="store_true", help="also run the sample test")
     p.add_argument("--size", type=int, default=200_000, help="sample test draws per dataset")
@@ -421,9 +421,11 @@ def audit(args) -> int:
 
     import pymc_manidp as pmd
     from pymc_manidp.privacy.audit import (
+        MIN_RESOLUTION,
         boundary_pair,
         quadrature_audit,
         sample_test,
+        sample_test_cost,
         with_sigma_divided,
     )
 
@@ -441,8 +443,11 @@ def audit(args) -> int:
         )
     if args.sigma_divisor != 1.0:
         mech = with_sigma_divided(mech, args.sigma_divisor)
-    if args.resolution is not None and args.resolution < 2:
-        raise ValueError(f"--resolution must be an integer >= 2, got {args.resolution}")
+    if args.resolution is not None and args.resolution < MIN_RESOLUTION:
+        raise ValueError(
+            f"--resolution must be an integer >= {MIN_RESOLUTION} (the grid error estimate "
+            f"halves it), got {args.resolution}"
+        )
     res = res0 if args.resolution is None else args.resolution
     t_max = args.t_max
     if t_max is None and args.mechanism == "laplace" and not np.isfinite(M.injectivity_radius):
@@ -455,6 +460,9 @@ def audit(args) -> int:
         raise ValueError(
             "--t-max is only for --mechanism laplace (the other laws live on the public ball)"
         )
+    pair = boundary_pair(mech.domain, args.n) if args.sample_test else None
+    if args.sample_test:  # refuse a too large --size before the quadrature's minutes
+        sample_test_cost(mech, pair.data, args.size)
     with _status()(f"quadrature audit on a {res}-node grid per axis"):
         result = quadrature_audit(
             mech, n=args.n, resolution=res, random_seed=args.seed, t_max=t_max
@@ -462,7 +470,6 @@ def audit(args) -> int:
     print(result.summary())
     passed = result.passed
     if args.sample_test:
-        pair = boundary_pair(mech.domain, args.n)
         with _status()(f"sample test with {args.size} draws per dataset"):
             st = sample_test(mech, pair.data, pair.neighbour, size=args.size, random_seed=args.seed)
         print(st.summary())

@@ -9,12 +9,18 @@ binomial intervals. Each audit is also shown to FAIL a deliberately broken mecha
 
 from __future__ import annotations
 
+import re
+import time
+import tracemalloc
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import integrate, stats
 
 import pymc_manidp as pmd
 from pymc_manidp.privacy import audit as A
+from pymc_manidp.privacy.audit import neighbours
 
 NORTH = np.array([0.0, 0.0, 1.0])
 TRI = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
@@ -224,6 +230,101 @@ def test_unrestricted_laplace_on_spd_needs_a_truncation():
     assert np.isfinite(loss)
 
 
+# --- the unrestricted Laplace on SPD(2): a loss that attains eps (issue 25, item 21) ----------
+#
+# Oracle, independent of the quadrature: on a homogeneous space the normalizer of
+# exp(-rho(eta, x)/sigma) does not depend on eta, so the privacy loss is
+# sup_x |rho(eta', x) - rho(eta, x)|/sigma = rho(eta, eta')/sigma (triangle inequality,
+# equality on the geodesic beyond eta). The boundary pair's records lie on one geodesic
+# through I (a flat), where the Fréchet mean is the arithmetic mean of the arc
+# parameter: rho(eta, eta') = 2 r (1 - 1e-9)/n, the sensitivity 2r/n up to the pair's
+# 1e-9 inset, so the loss *attains* eps: correct, not an excess.
+
+
+def _spd2_whole_space_normalizer(sigma, t_max):
+    """Int over B_{t_max} of exp(-|v|/sigma) J(v) dv in frame coordinates of SPD(2):
+    cylindrical coordinates around the trace axis, J = sinh(p/√2)/(p/√2) with p the
+    distance from the axis (see _spd2_ball_volume)."""
+
+    def f(z, p):
+        jac = 1.0 if p == 0 else np.sinh(p / np.sqrt(2)) / (p / np.sqrt(2))
+        return 2 * np.pi * p * jac * np.exp(-np.hypot(p, z) / sigma)
+
+    def zmax(p):
+        return np.sqrt(max(t_max**2 - p * p, 0.0))
+
+    return integrate.dblquad(f, 0, t_max, lambda p: -zmax(p), zmax, epsabs=1e-12)[0]
+
+
+@pytest.mark.parametrize("t_max", [0.5, 3.0, 10.0])
+def test_spd2_laplace_loss_is_the_mean_shift_over_sigma_whatever_the_truncation(t_max):
+    """Was 1.93 eps at t_max = 0.5 and 1.000-1.006 eps (FAILED) at t_max >= 3."""
+    mech = make("Laplace", P2, np.eye(2), 1.0, 1.0)
+    exact = 2 * 1.0 * (1 - 1e-9) / N / mech.sigma(N)
+    assert 1 - 1e-7 < exact <= 1.0  # the sensitivity bound is attained
+    for u in np.eye(3):  # all three frame directions: SPD(2) is not isotropic
+        p = A.boundary_pair(mech.domain, N, u)
+        loss, err, _ = A.audit_pair(mech, p.data, p.neighbour, resolution=24, t_max=t_max)
+        assert loss == pytest.approx(exact, rel=1e-8) and err < 1e-12
+        assert loss + err <= mech.epsilon
+
+
+def test_spd2_normalizers_at_a_footpoint_match_an_independent_integral():
+    """The grid at the boundary pair's mean (not at I) integrates the whole-space
+    density as a 2-d integral in cylindrical coordinates does: the audit's normalizer
+    is the law's, and it is the same at every footpoint."""
+    mech = make("Laplace", P2, np.eye(2), 1.0, 1.0)
+    sigma, t_max = mech.sigma(N), 3.0
+    reference = _spd2_whole_space_normalizer(sigma, t_max)
+    p = A.boundary_pair(mech.domain, N, [1.0, 1.0, 1.0])
+    for data in (p.data, p.neighbour):
+        eta = pmd.frechet_mean(P2, data).mean
+        pts, lw = A.polar_grid(P2, eta, t_max, 60)
+        z = np.exp(lw + mech.logp(pts, data)).sum()
+        assert z == pytest.approx(reference, rel=2e-3)
+
+
+def test_spd2_laplace_audit_passes_and_its_broken_variant_fails():
+    """The full default search; sigma / 1.05 loses 5% of its margin, and the margin is
+    zero: the audit must fail it (and any factor a grid error could hide)."""
+    mech = make("Laplace", P2, np.eye(2), 1.0, 1.0)
+    res = A.quadrature_audit(mech, resolution=16, t_max=3.0, refine=1)
+    assert res.passed and 1 - 1e-7 < res.ratio <= 1.0, res.summary()
+    assert res.pair.label.startswith("boundary")
+    broken = make("Laplace", P2, np.eye(2), 1.0, 1.0, factor=1.05)
+    bad = A.quadrature_audit(broken, resolution=16, t_max=3.0, refine=1)
+    assert not bad.passed and bad.worst_log_ratio - bad.grid_error > 1.04, bad.summary()
+
+
+def test_laplace_on_the_circle_is_compact_and_attains_eps():
+    """S^1 (flat, compact): no t_max needed; the loss is 2r(1 - 1e-9)/n/sigma."""
+    S1 = pmd.Sphere(dim=1)
+    mech = make("Laplace", S1, [0.0, 1.0], 0.3, 1.0)
+    res = A.quadrature_audit(mech, A.boundary_pair(mech.domain, N), resolution=200)
+    assert res.worst_log_ratio == pytest.approx(2 * 0.3 * (1 - 1e-9) / N / mech.sigma(N))
+    assert res.passed, res.summary()
+
+
+def test_audits_near_the_largest_radius_on_the_sphere():
+    """Just below r* = pi/4: the Laplace's sensitivity 2r(2-H)/(nH) blows up with
+    H = 2r cot 2r -> 0, so sigma ~ 1e14 and the law is uniform up to 1e-15: a loss
+    of ~1e-16 is right (bounded by rho(eta, eta')/sigma <= pi/sigma). KNG's probes
+    once met the data's cut locus outside the ball, where its density vanishes."""
+    r = np.nextafter(S2.max_radius, 0)
+    mech = make("Laplace", S2, NORTH, r, 1.0)
+    p = A.boundary_pair(mech.domain, N)
+    loss, err, _ = A.audit_pair(mech, p.data, p.neighbour, resolution=40)
+    assert mech.sigma(N) > 1e12 and 0 <= loss <= np.pi / mech.sigma(N) + 1e-15
+    assert loss + err <= mech.epsilon
+    kng = make("KNG", S2, NORTH, r, 1.0)
+    res = A.quadrature_audit(kng, A.boundary_pair(kng.domain, N), resolution=40)
+    assert res.passed and 0.2 < res.ratio < 1, res.summary()
+    bad = A.quadrature_audit(
+        make("KNG", S2, NORTH, r, 1.0, factor=3.0), A.boundary_pair(kng.domain, N), resolution=40
+    )
+    assert not bad.passed, bad.summary()
+
+
 def test_worst_case_pairs_are_neighbours_inside_the_ball():
     for M, c, r in [*SETTINGS.values(), (P2, np.eye(2), 1.0)]:
         dom = pmd.DataDomain(M, c, r)
@@ -237,6 +338,176 @@ def test_worst_case_pairs_are_neighbours_inside_the_ball():
         assert np.allclose(dom.distances(b.data), r) and np.allclose(
             M.dist(b.data[0], b.neighbour[0]), 2 * r
         )
+
+
+# --- sizes are checked before anything is allocated (issue 25, item 18) -------------------------
+#
+# "Fast by construction": a refused audit must not have called logp on a grid, drawn a
+# sample or built its pairs; tracemalloc shows that nothing large was allocated.
+
+
+class _Spy:
+    """Counts a mechanism's logp calls (and their sizes) or a sampler's draws."""
+
+    def __init__(self, delay=0.0):
+        self.sizes, self.delay = [], delay
+
+    def logp_of(self, mech):
+        spy, logp = self, mech.logp
+
+        def counted(x, data):
+            spy.sizes.append(len(x))
+            time.sleep(spy.delay)
+            return logp(x, data)
+
+        mech.logp = counted
+        return mech
+
+    def sampler(self, mech):
+        def sample(data, size, rng):
+            self.sizes.append(size)
+            time.sleep(self.delay)
+            return mech.sample(data, size, random_seed=rng)
+
+        return sample
+
+
+def _peak_bytes(f):
+    """``(exception, peak bytes)`` of ``f()``, which must raise ValueError."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError) as info:
+            f()
+        return info.value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _estimate(err, what="memory"):
+    """The estimate in a refusal: 'about 1.2 GiB of memory' in bytes."""
+    m = re.search(r"about ([0-9.e+]+) (MiB|GiB|TiB|PiB|EiB) of memory", str(err))
+    assert m, err
+    return float(m[1]) * 2 ** {"MiB": 20, "GiB": 30, "TiB": 40, "PiB": 50, "EiB": 60}[m[2]]
+
+
+@pytest.mark.parametrize("resolution", [100_000, 10**9])
+def test_quadrature_audit_refuses_a_huge_grid_before_building_it(resolution):
+    spy = _Spy()
+    mech = spy.logp_of(make("KNG", S2, NORTH, np.pi / 8, 1.0))
+    err, peak = _peak_bytes(lambda: A.quadrature_audit(mech, resolution=resolution))
+    assert spy.sizes == [] and peak < 2**20, (spy.sizes, peak)
+    assert re.search(r"would need about .* of memory .*: choose resolution <= \d+", str(err))
+    assert _estimate(err) > 2**40  # 10^10 nodes and more: terabytes
+
+
+def test_quadrature_audit_refuses_n_too_large_before_building_pairs():
+    spy = _Spy()
+    mech = spy.logp_of(make("Laplace", S2, NORTH, np.pi / 8, 1.0))
+    err, peak = _peak_bytes(lambda: A.quadrature_audit(mech, n=10**12))
+    assert spy.sizes == [] and peak < 2**20
+    top = int(re.search(r"n <= (\d+)", str(err))[1])
+    assert 1 <= top < 10**12
+    dom = mech.domain
+    for build in (lambda: A.neighbour_pairs(dom, 10**12), lambda: A.boundary_pair(dom, 10**12)):
+        err, peak = _peak_bytes(build)
+        assert "n <=" in str(err) and peak < 2**20
+
+
+def test_quadrature_audit_refuses_a_slow_audit_after_two_small_logp_calls():
+    """logp sleeps 20 ms a call: the timed calls (at most 512 points) put the 32 pairs x
+    2 densities x 40,000 nodes at minutes, above max_seconds = 5; no grid is evaluated."""
+    spy = _Spy(delay=0.02)
+    mech = spy.logp_of(make("KNG", S2, NORTH, np.pi / 8, 1.0))
+    with pytest.raises(ValueError, match=r"computing time .*: choose resolution <= \d+"):
+        A.quadrature_audit(mech, resolution=400, max_seconds=5.0)
+    assert spy.sizes and max(spy.sizes) <= 512, spy.sizes
+
+
+def test_a_suggested_resolution_fits_and_the_memory_estimate_bounds_the_peak():
+    """Refused at 2000 under max_bytes = 40 MiB; the suggested resolution runs within
+    the limit (tracemalloc), for a restricted law and for an unrestricted one."""
+    for mech, kw in [
+        (make("KNG", S2, NORTH, np.pi / 8, 1.0), {}),
+        (make("Laplace", P2, np.eye(2), 1.0, 1.0), {"t_max": 3.0}),
+    ]:
+        pairs = few_pairs(mech)[:3]
+        limit = 40 * 2**20
+        with pytest.raises(ValueError, match="choose resolution <=") as info:
+            A.quadrature_audit(mech, pairs, resolution=2000, max_bytes=limit, **kw)
+        top = int(re.search(r"resolution <= (\d+)", str(info.value))[1])
+        assert 4 <= top < 2000
+        tracemalloc.start()
+        try:
+            A.quadrature_audit(mech, pairs, resolution=top, refine=1, max_bytes=limit, **kw)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak <= limit, (top, peak)
+        with pytest.raises(ValueError, match="choose resolution <="):
+            A.quadrature_audit(mech, pairs, resolution=top + 1, max_bytes=limit, **kw)
+
+
+def test_sample_test_refuses_a_huge_size_before_drawing():
+    spy = _Spy()
+    mech = make("Laplace", S2, NORTH, np.pi / 8, 1.0)
+    p = A.boundary_pair(mech.domain, N)
+    for call in (
+        lambda: A.sample_test(mech, p.data, p.neighbour, sample=spy.sampler(mech), size=10**12),
+        lambda: A.sample_test_cost(mech, p.data, 10**12, sample=spy.sampler(mech)),
+    ):
+        err, peak = _peak_bytes(call)
+        assert spy.sizes == [] and peak < 2**20
+        assert re.search(r"choose size <= \d+", str(err)) and _estimate(err) > 2**40
+
+
+def test_sample_test_refuses_a_slow_sampler_after_one_small_draw():
+    """50 ms per call of 256 draws: 2.2e6 draws take minutes, above max_seconds = 10."""
+    spy = _Spy(delay=0.05)
+    mech = make("Laplace", S2, NORTH, np.pi / 8, 1.0)
+    p = A.boundary_pair(mech.domain, N)
+    sample = spy.sampler(mech)
+    with pytest.raises(ValueError, match=r"computing time .*: choose size <= \d+"):
+        A.sample_test(mech, p.data, p.neighbour, sample=sample, size=10**6, max_seconds=10)
+    assert spy.sizes == [256]
+
+
+@pytest.mark.parametrize("M", [S2, P2], ids=repr)
+def test_sample_test_memory_estimate_bounds_the_peak(M):
+    """1e5 draws (+1e4 pilot) of the restricted Laplace (a rejection sampler): the
+    per-draw part of the estimate dominates its constant."""
+    center, radius = (NORTH, np.pi / 8) if M is S2 else (np.eye(2), 1.0)
+    mech = make("Laplace-ball", M, center, radius, 1.0)
+    p = A.boundary_pair(mech.domain, N)
+    size = 100_000
+    err, _ = _peak_bytes(lambda: A.sample_test(mech, p.data, p.neighbour, size=size, max_bytes=1))
+    tracemalloc.start()
+    try:
+        A.sample_test(mech, p.data, p.neighbour, size=size, random_seed=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= _estimate(err)
+
+
+def test_resolution_minimum_is_four_everywhere():
+    """The docs, the CLI and the grid agree: the error estimate halves the grid."""
+    assert A.MIN_RESOLUTION == 4
+    with pytest.raises(ValueError, match="resolution must be an integer >= 4"):
+        A.polar_grid(S2, NORTH, 1.0, 3)
+    assert len(A.polar_grid(S2, NORTH, 1.0, 4)[1]) == 16
+    doc = (Path(__file__).parents[2] / "docs" / "audit.md").read_text()
+    assert "`--resolution` must be at least 4" in doc and "at least 2" not in doc
+
+
+def test_pair_count_is_what_neighbour_pairs_builds():
+    dom = {1: pmd.DataDomain(pmd.Sphere(dim=1), [0.0, 1.0], 0.3)}
+    dom[2] = pmd.DataDomain(S2, NORTH, 0.3)
+    dom[3] = pmd.DataDomain(P2, np.eye(2), 1.0)
+    for d, domain in dom.items():
+        for n in (1, 2, 5):
+            for kw in ({}, {"directions": 2, "random_pairs": 0}):
+                built = A.neighbour_pairs(domain, n, **kw)
+                assert len(built) == neighbours.pair_count(d, n, **kw), (d, n, kw)
 
 
 # --- bad input ------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ of neighbouring datasets ``D, D'`` (same ``n``, exactly one record changed in pl
 The audits take mechanism objects by duck typing (``manifold``, ``domain``,
 ``epsilon``, ``logp(x, data)``, ``restricted``, ``name``; ``sample(data, size,
 random_seed=...)`` for the default sampler): this layer does not import the
-mechanisms.
+mechanisms. Both estimate their memory and time before they allocate, and refuse
+(``ValueError``, with the estimates and the sizes that fit) what exceeds the limits
+(half of this machine's memory and an hour, unless ``max_bytes``/``max_seconds``).
 """
 
 from pymc_manidp.privacy.audit.histogram import (
@@ -22,6 +24,7 @@ from pymc_manidp.privacy.audit.histogram import (
     distance_statistic,
     histogram_epsilon_lb,
     sample_test,
+    sample_test_cost,
     tangent_statistic,
 )
 from pymc_manidp.privacy.audit.neighbours import (
@@ -31,6 +34,7 @@ from pymc_manidp.privacy.audit.neighbours import (
     neighbour_pairs,
 )
 from pymc_manidp.privacy.audit.quadrature import (
+    MIN_RESOLUTION,
     AuditResult,
     audit_pair,
     log_privacy_loss,
@@ -40,6 +44,7 @@ from pymc_manidp.privacy.audit.quadrature import (
 )
 
 __all__ = [
+    "MIN_RESOLUTION",
     "AuditResult",
     "NeighbourPair",
     "SampleTestResult",
@@ -54,6 +59,7 @@ __all__ = [
     "polar_grid",
     "quadrature_audit",
     "sample_test",
+    "sample_test_cost",
     "tangent_statistic",
     "with_sigma_divided",
 ]

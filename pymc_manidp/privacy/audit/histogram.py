@@ -13,10 +13,15 @@ so ``eps_lb`` (the largest right-hand side over bins and directions) is a lower 
 on the privacy loss at the stated confidence. An ε-DP mechanism gives
 ``eps_lb > ε`` with probability at most ``1 - confidence``; the test passes when
 ``eps_lb <= ε``. It can only ever *refute* a privacy claim, never prove one.
+
+Its memory is estimated from ``size`` and its time from one small timed draw
+(:func:`sample_test_cost`) before any sample is drawn; either above its limit is
+refused.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,6 +30,7 @@ import numpy as np
 from scipy import stats
 
 from pymc_manidp.geometry.validation import check_positive_int
+from pymc_manidp.privacy.audit import _cost
 from pymc_manidp.privacy.audit.neighbours import as_pairs, audited_epsilon
 
 __all__ = [
@@ -33,6 +39,7 @@ __all__ = [
     "distance_statistic",
     "histogram_epsilon_lb",
     "sample_test",
+    "sample_test_cost",
     "tangent_statistic",
 ]
 
@@ -164,6 +171,131 @@ def _default_sampler(mech):
     return lambda data, size, rng: mech.sample(data, size, random_seed=rng)
 
 
+def _pilot(size: int) -> int:
+    """Pilot draws per dataset that set the bin edges."""
+    return max(size // 10, 1000)
+
+
+# Draws timed (per dataset) to estimate the sampler's speed.
+_CALIBRATION_DRAWS = 256
+
+
+def _sample_bytes(M, size: int, pilot: int) -> float:
+    """Estimated peak memory of a sample test.
+
+    Per draw: the draws kept (p numbers each), the sampler's own work while drawing
+    and a statistic's (a geodesic distance on SPD(2) holds several matrices per
+    draw): measured up to 18 p + 4, counted as 24 p + 16. Plus 32 MiB: the exact
+    samplers work in batches of proposals (measured up to 25 MiB on SPD(2)). The
+    tests check it against tracemalloc.
+    """
+    p = math.prod(M.point_shape)
+    return 8.0 * (size + pilot) * (24 * p + 16) + 32 * 2**20
+
+
+def sample_test_cost(
+    mech,
+    data,
+    size: int = 200_000,
+    *,
+    sample=None,
+    bins=20,
+    max_bytes=None,
+    max_seconds=None,
+):
+    """Estimated ``(bytes, seconds)`` of :func:`sample_test`; refuses a too large one.
+
+    Memory is estimated from ``size`` alone, before anything is drawn; time from
+    one timed call of the sampler for 256 draws of ``data`` (from a generator of its
+    own, so the test's draws are not changed), scaled to the ``2 (size + pilot)``
+    draws of the test. ``sample_test`` calls this first; call it yourself to check a
+    size before other work.
+
+    Parameters
+    ----------
+    mech : mechanism object
+        Provides ``manifold`` (and ``sample`` for the default sampler).
+    data : array ``(n, *point_shape)``
+        The dataset whose draws are timed.
+    size : int
+        Draws from each dataset, as in :func:`sample_test`.
+    sample : callable ``(data, size, rng) -> (size, *point_shape)``, optional
+        The sampler, as in :func:`sample_test` (default ``mech.sample``).
+    bins : int or array
+        As in :func:`sample_test`: fixed bin edges need no pilot draws.
+    max_bytes : float, optional
+        Memory the test may take (default: half of this machine's memory).
+    max_seconds : float, optional
+        Computing time the test may take (default an hour).
+
+    Returns
+    -------
+    tuple of float
+        ``(bytes, seconds)``: the estimates.
+
+    Raises
+    ------
+    ValueError
+        An estimate above its limit (the message gives both estimates and the
+        largest ``size`` that fits), or a bad ``size``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> from pymc_manidp.privacy import boundary_pair
+    >>> mech = pmd.LaplaceMechanism(pmd.Sphere(dim=2), epsilon=1.0, center=[0, 0, 1.0],
+    ...                             radius=np.pi / 8)
+    >>> p = boundary_pair(mech.domain, 10)
+    >>> nbytes, seconds = sample_test_cost(mech, p.data, 200_000)
+    >>> bool(nbytes < 2**30)
+    True
+    >>> sample_test_cost(mech, p.data, 10**12)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the sample test (1000000000000 draws per dataset) would need about ... TiB ...
+    """
+    M = mech.manifold
+    size = check_positive_int(size, "size", minimum=10)
+    pilot = _pilot(size) if isinstance(bins, numbers.Integral) else 0
+    limit_b, limit_s = _cost.memory_limit(max_bytes), _cost.time_limit(max_seconds)
+    what = f"the sample test ({size} draws per dataset)"
+    nbytes = _sample_bytes(M, size, pilot)
+    if nbytes > limit_b:
+        top = _cost.largest(
+            lambda k: _sample_bytes(M, k, _pilot(k) if pilot else 0) <= limit_b, 10, size
+        )
+        _cost.refuse(
+            what,
+            nbytes,
+            None,
+            limit_b,
+            limit_s,
+            f"choose size <= {top}" if top >= 10 else "choose a smaller size",
+        )
+    sample = _default_sampler(mech) if sample is None else sample
+    if not callable(sample):
+        raise TypeError("sample must be a callable (data, size, rng) -> points")
+    k = min(_CALIBRATION_DRAWS, size)
+    rng = np.random.default_rng(0)  # its own stream: the test's draws stay as seeded
+    per_draw = _cost.timed(lambda: sample(data, k, rng), repeats=1) / k
+
+    def seconds(m):
+        return 2 * (m + (_pilot(m) if pilot else 0)) * per_draw
+
+    if seconds(size) > limit_s:
+        top = _cost.largest(lambda m: seconds(m) <= limit_s, 10, size)
+        _cost.refuse(
+            what,
+            nbytes,
+            seconds(size),
+            limit_b,
+            limit_s,
+            f"choose size <= {top}" if top >= 10 else "choose a faster sampler",
+        )
+    return nbytes, seconds(size)
+
+
 def _default_statistics(M, m0, pair):
     a, b = pair.data[pair.index], pair.neighbour[pair.index]
     stats_ = {
@@ -188,6 +320,8 @@ def sample_test(
     confidence: float = 0.99,
     epsilon=None,
     random_seed=None,
+    max_bytes=None,
+    max_seconds=None,
 ) -> SampleTestResult:
     """Black-box histogram test of ``P(M(D) in B) <= e^eps P(M(D') in B)`` on bins ``B``.
 
@@ -219,11 +353,21 @@ def sample_test(
         Budget to test (default ``mech.epsilon``).
     random_seed : int or Generator, optional
         Source of the draws (public: the test is no release).
+    max_bytes, max_seconds : float, optional
+        Limits on the estimated memory and computing time (default: half of this
+        machine's memory, an hour); see :func:`sample_test_cost`, which runs first
+        (its timing call is the only extra call of ``sample``).
 
     Returns
     -------
     SampleTestResult
         The largest certified lower bound on ε over the statistics and bins, and the verdict.
+
+    Raises
+    ------
+    ValueError
+        Non-neighbouring datasets, bad ``size``/``bins``/``confidence``/``epsilon``,
+        or a test whose estimated memory or time exceeds ``max_bytes``/``max_seconds``.
 
     Examples
     --------
@@ -270,6 +414,15 @@ def sample_test(
         statistics = _default_statistics(M, mech.domain.center, pair)
     if not statistics:
         raise ValueError("statistics must name at least one scalar post-processing")
+    sample_test_cost(
+        mech,
+        pair.data,
+        size,
+        sample=sample,
+        bins=nbins if fixed_edges is None else fixed_edges,
+        max_bytes=max_bytes,
+        max_seconds=max_seconds,
+    )
     rng = random_seed if isinstance(random_seed, np.random.Generator) else None
     rng = rng or np.random.default_rng(random_seed)
 
@@ -280,7 +433,7 @@ def sample_test(
         return x
 
     xp, xq = draw(pair.data, size), draw(pair.neighbour, size)
-    pilot = max(size // 10, 1000)
+    pilot = _pilot(size)
     pp, pq = (
         (draw(pair.data, pilot), draw(pair.neighbour, pilot))
         if fixed_edges is None

@@ -9,11 +9,13 @@ with one record moved to the opposite side, clusters with an outlier, random pai
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp.privacy.audit import _cost
 
 __all__ = [
     "NeighbourPair",
@@ -95,6 +97,35 @@ def check_neighbours(manifold, data, neighbour) -> int:
     return int(changed[0])
 
 
+def pair_count(dim: int, n: int, directions: int | None = None, random_pairs: int = 8) -> int:
+    """How many pairs :func:`neighbour_pairs` builds (without building them)."""
+    per_direction = 6 if dim < 2 else 11 + (n >= 2)  # boundary, 5 clusters x (u, u_perp), ring
+    return (dim if directions is None else directions) * per_direction + random_pairs
+
+
+def pairs_bytes(manifold, n: int, count: int) -> float:
+    """Estimated memory of ``count`` pairs of ``n`` records: both datasets of each
+    pair, and one pair's chart coordinates and ``exp`` temporaries while it is built."""
+    p, d = math.prod(manifold.point_shape), manifold.dim
+    return 8.0 * n * (2 * count * p + 8 * (p + d))
+
+
+def check_pairs_size(manifold, n: int, count: int, max_bytes=None) -> None:
+    """Refuse (``ValueError``) before building pairs that would not fit in memory."""
+    limit = _cost.memory_limit(max_bytes)
+    nbytes = pairs_bytes(manifold, n, count)
+    if nbytes > limit:
+        top = _cost.largest(lambda k: pairs_bytes(manifold, k, count) <= limit, 1, n)
+        _cost.refuse(
+            f"{count} neighbouring pair(s) of n = {n} records",
+            nbytes,
+            None,
+            limit,
+            _cost.time_limit(),
+            f"choose n <= {top}",
+        )
+
+
 def _frame(domain):
     M = domain.manifold
     return M, domain.center, domain.radius
@@ -135,6 +166,7 @@ def boundary_pair(domain, n: int, direction=None) -> NeighbourPair:
     """
     n = check_positive_int(n, "n")
     M, _, r = _frame(domain)
+    check_pairs_size(M, n, 1)
     u = np.zeros(M.dim) if direction is None else np.asarray(direction, float)
     if direction is None:
         u[0] = 1.0
@@ -149,7 +181,13 @@ def boundary_pair(domain, n: int, direction=None) -> NeighbourPair:
 
 
 def neighbour_pairs(
-    domain, n: int, *, directions: int | None = None, random_pairs: int = 8, random_seed=0
+    domain,
+    n: int,
+    *,
+    directions: int | None = None,
+    random_pairs: int = 8,
+    random_seed=0,
+    max_bytes=None,
 ) -> list[NeighbourPair]:
     """Candidate neighbouring pairs that try to maximize the privacy loss.
 
@@ -180,17 +218,27 @@ def neighbour_pairs(
         Number of random pairs added at the end.
     random_seed : int, Generator or None
         Source of the random directions and pairs (public: the audit is no release).
+    max_bytes : float, optional
+        Memory the pairs may take (default: half of this machine's memory).
 
     Returns
     -------
     list of NeighbourPair
         The pairs, each with datasets of shape ``(n, *point_shape)``.
+
+    Raises
+    ------
+    ValueError
+        A bad ``n``, ``directions`` or ``random_pairs``, or pairs that would not fit
+        in ``max_bytes`` (checked before any is built).
     """
     n = check_positive_int(n, "n")
     M, _, r = _frame(domain)
     d = M.dim
-    rng = np.random.default_rng(random_seed)
     ndir = d if directions is None else check_positive_int(directions, "directions")
+    random_pairs = check_positive_int(random_pairs, "random_pairs", minimum=0)
+    check_pairs_size(M, n, pair_count(d, n, ndir, random_pairs), max_bytes)
+    rng = np.random.default_rng(random_seed)
     dirs = [np.eye(d)[i] for i in range(min(ndir, d))]
     while len(dirs) < ndir:
         v = rng.normal(size=d)

@@ -7,15 +7,21 @@ center ``m0``, and the privacy loss
 .. math:: L(D, D') = \sup_x \big|\log f_D(x) - \log f_{D'}(x)\big|
 
 is read off the grid (plus probe points at the densities' kinks: the Fréchet means
-and the geodesic through them). ε-DP holds iff ``L <= ε`` for every neighbouring pair; the
+and the geodesic through them). A restricted law (KNG, the Laplace on the ball) is
+normalized on a grid over the public ball; an unrestricted law on grids centered at
+each dataset's Fréchet mean (its mode), so that on a homogeneous space the two
+normalizers meet the same quadrature error and truncation, which cancel (docs/audit.md).
+ε-DP holds iff ``L <= ε`` for every neighbouring pair; the
 audit searches candidate pairs (:func:`neighbour_pairs`: data on the boundary with
 one record moved to the opposite side, clusters with an outlier, random pairs) and
 reports the worst, its ratio to ε and a quadrature error estimate (the change of
-``L`` when the grid is halved in every direction).
+``L`` when the grid is halved in every direction). Its memory and time are estimated,
+and a too large audit refused, before any grid is built.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, field
 
@@ -23,15 +29,19 @@ import numpy as np
 from scipy import special
 
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp.privacy.audit import _cost
 from pymc_manidp.privacy.audit.neighbours import (
     NeighbourPair,
     as_pairs,
     audited_epsilon,
     neighbour_pairs,
+    pair_count,
+    pairs_bytes,
 )
 from pymc_manidp.stats.frechet import frechet_mean
 
 __all__ = [
+    "MIN_RESOLUTION",
     "AuditResult",
     "audit_pair",
     "log_privacy_loss",
@@ -71,6 +81,11 @@ def with_sigma_divided(mech, factor: float):
 
 
 # --- quadrature ---------------------------------------------------------------------
+#: Smallest int ``resolution``: the error estimate halves it, and a midpoint rule
+#: needs at least 2 nodes per axis (a tuple gives at least 2 per axis itself).
+MIN_RESOLUTION = 4
+
+
 def polar_grid(manifold, center, t_max: float, resolution):
     r"""Product midpoint rule in normal coordinates at ``center``.
 
@@ -80,9 +95,9 @@ def polar_grid(manifold, center, t_max: float, resolution):
     .. math:: \int f\,d\mathrm{vol} = \int_0^{t_{\max}}\!\!\int_{S^{d-1}}
               f(\exp_c(t\omega))\, t^{d-1} J(t\omega)\, d\omega\, dt,
 
-    ``J = exp(log_volume_density)``. ``resolution`` is an int ``N`` (``N`` radial
-    nodes; ``N`` angles for ``d = 2``; ``N/2`` polar × ``N`` azimuthal angles for
-    ``d = 3``) or a tuple of node counts per axis.
+    ``J = exp(log_volume_density)``. ``resolution`` is an int ``N >= 4`` (``N``
+    radial nodes; ``N`` angles for ``d = 2``; ``N/2`` polar × ``N`` azimuthal angles
+    for ``d = 3``) or a tuple of node counts per axis (each ``>= 2``).
 
     Returns
     -------
@@ -149,7 +164,7 @@ def polar_grid(manifold, center, t_max: float, resolution):
 
 def _resolution(resolution, d):
     if isinstance(resolution, numbers.Integral) and not isinstance(resolution, bool):
-        n = check_positive_int(resolution, "resolution", minimum=4)
+        n = check_positive_int(resolution, "resolution", minimum=MIN_RESOLUTION)
         return (n,) if d == 1 else (n, n) if d == 2 else (n, max(n // 2, 2), n)
     try:
         counts = tuple(check_positive_int(c, "resolution", minimum=2) for c in resolution)
@@ -158,6 +173,16 @@ def _resolution(resolution, d):
     if len(counts) != d:
         raise ValueError(f"resolution must give {d} node counts for dimension {d}")
     return counts
+
+
+def _coarse(counts):
+    # half the nodes on every axis, so that the error estimate sees every axis
+    return tuple(max(c // 2, 1) for c in counts)
+
+
+def _nodes(counts) -> int:
+    """Nodes of a grid with these counts (``d = 1`` mirrors its radii)."""
+    return math.prod(counts) * (2 if len(counts) == 1 else 1)
 
 
 def log_privacy_loss(logp_data, logp_neighbour, log_weights, probes=None):
@@ -180,9 +205,18 @@ def log_privacy_loss(logp_data, logp_neighbour, log_weights, probes=None):
     (0.470004, 3)
     """
     a, b, lw = (np.asarray(v, float) for v in (logp_data, logp_neighbour, log_weights))
-    za, zb = special.logsumexp(a + lw), special.logsumexp(b + lw)
-    if not (np.isfinite(za) and np.isfinite(zb)):
+    return _sup_loss(a, b, _log_normalizer(a, lw), _log_normalizer(b, lw), probes)
+
+
+def _log_normalizer(logp, log_weights):
+    z = special.logsumexp(logp + log_weights)
+    if not np.isfinite(z):
         raise ValueError("a density vanishes on the whole grid: check t_max and the domain")
+    return z
+
+
+def _sup_loss(a, b, za, zb, probes=None):
+    """``sup |(a - za) - (b - zb)|`` over nodes and probes: ``(loss, node)``."""
     if probes is not None:
         a = np.concatenate([a, np.asarray(probes[0], float).ravel()])
         b = np.concatenate([b, np.asarray(probes[1], float).ravel()])
@@ -198,20 +232,28 @@ def log_privacy_loss(logp_data, logp_neighbour, log_weights, probes=None):
     return float(diff[node]), node
 
 
-def _probes(M, radius, pair):
+def _means(M, pair):
+    """The Fréchet means of both datasets (None where the iteration did not converge)."""
+    out = []
+    for d in (pair.data, pair.neighbour):
+        res = frechet_mean(M, d)
+        out.append(M.validate(res.mean) if res.converged else None)
+    return out
+
+
+def _probes(M, domain, pair, means, restricted):
     """Points where the log ratio tends to peak, off the grid.
 
     Both mechanisms' log densities have kinks at their modes (the Fréchet means),
     and the loss peaks there or on the geodesic through the two means (Laplace:
     ``rho(eta', x) - rho(eta, x)`` is maximal beyond ``eta``; KNG: at the mode of D,
-    ``|g_D| = 0``). A grid misses a kink by up to half a node spacing.
+    ``|g_D| = 0``). A grid misses a kink by up to half a node spacing. A restricted
+    law vanishes outside the public ball, so its probes stay inside (outside, KNG's
+    gradient would meet the data's cut locus when the ball is nearly as large as r*).
     """
+    radius = domain.radius
     pts = [pair.data[pair.index], pair.neighbour[pair.index]]
-    means = []
-    for d in (pair.data, pair.neighbour):
-        res = frechet_mean(M, d)
-        if res.converged:
-            means.append(M.validate(res.mean))
+    means = [m for m in means if m is not None]
     pts += means
     if len(means) == 2:
         v = M.log(means[0], means[1])
@@ -220,7 +262,10 @@ def _probes(M, radius, pair):
             s = np.linspace(-2.0 * radius, 2.0 * radius, 81) / length
             shape = (-1,) + (1,) * len(M.point_shape)
             pts += list(M.exp(means[0], s.reshape(shape) * v))
-    return M.validate(np.stack(pts))
+    pts = M.validate(np.stack(pts))
+    if restricted:
+        pts = pts[domain.distances(pts) <= radius]
+    return pts
 
 
 # --- the quadrature audit ------------------------------------------------------------------
@@ -286,9 +331,10 @@ def _t_max(mech, t_max):
     M, r = mech.manifold, mech.domain.radius
     if getattr(mech, "restricted", False):
         return r
-    if np.isfinite(M.injectivity_radius) and M.curvature_bounds[0] > 0:
-        # compact symmetric spaces here (spheres, CP^n): normal coordinates out to the
-        # injectivity radius cover everything but a null set (the cut locus)
+    if np.isfinite(M.log_volume) and np.isfinite(M.injectivity_radius):
+        # compact symmetric spaces here (spheres, S^1 included, and CP^n): normal
+        # coordinates out to the injectivity radius cover everything but a null set
+        # (the cut locus)
         return float(M.injectivity_radius)
     raise ValueError(
         f"{getattr(mech, 'name', 'the mechanism')} lives on all of the non-compact {M}: "
@@ -296,37 +342,216 @@ def _t_max(mech, t_max):
     )
 
 
+def _restricted(mech) -> bool:
+    return bool(getattr(mech, "restricted", False))
+
+
+# A log-density call gets grid nodes in chunks of at most this many node x record x
+# coordinate numbers: KNG's holds (nodes, n, *point_shape) arrays.
+_CHUNK_ELEMENTS = 2**18
+
+
+def _chunk(M, n: int) -> int:
+    return max(1, _CHUNK_ELEMENTS // (max(n, 1) * math.prod(M.point_shape)))
+
+
 class _Evaluator:
-    """Log densities of one mechanism on one grid, cached per dataset."""
+    """Privacy losses of one mechanism's pairs on grids of one resolution.
 
-    def __init__(self, mech, grid):
-        self.mech, self.points, self.log_weights = mech, *grid
-        self._cache = {}
+    A restricted law is normalized on one grid over the public ball. An unrestricted
+    one lives on the whole space: each density is normalized on a grid centered at
+    its dataset's Fréchet mean (its mode) reaching ``t_max`` from it. On a
+    homogeneous space the two grids are isometric images and the two integrands the
+    same function of the distance to the grid's center, so the two normalizers have
+    the same quadrature error and the same truncated tail, which cancel in the loss;
+    a grid at the public center would misplace the kinks and truncate the two laws
+    differently (docs/audit.md: the SPD(2) Laplace).
+    """
 
-    def logp(self, data):
-        key = np.asarray(data, float).tobytes()
-        if key not in self._cache:
-            self._cache[key] = np.asarray(self.mech.logp(self.points, data), float)
-        return self._cache[key]
+    def __init__(self, mech, t_max, counts):
+        self.mech, self.t_max, self.counts = mech, t_max, counts
+        self.M = mech.manifold
+        self.restricted = _restricted(mech)
+        self.grid = (
+            polar_grid(self.M, mech.domain.center, t_max, counts) if self.restricted else None
+        )
+
+    def logp(self, points, data):
+        """``mech.logp`` at ``points`` ``(m, *point_shape)``, in chunks: shape ``(m,)``."""
+        step = _chunk(self.M, len(data))
+        parts = [
+            np.asarray(self.mech.logp(points[i : i + step], data), float).reshape(-1)
+            for i in range(0, len(points), step)
+        ]
+        return np.concatenate(parts) if parts else np.empty(0)
 
     def loss(self, pair):
-        """``(loss, point)``: the supremum over grid and probes, and where it is."""
-        M = self.mech.manifold
-        probes = _probes(M, self.mech.domain.radius, pair)
-        extra = (self.mech.logp(probes, pair.data), self.mech.logp(probes, pair.neighbour))
-        loss, node = log_privacy_loss(
-            self.logp(pair.data), self.logp(pair.neighbour), self.log_weights, extra
-        )
+        """``(loss, point)``: the supremum over grid nodes and probes, and where it is."""
+        M, mech = self.M, self.mech
+        means = _means(M, pair)
+        probes = _probes(M, mech.domain, pair, means, self.restricted)
+        extra = (self.logp(probes, pair.data), self.logp(probes, pair.neighbour))
+        if self.restricted:
+            pts, lw = self.grid
+            a, b = self.logp(pts, pair.data), self.logp(pts, pair.neighbour)
+            za, zb = _log_normalizer(a, lw), _log_normalizer(b, lw)
+            grids = [pts]
+        else:
+            centers = [mech.domain.center if c is None else c for c in means]
+            (pa, la), (pb, lb) = (polar_grid(M, c, self.t_max, self.counts) for c in centers)
+            a_a, b_b = self.logp(pa, pair.data), self.logp(pb, pair.neighbour)
+            za, zb = _log_normalizer(a_a, la), _log_normalizer(b_b, lb)
+            # the supremum is over every output: both grids' nodes count
+            a = np.concatenate([a_a, self.logp(pb, pair.data)])
+            b = np.concatenate([self.logp(pa, pair.neighbour), b_b])
+            grids = [pa, pb]
+        loss, node = _sup_loss(a, b, za, zb, extra)
         if node < 0:
             return loss, None
-        m = len(self.log_weights)
-        return loss, (self.points[node] if node < m else probes[node - m])
+        for g in grids:
+            if node < len(g):
+                return loss, g[node]
+            node -= len(g)
+        return loss, probes[node]
 
 
-def audit_pair(mech, data, neighbour, *, resolution=400, t_max=None):
+# --- what an audit costs -------------------------------------------------------------
+def _floats_per_node(M, restricted: bool) -> float:
+    """Peak float64 numbers an audit holds per node of its fine grid.
+
+    The grid being built (``exp_coords``' temporaries: measured up to 6.4 (p + d + 1)
+    on SPD(2), counted as 8), the grids kept (p + 1 each: one over the ball, or the
+    two at the modes), the log densities on them (2 or 4) and the loss's copies and
+    masks (8 per log density). The tests check it against tracemalloc.
+    """
+    p, d = math.prod(M.point_shape), M.dim
+    grids, logps = (1, 2) if restricted else (2, 4)
+    return 8 * (p + d + 1) + grids * (p + 1) + logps * 8
+
+
+def _quadrature_bytes(M, restricted, fine, n, count, build_pairs) -> float:
+    """Estimated peak memory: the fine grid's work, one chunk of ``logp`` (KNG holds
+    about 7 arrays of ``(chunk, n, *point_shape)``) and the default pairs."""
+    chunk = 8.0 * 8 * (_chunk(M, n) * max(n, 1) * math.prod(M.point_shape) + 1024)
+    pairs = pairs_bytes(M, n, count) if build_pairs else 0.0
+    return 8.0 * _nodes(fine) * _floats_per_node(M, restricted) + chunk + pairs
+
+
+def _calibrate(mech, pair, t_max):
+    """Measured costs ``(per logp call, per node in a logp call, per grid node built)``.
+
+    Two timed calls of ``mech.logp`` on the pair's data (1 point, then up to 512
+    nodes of a small grid, never more than one chunk) and a small grid built: the
+    audit's work scales from these, whatever the mechanism.
+    """
+    M = mech.manifold
+    small = {1: (256,), 2: (16, 32), 3: (8, 8, 8)}[M.dim]
+    center = mech.domain.center
+    per_built = _cost.timed(lambda: polar_grid(M, center, t_max, small), repeats=2) / 512
+    pts, _ = polar_grid(M, center, t_max, small)
+    pts = pts[: _chunk(M, len(pair.data))]
+    per_call = _cost.timed(lambda: mech.logp(pts[:1], pair.data))
+    per_node = _cost.timed(lambda: mech.logp(pts, pair.data)) / len(pts)
+    return per_call, per_node, per_built
+
+
+def _quadrature_seconds(M, restricted, passes, n, costs) -> float:
+    """Estimated time of the passes ``[(grid counts, pairs), ...]``."""
+    per_call, per_node, per_built = costs
+    logps = 2 if restricted else 4
+    total = 0.0
+    for counts, pairs in passes:
+        m = _nodes(counts)
+        calls = pairs * (logps * math.ceil(m / _chunk(M, n)) + 2)
+        built = m if restricted else 2 * pairs * m
+        total += calls * per_call + pairs * logps * m * per_node + built * per_built
+    return total
+
+
+class _Size:
+    """The size checks of one audit: memory before anything is built, then time."""
+
+    def __init__(self, mech, resolution, n, count, refine, build_pairs, max_bytes, max_seconds):
+        self.mech, self.M, self.restricted = mech, mech.manifold, _restricted(mech)
+        self.resolution, self.fine = resolution, _resolution(resolution, mech.manifold.dim)
+        self.n, self.count, self.refine, self.build_pairs = n, count, refine, build_pairs
+        self.max_bytes = _cost.memory_limit(max_bytes)
+        self.max_seconds = _cost.time_limit(max_seconds)
+        self.what = (
+            f"the quadrature audit ({'x'.join(map(str, self.fine))} grid, {count} pair(s) "
+            f"of n = {n} records)"
+        )
+
+    def _grid(self, k):
+        """The fine counts of the same kind of resolution with ``k`` radial nodes."""
+        if isinstance(self.resolution, numbers.Integral):
+            return _resolution(k, self.M.dim)
+        return tuple(max(2, (c * k) // self.fine[0]) for c in self.fine)
+
+    def _fix(self, fits, fits_n=None, more=""):
+        integral = isinstance(self.resolution, numbers.Integral)
+        lo = MIN_RESOLUTION if integral else 2
+        k = _cost.largest(lambda k: fits(self._grid(k)), lo, max(self.fine[0], lo))
+        opts = []
+        if k >= lo:
+            opts.append(f"resolution <= {k}" if integral else f"resolution {self._grid(k)}")
+        if fits_n is not None:
+            kn = _cost.largest(fits_n, 1, self.n)
+            if kn >= 1:
+                opts.append(f"n <= {kn}")
+        return ("choose " + " or ".join(opts) if opts else "choose a smaller resolution") + more
+
+    def bytes(self, fine=None, n=None):
+        return _quadrature_bytes(
+            self.M,
+            self.restricted,
+            self.fine if fine is None else fine,
+            self.n if n is None else n,
+            self.count,
+            self.build_pairs,
+        )
+
+    def check_memory(self):
+        """From the sizes alone: nothing is allocated before this passes."""
+        if self.bytes() > self.max_bytes:
+            _cost.refuse(
+                self.what,
+                self.bytes(),
+                None,
+                self.max_bytes,
+                self.max_seconds,
+                self._fix(
+                    lambda c: self.bytes(fine=c) <= self.max_bytes,
+                    (lambda k: self.bytes(n=k) <= self.max_bytes) if self.build_pairs else None,
+                ),
+            )
+
+    def check_time(self, pair, t_max):
+        """From two timed ``logp`` calls on ``pair``'s data, before any full grid."""
+        costs = _calibrate(self.mech, pair, t_max)
+
+        def seconds(fine):
+            passes = [(_coarse(fine), self.count), (fine, min(self.refine, self.count))]
+            return _quadrature_seconds(self.M, self.restricted, passes, self.n, costs)
+
+        if seconds(self.fine) > self.max_seconds:
+            _cost.refuse(
+                self.what,
+                self.bytes(),
+                seconds(self.fine),
+                self.max_bytes,
+                self.max_seconds,
+                self._fix(lambda c: seconds(c) <= self.max_seconds, more=" (or a smaller n)"),
+            )
+
+
+def audit_pair(
+    mech, data, neighbour, *, resolution=400, t_max=None, max_bytes=None, max_seconds=None
+):
     """Privacy loss of one pair on a grid: ``(loss, grid_error, worst_point)``.
 
-    ``grid_error`` is the change of the loss when the grid is halved.
+    ``grid_error`` is the change of the loss when the grid is halved. ``resolution``,
+    ``t_max``, ``max_bytes`` and ``max_seconds`` are those of :func:`quadrature_audit`.
 
     Examples
     --------
@@ -343,11 +568,11 @@ def audit_pair(mech, data, neighbour, *, resolution=400, t_max=None):
     M = mech.manifold
     pair = as_pairs(M, (data, neighbour))[0]
     tm = _t_max(mech, t_max)
-    fine = _resolution(resolution, M.dim)
-    coarse = tuple(max(c // 2, 2) for c in fine)
-    ev = _Evaluator(mech, polar_grid(M, mech.domain.center, tm, fine))
-    loss_f, point = ev.loss(pair)
-    loss_c, _ = _Evaluator(mech, polar_grid(M, mech.domain.center, tm, coarse)).loss(pair)
+    size = _Size(mech, resolution, len(pair.data), 1, 1, False, max_bytes, max_seconds)
+    size.check_memory()
+    size.check_time(pair, tm)
+    loss_f, point = _Evaluator(mech, tm, size.fine).loss(pair)
+    loss_c, _ = _Evaluator(mech, tm, _coarse(size.fine)).loss(pair)
     return loss_f, abs(loss_f - loss_c), point
 
 
@@ -361,12 +586,16 @@ def quadrature_audit(
     t_max=None,
     refine: int = 3,
     random_seed=0,
+    max_bytes=None,
+    max_seconds=None,
 ) -> AuditResult:
     """Quadrature audit of a mechanism over candidate neighbouring pairs.
 
     Every pair's loss is computed on the coarse grid (half the nodes per axis); the
     ``refine`` worst are recomputed on the fine grid, and the largest fine loss is
-    reported with ``grid_error = |fine - coarse|`` for that pair.
+    reported with ``grid_error = |fine - coarse|`` for that pair. The audit's memory
+    is estimated from the sizes before anything is built, its time from two timed
+    ``mech.logp`` calls before any grid; either above its limit is refused.
 
     Parameters
     ----------
@@ -381,17 +610,23 @@ def quadrature_audit(
     epsilon : float, optional
         Budget to audit against (default ``mech.epsilon``).
     resolution : int or tuple
-        Fine grid of the polar midpoint rule: ``N`` radial nodes (``N`` angles for
-        ``d = 2``; ``N/2`` polar × ``N`` azimuthal angles for ``d = 3``) or a tuple of
-        node counts per axis.
+        Fine grid of the polar midpoint rule: ``N >= 4`` radial nodes (``N`` angles
+        for ``d = 2``; ``N/2`` polar × ``N`` azimuthal angles for ``d = 3``) or a
+        tuple of node counts per axis (each ``>= 2``).
     t_max : float, optional
-        Radius of the integration ball at the center. Default: the public radius for
-        restricted laws, the injectivity radius (the whole space) on spheres and
-        Kendall shape spaces otherwise.
+        Radius of the integration balls. A restricted law is integrated over
+        ``B_{t_max}(m0)`` (default: the public ball). An unrestricted law is
+        normalized on ``B_{t_max}`` around each dataset's Fréchet mean (default: the
+        whole space on spheres and Kendall shape spaces; required on SPD, whose tail
+        beyond ``t_max`` is not audited).
     refine : int
         Number of pairs recomputed on the fine grid.
     random_seed : int, Generator or None
         Source of the default pairs' random directions (public: the audit is no release).
+    max_bytes : float, optional
+        Memory the audit may take (default: half of this machine's memory).
+    max_seconds : float, optional
+        Computing time the audit may take (default an hour).
 
     Returns
     -------
@@ -401,7 +636,10 @@ def quadrature_audit(
     Raises
     ------
     ValueError
-        Dimension above 3, non-neighbouring pairs, bad ``epsilon``/``t_max``.
+        Dimension above 3, non-neighbouring pairs, bad ``epsilon``/``t_max``/
+        ``resolution``, or an audit whose estimated memory or time exceeds
+        ``max_bytes``/``max_seconds`` (the message gives the estimates and the
+        largest ``resolution`` and ``n`` that fit).
 
     Examples
     --------
@@ -417,19 +655,26 @@ def quadrature_audit(
     M = mech.manifold
     eps = audited_epsilon(mech, epsilon)
     if M.dim > 3:
-        polar_grid(M, mech.domain.center, 1.0, 4)  # raises the dimension error
-    if pairs is None:
-        pairs = neighbour_pairs(mech.domain, n, random_seed=random_seed)
-    pairs = as_pairs(M, pairs)
+        polar_grid(M, mech.domain.center, 1.0, MIN_RESOLUTION)  # raises the dimension error
     refine = check_positive_int(refine, "refine")
     tm = _t_max(mech, t_max)
-    fine = _resolution(resolution, M.dim)
-    coarse = tuple(max(c // 2, 2) for c in fine)
-    ev_c = _Evaluator(mech, polar_grid(M, mech.domain.center, tm, coarse))
+    if pairs is None:
+        n = check_positive_int(n, "n")
+        count = pair_count(M.dim, n)
+        size = _Size(mech, resolution, n, count, refine, True, max_bytes, max_seconds)
+        size.check_memory()
+        pairs = neighbour_pairs(mech.domain, n, random_seed=random_seed, max_bytes=size.max_bytes)
+    pairs = as_pairs(M, pairs)
+    n_max = max(len(p.data) for p in pairs)
+    size = _Size(mech, resolution, n_max, len(pairs), refine, False, max_bytes, max_seconds)
+    size.check_memory()
+    size.check_time(pairs[0], tm)
+    fine, coarse = size.fine, _coarse(size.fine)
+    ev_c = _Evaluator(mech, tm, coarse)
     coarse_loss = [ev_c.loss(p)[0] for p in pairs]
     del ev_c
     order = np.argsort(coarse_loss)[::-1][:refine]
-    ev_f = _Evaluator(mech, polar_grid(M, mech.domain.center, tm, fine))
+    ev_f = _Evaluator(mech, tm, fine)
     best = None
     for i in order:
         loss, point = ev_f.loss(pairs[i])
