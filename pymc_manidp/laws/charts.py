@@ -91,7 +91,7 @@ class ChartTransform(Transform):
 
     @property
     def center(self) -> np.ndarray:
-        """Deprecated name of :attr:`origin` (warns ``FutureWarning``)."""
+        """Deprecated name of the chart's ``origin`` (warns ``FutureWarning``)."""
         warnings.warn(
             "ChartTransform.center is renamed origin; center will be removed",
             FutureWarning,
