@@ -355,7 +355,7 @@ def sample_test(
         Source of the draws (public: the test is no release).
     max_bytes, max_seconds : float, optional
         Limits on the estimated memory and computing time (default: half of this
-        machine's memory, an hour); see :func:`sample_test_cost`, which runs first
+        machine's memory, an hour); see ``privacy.audit.sample_test_cost``, which runs first
         (its timing call is the only extra call of ``sample``).
 
     Returns
