@@ -202,7 +202,7 @@ def laplace_logp(manifold, value, footpoint, sigma, domain=None, normalized=True
     value : tensor, shape ``(..., *point_shape)``
         Where the density is evaluated.
     footpoint : tensor, shape ``(..., *point_shape)``
-        The center ``eta``.
+        The footpoint ``eta``.
     sigma : float or tensor, shape ``(...)``
         The scale ``sigma > 0``.
     domain : DataDomain, optional
@@ -382,7 +382,7 @@ class ManifoldLaplace(Continuous):
     manifold : Manifold
         The manifold of the release.
     footpoint : array or tensor, shape ``(..., *point_shape)``
-        The center ``eta``: a constant (validated now), ``pm.Data`` or a random
+        The footpoint ``eta``: a constant (validated now), ``pm.Data`` or a random
         variable (checked in the graph).
     sigma : float or tensor, shape ``(...)``
         The scale ``sigma > 0``.

@@ -468,7 +468,7 @@ def sample_laplace(
     M : Manifold
         The manifold of the release, with an exact sampler (``M.exact_sampling``).
     footpoint : array, shape ``point_shape``
-        The center ``eta``.
+        The footpoint ``eta``.
     sigma : float
         The scale ``sigma > 0``.
     size : int
