@@ -2,7 +2,9 @@
 
 The public names below are loaded on first use (PEP 562), so that importing a lower
 layer (``import pymc_manidp.geometry``) does not load PyMC through this package's
-``__init__``; ``import pymc_manidp as pmd`` then ``pmd.KNGMechanism`` works as usual.
+``__init__``; ``import pymc_manidp as pmd`` then ``pmd.KNGMechanism`` works as usual. The manifold
+classes (``pmd.Sphere``, ``pmd.SPD``, ...) are those of :mod:`pymc_manidp.geometry`,
+which finds them in its folder: a new space edits no file here.
 """
 
 from __future__ import annotations
@@ -14,10 +16,6 @@ __version__ = "0.1.0.dev0"
 #: public name -> module that defines it (docs/architecture.md: the layers)
 _PUBLIC = {
     "Manifold": "pymc_manidp.geometry",
-    "Sphere": "pymc_manidp.geometry",
-    "SPD": "pymc_manidp.geometry",
-    "KendallShape": "pymc_manidp.geometry",
-    "Euclidean": "pymc_manidp.geometry",
     "DataDomain": "pymc_manidp.stats",
     "DomainError": "pymc_manidp.stats",
     "FrechetResult": "pymc_manidp.stats",
@@ -32,16 +30,25 @@ _PUBLIC = {
     "KNGMechanism": "pymc_manidp.mechanisms",
 }
 
-__all__ = sorted([*_PUBLIC, "__version__"])
+
+def _manifold_classes() -> dict[str, type]:
+    # the manifolds are not listed here: each is one file of pymc_manidp.geometry,
+    # found there (docs/architecture.md, "How to add a manifold")
+    return importlib.import_module("pymc_manidp.geometry").MANIFOLD_CLASSES
 
 
 def __getattr__(name: str):
     if name in _PUBLIC:
         value = getattr(importlib.import_module(_PUBLIC[name]), name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-    raise AttributeError(f"module 'pymc_manidp' has no attribute {name!r}")
+    elif name == "__all__":
+        value = sorted([*_PUBLIC, *_manifold_classes(), "__version__"])
+    elif name[:1].isupper() and name in _manifold_classes():  # Sphere, SPD, ...
+        value = _manifold_classes()[name]
+    else:
+        raise AttributeError(f"module 'pymc_manidp' has no attribute {name!r}")
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
 
 def __dir__():
-    return sorted({*globals(), *_PUBLIC})
+    return sorted({*globals(), *_PUBLIC, *_manifold_classes()})

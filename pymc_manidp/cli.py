@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "mechanism on neighbouring datasets; exits 1 if the audit fails. "
         "--sigma-divisor > 1 audits a deliberately broken variant.",
     )
-    p.add_argument("--manifold", choices=tuple(AUDIT_SPACES), default="sphere")
+    p.add_argument("--manifold", choices=tuple(_audit_spaces()), default="sphere")
     p.add_argument("--mechanism", choices=("laplace", "laplace-ball", "kng"), default="kng")
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--radius", type=float, default=None, help="public radius (default per space)")
@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="truncation radius of the quadrature for an unrestricted law on a non-compact "
-        "space (spd2 laplace), around each density's mode; the tail beyond it is not audited",
+        "space (spd laplace), around each density's mode; the tail beyond it is not audited",
     )
     p.add_argument("--sample-test", action="store_true", help="also run the sample test")
     p.add_argument("--size", type=int, default=200_000, help="sample test draws per dataset")
@@ -188,25 +188,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: older names of the audited spaces, kept so that scripts written for them still run
+AUDIT_ALIASES = {"kendall3": "kendall", "spd2": "spd"}
+
+
 def _audit_spaces():
-    import numpy as np
+    """``--manifold`` of ``audit`` -> (manifold, public center, radius, resolution).
 
-    import pymc_manidp as pmd
+    Every named space of :mod:`pymc_manidp.geometry` that offers an audit
+    (``audit_space``), under its name and its older alias.
+    """
+    from pymc_manidp.geometry import manifold_class, manifold_names
 
-    # (manifold, public center, default radius, default quadrature nodes per axis)
-    return {
-        "sphere": (pmd.Sphere(dim=2), np.array([0.0, 0, 1]), np.pi / 8, 400),
-        "kendall3": (
-            pmd.KendallShape(k_landmarks=3),
-            np.array([[0.0, 0], [1, 0], [0, 1]]),
-            np.pi / 16,
-            400,
-        ),
-        "spd2": (pmd.SPD(k=2), np.eye(2), 1.0, 60),
-    }
-
-
-AUDIT_SPACES = ("sphere", "kendall3", "spd2")
+    spaces = {}
+    for name in manifold_names():
+        space = manifold_class(name).audit_space()
+        if space is not None:
+            spaces[name] = space
+    spaces.update({old: spaces[new] for old, new in AUDIT_ALIASES.items() if new in spaces})
+    return spaces
 
 
 def demo(args) -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import io
 import re
 import shutil
@@ -99,7 +100,20 @@ def dotted_resolves(name: str) -> bool:
         if (path / f"{part}.py").is_file():
             rest = parts[i + 1 :]
             return not rest or rest[0] in defined_names(path / f"{part}.py")
-        return part in defined_names(path / "__init__.py")
+        return part in defined_names(path / "__init__.py") or _runtime_resolves(
+            parts[:i], parts[i:]
+        )
+    return True
+
+
+def _runtime_resolves(package: list[str], rest: list[str]) -> bool:
+    """Whether ``rest`` is an attribute chain of the imported ``package``: the names a
+    package finds at import time (``pymc_manidp.geometry`` discovers its manifolds)."""
+    obj = importlib.import_module(".".join(package))
+    for attr in rest:
+        if not hasattr(obj, attr):
+            return False
+        obj = getattr(obj, attr)
     return True
 
 

@@ -14,7 +14,7 @@ not available); it is the only base class, one level deep.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -308,6 +308,36 @@ class ManifoldBase:
     pt_from_gaussian = None
     pt_to_gaussian = None
 
+    #: The space's name in data files and on the command line (``--manifold``), found
+    #: there through :func:`pymc_manidp.geometry.manifold_class`; ``None``: not offered.
+    #: Not inherited: a subclass is another space.
+    name: ClassVar[str | None] = None
+    #: How one data record of this space is laid out in a file (for help texts).
+    record_layout: ClassVar[str] = ""
+
+    @classmethod
+    def from_record_shape(cls, shape: tuple[int, ...]):
+        """The space whose data records have ``shape`` (one row of the data, without n).
+
+        The readers of :mod:`pymc_manidp.io` then reshape the data to
+        ``(n, *manifold.point_shape)``. A space with a :attr:`name` overrides this.
+
+        Raises
+        ------
+        ValueError
+            The shape fits no space of this class (the message names the layouts).
+        """
+        raise ValueError(f"{cls.__name__} is not read from data files")
+
+    @classmethod
+    def audit_space(cls):
+        """``(manifold, public center, radius, quadrature nodes per axis)`` or ``None``.
+
+        The small instance that ``pymc-manidp audit --manifold <name>`` audits by
+        default; ``None``: the command line does not audit this space.
+        """
+        return None
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # a subclass may change the geometry: the exact samplers' premises hold only
@@ -317,6 +347,8 @@ class ManifoldBase:
         for claim in ("exact_sampling", "homogeneous", "volume_is_radial"):
             if claim not in vars(cls):
                 setattr(cls, claim, False)
+        if "name" not in vars(cls):  # a subclass is another space, with no file name yet
+            cls.name = None
         # One description per member: a space's exp, log, pt_dist... that has no docstring
         # of its own gets the protocol's (help(), the API reference).
         docs = _member_docs()

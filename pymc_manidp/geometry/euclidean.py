@@ -3,6 +3,7 @@ r"""Euclidean space :math:`\mathbb R^d`: flat, the baseline every manifold reduc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pytensor.tensor as pt
@@ -40,6 +41,15 @@ class Euclidean(ManifoldBase):
     homogeneous = True
     volume_is_radial = True
     ambient_mean_is_frechet = True
+
+    name: ClassVar[str] = "euclidean"
+    record_layout: ClassVar[str] = "(n, d): d coordinates"
+
+    @classmethod
+    def from_record_shape(cls, shape: tuple[int, ...]) -> Euclidean:
+        if len(shape) != 1:
+            raise ValueError(f"euclidean data must have shape (n, d), got records of shape {shape}")
+        return cls(dim=shape[0])
 
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))

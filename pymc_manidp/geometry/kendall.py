@@ -18,7 +18,9 @@ curvature in ``[1, 4]`` (``4`` for ``k = 3``, where the space is a sphere of rad
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pytensor.tensor as pt
@@ -182,6 +184,24 @@ class KendallShape(ManifoldBase):
     exact_sampling = True
     homogeneous = True
     volume_is_radial = True
+
+    name: ClassVar[str] = "kendall"
+    record_layout: ClassVar[str] = "(n, k, 2) or (n, 2k): landmarks x1, y1, x2, y2, ... (k >= 3)"
+
+    @classmethod
+    def from_record_shape(cls, shape: tuple[int, ...]) -> KendallShape:
+        width = math.prod(shape)
+        if width % 2 or (len(shape) == 2 and shape[1] != 2) or len(shape) > 2 or width < 6:
+            raise ValueError(
+                "kendall data must have shape (n, k, 2) or (n, 2k) (x1, y1, x2, y2, ...) "
+                f"with k >= 3 landmarks, got records of shape {shape}"
+            )
+        return cls(k_landmarks=width // 2)
+
+    @classmethod
+    def audit_space(cls):
+        # three landmarks: the shape space is a sphere of radius 1/2 (the audit's check)
+        return cls(k_landmarks=3), np.array([[0.0, 0], [1, 0], [0, 1]]), np.pi / 16, 400
 
     def __post_init__(self):
         k = check_positive_int(self.k_landmarks, "k_landmarks", minimum=3)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytensor.tensor as pt
@@ -136,6 +138,24 @@ class SPD(ManifoldBase):
     # log_volume_growth = C/2 (laws/exact.py)
     exact_sampling = True
     homogeneous = True
+
+    name: ClassVar[str] = "spd"
+    record_layout: ClassVar[str] = "(n, k, k) or (n, k*k): the matrix's entries row by row"
+
+    @classmethod
+    def from_record_shape(cls, shape: tuple[int, ...]) -> SPD:
+        width = math.prod(shape)
+        k = math.isqrt(width)
+        if k * k != width or len(shape) not in (1, 2) or (len(shape) == 2 and shape[0] != k):
+            raise ValueError(
+                "spd data must have shape (n, k, k) or (n, k*k) (entries row by row), "
+                f"got records of shape {shape}"
+            )
+        return cls(k=k)
+
+    @classmethod
+    def audit_space(cls):
+        return cls(k=2), np.eye(2), 1.0, 60
 
     def __post_init__(self):
         k = check_positive_int(self.k, "k")

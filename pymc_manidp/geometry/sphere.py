@@ -13,6 +13,7 @@ with the angle computed as ``2 atan2(|p - q|, |p + q|)`` for accuracy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pytensor.tensor as pt
@@ -120,6 +121,21 @@ class Sphere(ManifoldBase):
     exact_sampling = True
     homogeneous = True
     volume_is_radial = True
+
+    name: ClassVar[str] = "sphere"
+    record_layout: ClassVar[str] = "(n, D): the D coordinates of a unit vector (S^(D-1))"
+
+    @classmethod
+    def from_record_shape(cls, shape: tuple[int, ...]) -> Sphere:
+        if len(shape) != 1 or shape[0] < 2:
+            raise ValueError(
+                f"sphere data must have shape (n, D) with D >= 2, got records of shape {shape}"
+            )
+        return cls(dim=shape[0] - 1)
+
+    @classmethod
+    def audit_space(cls):
+        return cls(dim=2), np.array([0.0, 0.0, 1.0]), np.pi / 8, 400
 
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))

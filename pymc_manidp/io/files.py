@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pymc_manidp.geometry import SPD, Euclidean, KendallShape, Sphere
+from pymc_manidp.geometry import manifold_class, manifold_names
 from pymc_manidp.geometry.validation import check_real_data
 from pymc_manidp.stats import reductions
 
@@ -43,7 +43,9 @@ __all__ = [
     "release_json",
 ]
 
-MANIFOLDS = ("sphere", "spd", "kendall", "euclidean")
+#: the names of the spaces a data file may hold (``--manifold``): every space of
+#: :mod:`pymc_manidp.geometry` with a name
+MANIFOLDS = manifold_names()
 
 
 def check_regular_file(path) -> Path:
@@ -184,14 +186,17 @@ def _read_csv(path: Path, header=None) -> np.ndarray:
 def manifold_for(name: str, data: np.ndarray):
     """The manifold called ``name`` whose points have the shape of ``data``'s rows.
 
-    The manifold's size follows from the data (see the layouts above): ``D``
-    coordinates make ``Sphere(dim=D - 1)``, ``k*k`` entries ``SPD(k=k)``, ``2k``
-    coordinates ``KendallShape(k_landmarks=k)``, ``d`` coordinates ``Euclidean(dim=d)``.
+    The manifold's size follows from the data: each space reads the shape of one
+    record (:meth:`~pymc_manidp.geometry.ManifoldBase.from_record_shape`; the layouts
+    are each class's ``record_layout``): ``D`` coordinates make ``Sphere(dim=D - 1)``,
+    ``k*k`` entries ``SPD(k=k)``, ``2k`` coordinates ``KendallShape(k_landmarks=k)``,
+    ``d`` coordinates ``Euclidean(dim=d)``.
 
     Parameters
     ----------
-    name : {"sphere", "spd", "kendall", "euclidean"}
-        One of :data:`MANIFOLDS`.
+    name : str
+        One of :data:`MANIFOLDS` (the spaces of :mod:`pymc_manidp.geometry` that have a
+        name).
     data : array_like or dask.array.Array, shape ``(n, ...)``
         One record per row: ``(n, D)`` (sphere), ``(n, k, k)`` or ``(n, k*k)``
         (spd), ``(n, k, 2)`` or ``(n, 2k)`` (kendall, ``k >= 3``), ``(n, d)``
@@ -216,36 +221,13 @@ def manifold_for(name: str, data: np.ndarray):
     >>> M.k_landmarks, x.shape
     (4, (5, 4, 2))
     """
-    if name not in MANIFOLDS:
-        raise ValueError(f"unknown manifold {name!r}: choose one of {', '.join(MANIFOLDS)}")
+    cls = manifold_class(name)
     if not reductions.is_dask(data):  # a Dask array (pymc_manidp.io) stays lazy
         data = np.asarray(data, dtype=float)
     if data.ndim < 2 or len(data) == 0:
         raise ValueError(f"data must hold one record per row, got shape {data.shape}")
-    n, rest = data.shape[0], data.shape[1:]
-    width = math.prod(rest)
-    if name == "sphere":
-        if len(rest) != 1 or width < 2:
-            raise ValueError(f"sphere data must have shape (n, D) with D >= 2, got {data.shape}")
-        return Sphere(dim=width - 1), data
-    if name == "euclidean":
-        if len(rest) != 1:
-            raise ValueError(f"euclidean data must have shape (n, d), got {data.shape}")
-        return Euclidean(dim=width), data
-    if name == "spd":
-        k = math.isqrt(width)
-        if k * k != width or len(rest) not in (1, 2) or (len(rest) == 2 and rest[0] != rest[1]):
-            raise ValueError(
-                f"spd data must have shape (n, k, k) or (n, k*k) (entries row by row), "
-                f"got {data.shape}"
-            )
-        return SPD(k=k), data.reshape(n, k, k)
-    if width % 2 or (len(rest) == 2 and rest[1] != 2) or len(rest) > 2 or width < 6:
-        raise ValueError(
-            f"kendall data must have shape (n, k, 2) or (n, 2k) (x1, y1, x2, y2, ...) with "
-            f"k >= 3 landmarks, got {data.shape}"
-        )
-    return KendallShape(k_landmarks=width // 2), data.reshape(n, width // 2, 2)
+    manifold = cls.from_record_shape(tuple(data.shape[1:]))
+    return manifold, data.reshape(data.shape[0], *manifold.point_shape)
 
 
 def parse_center(text: str, manifold) -> np.ndarray:
@@ -276,6 +258,7 @@ def parse_center(text: str, manifold) -> np.ndarray:
 
     Examples
     --------
+    >>> from pymc_manidp.geometry import SPD, Sphere
     >>> parse_center("0, 0, 1", Sphere(dim=2)).tolist()
     [0.0, 0.0, 1.0]
     >>> parse_center("identity", SPD(k=2)).tolist()
