@@ -1,4 +1,5 @@
-"""Data: the 2021 supplement's generators and small real datasets (cells, cities).
+"""Data: the 2021 supplement's generators and small real datasets (cells, cities,
+sensor orientations).
 
 Licences and attribution of the packaged files: ``data/LICENSES.md``.
 """
@@ -17,15 +18,23 @@ from pymc_manidp.datasets.generators import (
     uniform_radius_ball,
     wishart_in_ball,
 )
+from pymc_manidp.datasets.orientations import (
+    ORIENTATIONS_ATTRIBUTION,
+    Orientations,
+    load_orientations,
+)
 
 __all__ = [
     "ATTRIBUTION",
+    "ORIENTATIONS_ATTRIBUTION",
     "Cells",
     "Cities",
+    "Orientations",
     "as_generator",
     "latlon_to_unit",
     "load_cells",
     "load_cities",
+    "load_orientations",
     "resample_closed",
     "sphere_cap",
     "uniform_radius_ball",
