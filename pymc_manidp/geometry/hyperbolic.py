@@ -13,8 +13,12 @@ so :math:`|v| = \sqrt{\langle v, v\rangle_L}`), and
           = 2 \operatorname{asinh}\big(\tfrac12 |y - x|_L\big).
 
 The second form of ``rho`` is the one computed: the difference ``y - x`` is spacelike
-with :math:`|y - x|_L^2 = 2(\cosh\rho - 1) = 4\sinh^2(\rho/2)`, which keeps full relative
-accuracy for nearby points where ``arccosh`` of a number near 1 loses half the digits.
+with :math:`q = |y - x|_L^2 = 2(\cosh\rho - 1) = 4\sinh^2(\rho/2)`, which keeps full
+relative accuracy for nearby points where ``arccosh`` of a number near 1 loses half the
+digits; for distant points ``q`` is read off :math:`-2(\langle x, y\rangle_L + 1)`
+instead, which cancels less there (the private ``_gap``). Coordinates grow like
+:math:`e^\rho`: points farther than a few hundred from the origin overflow, and
+accuracy degrades with ``x_0``, as in any hyperboloid implementation.
 The log map is :math:`\log_x(y) = \frac{\rho}{\sinh\rho}\,(w + \langle x, w\rangle_L\,x)`
 with ``w = y - x`` (the projection of the difference onto :math:`T_x`).
 
@@ -82,10 +86,27 @@ def _lorentz_sq(w):
     return np.maximum(minkowski_inner(w, w), 0.0)
 
 
+def _gap(x, y):
+    r"""``q = <y - x, y - x>_L = 2(cosh rho - 1) = 4 sinh^2(rho/2)`` by the route that
+    rounds less, and ``w = y - x``.
+
+    From the difference, ``-w_0^2 + |w_{1:}|^2`` cancels terms of size ``|w|^2``
+    (Euclidean): exact for nearby points. From the product,
+    ``2(-<x, y>_L - 1)`` cancels terms of size ``x_0 y_0``: exact for distant ones
+    (one point near the origin, the other far out, where ``|w|^2`` is ``~ y_0^2``). The
+    smaller of the two sizes picks the route.
+    """
+    w = y - x
+    by_difference = np.einsum("...i,...i->...", w, w) <= 4.0 * x[..., 0] * y[..., 0]
+    q_diff = minkowski_inner(w, w)
+    q_prod = -2.0 * (minkowski_inner(x, y) + 1.0)
+    return np.maximum(np.where(by_difference, q_diff, q_prod), 0.0), w
+
+
 def hyperbolic_dist(x, y):
-    """``2 asinh(|y - x|_L / 2)``, shape ``(...)``."""
-    w = np.asarray(y, float) - np.asarray(x, float)
-    return 2.0 * np.arcsinh(0.5 * np.sqrt(_lorentz_sq(w)))
+    """``2 asinh(sqrt(q) / 2)``, ``q = <y - x, y - x>_L`` (:func:`_gap`), shape ``(...)``."""
+    q, _ = _gap(np.asarray(x, float), np.asarray(y, float))
+    return 2.0 * np.arcsinh(0.5 * np.sqrt(q))
 
 
 def hyperbolic_exp(x, v):
@@ -96,11 +117,11 @@ def hyperbolic_exp(x, v):
 
 
 def hyperbolic_log(x, y):
-    """``rho/sinh(rho) (w + <x, w>_L x)``, ``w = y - x``."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    w = y - x
-    u = w + minkowski_inner(x, w)[..., None] * x
-    rho = 2.0 * np.arcsinh(0.5 * np.sqrt(_lorentz_sq(w)))
+    """``rho/sinh(rho) (w + <x, w>_L x)``, ``w = y - x``, with ``<x, w>_L = -q/2``."""
+    x, y = np.broadcast_arrays(np.asarray(x, float), np.asarray(y, float))
+    q, w = _gap(x, y)
+    u = w - 0.5 * q[..., None] * x
+    rho = 2.0 * np.arcsinh(0.5 * np.sqrt(q))
     return u / sinhc(rho)[..., None]
 
 
@@ -262,6 +283,15 @@ def hyperbolic_laplace_log_normalizer(dim: int, sigma):
 def _pt_minkowski(u, v):
     u, v = pt.as_tensor_variable(u), pt.as_tensor_variable(v)
     return pt.sum(u * v, axis=-1) - 2.0 * u[..., 0] * v[..., 0]
+
+
+def _pt_gap(x, y):
+    """:func:`_gap` as tensors: ``(q, w)``, the route picked per point (both are
+    smooth, so the switch keeps the gradient finite)."""
+    w = y - x
+    by_difference = pt.le(pt.sum(w * w, axis=-1), 4.0 * x[..., 0] * y[..., 0])
+    q = pt.switch(by_difference, _pt_minkowski(w, w), -2.0 * (_pt_minkowski(x, y) + 1.0))
+    return pt.maximum(q, 0.0), w
 
 
 def _pt_asinhc_sq(s):
@@ -473,14 +503,13 @@ class Hyperbolic(ManifoldBase):
         return minkowski_inner(u, v)
 
     def frechet_gradient(self, x, data, weights):
-        """Mean log and energy from one difference per data point: ``rho`` and the
-        log map share ``w = x_i - x`` (:func:`hyperbolic_log`)."""
+        """Mean log and energy in one pass: ``rho`` and the log map share
+        ``q = <w, w>_L`` and ``w = x_i - x`` (:func:`hyperbolic_log`)."""
         x = np.asarray(x, float)
-        w = np.asarray(data, float) - x
-        q = _lorentz_sq(w)
+        q, w = _gap(x, np.asarray(data, float))
         rho = 2.0 * np.arcsinh(0.5 * np.sqrt(q))
         fac = weights / sinhc(rho)
-        g = fac @ w + float(fac @ minkowski_inner(x, w)) * x
+        g = fac @ w - 0.5 * float(fac @ q) * x
         energy = 0.5 * float(np.sum(weights * rho**2))
         return g, energy
 
@@ -551,17 +580,15 @@ class Hyperbolic(ManifoldBase):
 
     def pt_log(self, x, y):
         x, y = pt.as_tensor_variable(x), pt.as_tensor_variable(y)
-        w = y - x
-        u = w + pt.shape_padright(_pt_minkowski(x, w)) * x
-        a2 = 0.25 * pt.maximum(_pt_minkowski(w, w), 0.0)  # sinh^2(rho/2)
+        q, w = _pt_gap(x, y)
+        u = w - pt.shape_padright(0.5 * q) * x
         # rho/sinh(rho) = asinh(a)/(a sqrt(1 + a^2)), a = sinh(rho/2): smooth in a^2
+        a2 = 0.25 * q
         fac = _pt_asinhc_sq(a2) / pt.sqrt(1.0 + a2)
         return pt.shape_padright(fac) * u
 
     def pt_dist(self, x, y):
-        x, y = pt.as_tensor_variable(x), pt.as_tensor_variable(y)
-        w = y - x
-        q = pt.maximum(_pt_minkowski(w, w), 0.0)
+        q, _ = _pt_gap(pt.as_tensor_variable(x), pt.as_tensor_variable(y))
         return 2.0 * pt.arcsinh(0.5 * pt.sqrt(q + 1e-300))
 
     def pt_inner(self, x, u, v):

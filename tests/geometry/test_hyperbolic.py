@@ -91,6 +91,23 @@ def test_distance_is_accurate_for_nearby_points():
         np.testing.assert_allclose(H.log_coords(x, y), c, rtol=1e-6, atol=1e-15)
 
 
+def test_distance_is_accurate_for_distant_points():
+    """Far out the difference form cancels terms of size ``x_0^2``; the product form
+    ``-2(<x, y>_L + 1)`` takes over: distances up to 300 from the origin, and from a
+    point near it, to full relative accuracy."""
+    H = Hyperbolic(dim=2)
+    near = H.exp_coords(H.origin, [0.2, -0.1])
+    for t in (10.0, 80.0, 300.0):
+        x = H.exp(H.origin, np.array([0.0, 0.6 * t, 0.8 * t]))
+        assert H.dist(H.origin, x) == pytest.approx(t, rel=1e-13)
+        assert H.dist(x, H.origin) == pytest.approx(t, rel=1e-13)
+        want = np.arccosh(-_mink(near, x))  # accurate here: -<x, y>_L is large
+        assert H.dist(near, x) == pytest.approx(want, rel=1e-13)
+        np.testing.assert_allclose(H.norm(near, H.log(near, x)), want, rtol=1e-12)
+        d = float(pytensor.function([], H.pt_dist(pt.as_tensor(near), pt.as_tensor(x)))())
+        assert d == pytest.approx(want, rel=1e-13)
+
+
 @pytest.mark.parametrize("dim", DIMS)
 def test_frames_are_minkowski_orthonormal_and_tangent(dim):
     H = Hyperbolic(dim=dim)
