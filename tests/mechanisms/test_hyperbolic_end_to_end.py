@@ -465,3 +465,96 @@ def test_noise_aware_model_builds_with_a_prior():
     )
     assert np.isfinite(m.compile_logp()(m.initial_point()))
     assert pt.as_tensor_variable(m["release"]).ndim == 1
+
+
+# --- the privacy audits -------------------------------------------------------------------
+def _audited(kind, factor=1.0, radius=0.5, epsilon=1.0):
+    """A mechanism; ``factor > 1`` gives the broken variant with sigma / factor."""
+    base = pmd.KNGMechanism if kind == "kng" else pmd.LaplaceMechanism
+
+    class Mech(base):
+        def sigma(self, n):
+            return super().sigma(n) / factor
+
+    return Mech(H2, epsilon=epsilon, center=O2, radius=radius)
+
+
+def _pairs(mech, n=10):
+    from pymc_manidp.privacy import audit
+
+    # one direction suffices: H^2 is isotropic around the ball's center
+    return audit.neighbour_pairs(mech.domain, n, directions=1, random_pairs=2, random_seed=0)
+
+
+def test_quadrature_audit_passes_both_mechanisms_and_catches_half_sigma():
+    """Unrestricted Laplace: the loss is rho(eta, eta')/sigma (homogeneous space, a
+    normalizer free of the footpoint), which the boundary pair drives to
+    2r(1 - 1e-9)/n/sigma = eps: the audit must pass at ratio 1 and fail sigma/2 at 2.
+    KNG passes with margin, sigma/2 fails."""
+    from pymc_manidp.privacy.audit import quadrature_audit
+
+    n = 10
+    for kind, kw in (("laplace", {"resolution": 100, "t_max": 3.0}), ("kng", {"resolution": 60})):
+        mech = _audited(kind)
+        res = quadrature_audit(mech, _pairs(mech, n), refine=1, **kw)
+        assert res.passed, res.summary()
+        if kind == "laplace":
+            want = 2 * 0.5 * (1 - 1e-9) / n / mech.sigma(n)
+            assert res.worst_log_ratio == pytest.approx(want, rel=1e-6)
+            assert 1 - 1e-5 < res.ratio <= 1.0
+        else:
+            assert 0.5 < res.ratio < 0.95, res.summary()
+        broken = _audited(kind, factor=2.0)
+        bad = quadrature_audit(broken, _pairs(broken, n), refine=1, **kw)
+        assert not bad.passed and bad.worst_log_ratio - bad.grid_error > 1.0, bad.summary()
+
+
+@pytest.mark.parametrize("kind", ["laplace", "kng"])
+def test_sample_test_passes_exact_releases_and_catches_half_sigma(kind):
+    """The black-box histogram test on the boundary pair (20,000 exact draws per
+    dataset, confidence 0.99): no bin certifies a loss above eps; with sigma/2 the
+    Laplace's loss 2 eps is certified above eps."""
+    from pymc_manidp.privacy.audit import boundary_pair, sample_test
+
+    mech = _audited(kind)
+    p = boundary_pair(mech.domain, 10)
+    res = sample_test(mech, p.data, p.neighbour, size=20_000, random_seed=0)
+    assert res.passed and res.epsilon_lb < 1.0, res.summary()
+    if kind == "laplace":
+        broken = _audited(kind, factor=2.0)
+        bad = sample_test(broken, p.data, p.neighbour, size=20_000, random_seed=0)
+        assert not bad.passed and bad.epsilon_lb > 1.0, bad.summary()
+
+
+# --- Dask --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["laplace", "kng"])
+def test_exact_release_over_dask_gathers_nothing(kind):
+    """Exact releases over a chunked Dask array through a scheduler that fails if a pass
+    hands back more than 20 kB; the law equals the in-memory one (two-sample KS of the
+    distance to the mean, 1,000 draws each, alpha 0.01), and epsilon halved is caught."""
+    import pickle
+
+    da = pytest.importorskip("dask.array")
+    dask = pytest.importorskip("dask")
+    seen = []
+
+    def get(dsk, keys, **kwargs):
+        out = dask.threaded.get(dsk, keys, **kwargs)
+        seen.append(len(pickle.dumps(out)))
+        assert seen[-1] < 20_000, f"a pass returned {seen[-1]} bytes to the client"
+        return out
+
+    data = _data(4000, 13)
+    lazy = da.from_array(data, chunks=(1000, 3))
+    cls = pmd.KNGMechanism if kind == "kng" else pmd.LaplaceMechanism
+    mech = cls(H2, epsilon=0.05, center=O2, radius=2.5)
+    with dask.config.set(scheduler=get):
+        rel = mech.release(lazy, random_seed=5)
+        x_dask = mech.sample(lazy, 1000, random_seed=11)
+    assert rel.delta == 0.0 and rel.n == 4000 and seen  # the passes ran through Dask
+    assert data.nbytes > 4 * 20_000  # gathering it would trip the guard
+    mean = pmd.frechet_mean(H2, data).mean
+    x_np = mech.sample(data, 1000, random_seed=12)
+    assert stats.ks_2samp(_acosh_dist(mean, x_dask), _acosh_dist(mean, x_np)).pvalue > ALPHA
+    wrong = cls(H2, epsilon=0.025, center=O2, radius=2.5).sample(data, 1000, random_seed=12)
+    assert stats.ks_2samp(_acosh_dist(mean, x_dask), _acosh_dist(mean, wrong)).pvalue < ALPHA
