@@ -321,7 +321,11 @@ def _tilted_coords(M, sigma, size, rng, t_max, max_attempts, stats, what):
     growth = M.log_volume_growth
     if not np.isfinite(t_max):
         M.check_laplace_normalizable(sigma)
-    beta = _tilt(growth, sigma)
+        # only beta = G bounds J e^{-beta t} on an unbounded chart: a smaller tilt
+        # (sigma within 10% of the edge) would leave slack (G - beta) * inf, accepting nothing
+        beta = growth
+    else:
+        beta = _tilt(growth, sigma)
     # 1/sigma - beta must itself be a normal float (sigma itself was checked)
     scale = check_sigma(1.0 / (1.0 / sigma - beta), "the SPD envelope's sigma 1/(1/sigma - beta)")
     slack = (growth - beta) * t_max if beta < growth else 0.0
