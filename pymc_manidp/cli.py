@@ -336,6 +336,9 @@ def _check_out(args) -> Path | None:
         what = "is a folder" if out.is_dir() else "names a folder that does not exist"
         raise ValueError(f"--out {args.out} {what}: name a file, e.g. {out / 'release.json'}")
     target = out.resolve()
+    # the ledger is written by the release even when it does not exist yet
+    if getattr(args, "budget", None) is not None and target == Path(args.budget).resolve():
+        raise ValueError(f"--out {out} is the ledger --budget {args.budget}: write elsewhere")
     for src in _input_paths(args):
         if not src.exists():
             continue

@@ -52,8 +52,9 @@ def _rows_digest(block: np.ndarray, key: bytes) -> int:
 
 
 def data_fingerprint(data, key: bytes) -> str:
-    """The keyed fingerprint of a data set: the same records (in any order) give the
-    same string, another data set another one.
+    """The keyed fingerprint of a data set.
+
+    The same records (in any order) give the same string, another data set another one.
 
     Parameters
     ----------
@@ -207,6 +208,7 @@ def open_ledger(
     Parameters
     ----------
     path : str or Path
+        The ledger file (JSON); a lock file ``path.lock`` is kept beside it.
     data : array_like or dask.array.Array
         The records the budget protects (hashed for the fingerprint, nothing else).
     epsilon, delta : float
@@ -218,6 +220,7 @@ def open_ledger(
     Returns
     -------
     PrivacyBudget
+        The budget, kept in the file: every charge locks, checks and rewrites it.
 
     Raises
     ------
@@ -278,6 +281,16 @@ def open_ledger(
 
 def read_ledger(path) -> PrivacyBudget:
     """The ledger at ``path``, checked, opened to read (charging it is refused).
+
+    Parameters
+    ----------
+    path : str or Path
+        The ledger file (JSON).
+
+    Returns
+    -------
+    PrivacyBudget
+        Its totals, entries and public view; ``charge`` raises ``LedgerError``.
 
     Examples
     --------

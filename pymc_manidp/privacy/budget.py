@@ -59,8 +59,8 @@ COMPOSITIONS = {
     "basic": "basic composition (Dwork & Roth 2014, Theorem 3.16): (sum of epsilons, "
     "sum of deltas)",
     "optimal": "privacy loss distributions composed by dp_accounting (an upper bound on "
-    "optimal composition, Kairouz, Oh & Viswanath 2015; Murtagh & Vadhan 2016), read at "
-    "the budget's delta; the smaller of it and basic composition",
+    "optimal composition, Kairouz, Oh & Viswanath 2015, Theorem 3.3; Murtagh & Vadhan "
+    "2016), read at the budget's delta; the smaller of it and basic composition",
 }
 #: where a charge's δ comes from: a proof (exact samplers: 0), the curator's
 #: assumption (MCMC), or the coupling estimate (MCMC; never in the total)
@@ -92,8 +92,11 @@ class BudgetExceededError(ValueError):
 
 
 class LedgerError(ValueError):
-    """A ledger that cannot be trusted: edited into an inconsistent state, a checksum
-    that does not match, or one that names another data set."""
+    """A ledger that cannot be trusted.
+
+    Edited into an inconsistent state, a checksum that does not match, or one that
+    names another data set.
+    """
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,7 @@ def _spend(state, extra=()) -> Spend:
     target = budget["delta"]
     counted = [(c[0], c[1] if c[2] != "estimated" else 0.0) for c in charges]
     optimal = _pld_epsilon(counted, target) if delta < _exact(target) else math.inf
-    if delta <= _exact(target) and eps <= _exact(optimal):
+    if delta <= _exact(target) and (math.isinf(optimal) or eps <= _exact(optimal)):
         # basic composition's (Σε, Σδ) implies (Σε, target)-DP: the smaller bound
         return Spend(float(eps), float(target), proved, COMPOSITIONS["optimal"])
     return Spend(optimal, float(target), proved, COMPOSITIONS["optimal"])
@@ -293,6 +296,8 @@ def _spend(state, extra=()) -> Spend:
 
 def _fits(state, spend: Spend) -> bool:
     budget = state["budget"]
+    if not math.isfinite(spend.epsilon):
+        return False
     if budget["composition"] == "basic":
         return _exact(spend.epsilon) <= _exact(budget["epsilon"]) and _exact(spend.delta) <= _exact(
             budget["delta"]
@@ -534,6 +539,8 @@ class PrivacyBudget:
 
 def _remaining(state, spend: Spend) -> tuple[float, float]:
     budget = state["budget"]
+    if not math.isfinite(spend.epsilon):
+        return 0.0, 0.0
     eps_left = _exact(budget["epsilon"]) - _exact(spend.epsilon)
     if budget["composition"] == "basic":
         delta_left = _exact(budget["delta"]) - _exact(spend.delta)
@@ -564,6 +571,12 @@ def _refuse_overspend(state, epsilon, delta, delta_basis) -> None:
 
 def current_budget() -> PrivacyBudget | None:
     """The budget entered with ``with budget:`` in this context, or None.
+
+    Returns
+    -------
+    PrivacyBudget or None
+        The innermost budget entered in this context (a context variable: each thread
+        and each asyncio task has its own).
 
     Examples
     --------
