@@ -283,6 +283,12 @@ class Mechanism:
         True
         """
         shape = _size(size)
+        if current_budget() is not None:  # each draw spends epsilon: never uncharged
+            raise ValueError(
+                "sample() draws many values of the law, each an epsilon-DP release (for "
+                "audits and tests on public data): it is not charged to the privacy budget "
+                "entered here; use release() inside 'with budget:'"
+            )
         rng, _ = resolve_rng(random_seed)
         self._check_sampler("exact")
         data = self.domain.check(data, clip=check_bool(clip, "clip"))
@@ -438,7 +444,12 @@ class Mechanism:
                 "apart as estimated, not proved), or release with sampler='exact'"
             )
         index = budget.charge(
-            self.epsilon, charged, delta_basis=basis, mechanism=self.name, sampler=sampler
+            self.epsilon,
+            charged,
+            delta_basis=basis,
+            mechanism=self.name,
+            sampler=sampler,
+            status="charged",
         )
         return budget, (index, charged)
 

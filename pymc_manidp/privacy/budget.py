@@ -373,7 +373,7 @@ class PrivacyBudget:
 
     def __init__(self, epsilon, delta=0.0, *, composition="basic"):
         self._store = _MemoryStore(new_state(epsilon, delta, composition=composition))
-        self._tokens = []
+        self._tokens = threading.local()
 
     @classmethod
     def from_store(cls, store) -> PrivacyBudget:
@@ -382,7 +382,7 @@ class PrivacyBudget:
         (``pymc_manidp.io.ledger.LedgerFile``)."""
         self = cls.__new__(cls)
         self._store = store
-        self._tokens = []
+        self._tokens = threading.local()
         return self
 
     # --- what the budget holds ------------------------------------------------------------
@@ -472,14 +472,22 @@ class PrivacyBudget:
         _refuse_overspend(self._state(), epsilon, delta, delta_basis)
 
     def charge(
-        self, epsilon, delta=0.0, *, delta_basis="proved", mechanism="external", sampler=""
+        self,
+        epsilon,
+        delta=0.0,
+        *,
+        delta_basis="proved",
+        mechanism="external",
+        sampler="",
+        status="external",
     ) -> int:
         """Charge ``(epsilon, delta)`` if it fits (checked and recorded at once, under
         the store's lock); returns the charge's index.
 
-        A release charges itself (``Mechanism.release(..., budget=b)``); call this for
-        a release made elsewhere (e.g. an OpenDP measurement on the same records),
-        recorded with status ``"external"``.
+        A release charges itself (``Mechanism.release(..., budget=b)``, status
+        ``"charged"`` until :meth:`settle` or :meth:`fail`); call this for a release
+        made elsewhere (e.g. an OpenDP measurement on the same records), recorded with
+        status ``"external"``.
 
         Raises
         ------
@@ -491,6 +499,8 @@ class PrivacyBudget:
             raise ValueError(f"delta_basis must be one of {DELTA_BASES}, got {delta_basis!r}")
         if delta_basis == "estimated" and delta != 0:
             raise ValueError("an estimated delta is never charged: charge delta=0")
+        if status not in ("charged", "external"):
+            raise ValueError(f"status must be 'charged' or 'external', got {status!r}")
         with self._store.transaction() as state:
             _refuse_overspend(state, epsilon, delta, delta_basis)
             index = len(state["entries"])
@@ -502,7 +512,7 @@ class PrivacyBudget:
                     "epsilon": epsilon,
                     "delta": delta,
                     "delta_basis": delta_basis,
-                    "status": "external" if mechanism == "external" else "charged",
+                    "status": status,
                     "release": None,
                     "delta_estimate": None,
                     "error": None,
@@ -530,11 +540,14 @@ class PrivacyBudget:
 
     # --- context manager: the budget releases are charged to by default -------------------
     def __enter__(self) -> PrivacyBudget:
-        self._tokens.append(_CURRENT.set(self))
+        # one stack of tokens per thread: the same budget may be entered in several
+        if not hasattr(self._tokens, "stack"):
+            self._tokens.stack = []
+        self._tokens.stack.append(_CURRENT.set(self))
         return self
 
     def __exit__(self, *exc) -> None:
-        _CURRENT.reset(self._tokens.pop())
+        _CURRENT.reset(self._tokens.stack.pop())
 
 
 def _remaining(state, spend: Spend) -> tuple[float, float]:

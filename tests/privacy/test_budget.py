@@ -259,3 +259,33 @@ def test_argument_errors_name_the_range():
         pmd.PrivacyBudget(1.0, composition="advanced")
     with pytest.raises(TypeError, match="budget must be a PrivacyBudget"):
         kng(0.1).release(DATA, budget=1.0)
+
+
+def test_sample_is_refused_inside_a_budget():
+    b = pmd.PrivacyBudget(1.0)
+    with b, pytest.raises(ValueError, match="not charged to the privacy budget entered"):
+        kng(0.1).sample(DATA, 5)
+    assert kng(0.1).sample(DATA, 2, random_seed=0).shape == (2, 3)  # outside: for audits
+
+
+def test_one_budget_entered_in_two_threads():
+    b = pmd.PrivacyBudget(1.0)
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def work(seed):
+        try:
+            with b:
+                barrier.wait(timeout=30)  # both inside at once, leaving in any order
+                kng(0.25).release(DATA, random_seed=seed)
+                barrier.wait(timeout=30)
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and b.spent.epsilon == 0.5
+    assert [e["status"] for e in b.entries] == ["released", "released"]
