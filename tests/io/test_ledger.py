@@ -176,3 +176,13 @@ def test_two_processes_charging_at_once_never_overspend(tmp_path):
     assert len(b.entries) == 10 and b.spent.epsilon == 1.0
     with pytest.raises(BudgetExceededError):
         open_ledger(path, data=np.eye(3)).charge(0.1)
+
+
+def test_the_fingerprint_of_a_dask_array_is_read_in_passes():
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 3))
+    key = bytes(range(32))
+    lazy = da.from_array(x, chunks=(7, 3))
+    assert data_fingerprint(lazy, key) == data_fingerprint(x, key)
+    assert data_fingerprint(lazy[:49], key) != data_fingerprint(x, key)
