@@ -44,6 +44,7 @@ def test_a_ledger_is_created_extended_and_reopened(tmp_path):
     assert view.public()["dataset"] == "cities"
     text = json.dumps(view.public())
     state = json.loads(path.read_text())
+    assert path.stat().st_mode & 0o777 == 0o600  # the curator's file, like the data
     # the keyed fingerprint and its key stay in the curator's file
     assert state["dataset"]["fingerprint"] not in text and state["dataset"]["key"] not in text
     with pytest.raises(LedgerError, match="opened to read"):
