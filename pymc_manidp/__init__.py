@@ -26,6 +26,8 @@ _PUBLIC = {
     "noise_aware_model": "pymc_manidp.laws",
     "Release": "pymc_manidp.privacy",
     "DiagnosticsError": "pymc_manidp.privacy",
+    "PrivacyBudget": "pymc_manidp.privacy",
+    "BudgetExceededError": "pymc_manidp.privacy",
     "LaplaceMechanism": "pymc_manidp.mechanisms",
     "KNGMechanism": "pymc_manidp.mechanisms",
 }

@@ -1,4 +1,5 @@
-"""Command line ``pymc-manidp``: ``demo``, ``release``, ``audit`` and ``reproduce``.
+"""Command line ``pymc-manidp``: ``demo``, ``release``, ``budget``, ``audit`` and
+``reproduce``.
 
 Every failure ends the program with one line on stderr, never a traceback. Exit codes
 (docs/cli.md):
@@ -114,6 +115,41 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. tcp://10.0.0.5:8786; default: Dask's local scheduler)",
     )
     p.add_argument("--out", default="release.json", help="output JSON file ('-': stdout)")
+    p.add_argument(
+        "--budget",
+        default=None,
+        metavar="LEDGER",
+        help="charge the release to this privacy budget's ledger (JSON) before the data are "
+        "read; refused if it would overspend. Created with --budget-epsilon if missing",
+    )
+    p.add_argument(
+        "--budget-epsilon",
+        type=float,
+        default=None,
+        help="the total epsilon of a new ledger (checked against an existing one)",
+    )
+    p.add_argument(
+        "--budget-delta", type=float, default=None, help="the total delta of a new ledger (0)"
+    )
+    p.add_argument(
+        "--composition",
+        choices=("basic", "optimal"),
+        default=None,
+        help="how a new ledger composes releases (basic; optimal needs dp-accounting)",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="MCMC with --budget: the delta you assume for the release (charged, and recorded "
+        "as your assumption: an MCMC release has no proved delta)",
+    )
+    p.add_argument(
+        "--estimate-delta",
+        action="store_true",
+        help="MCMC: estimate the release's delta by coupling (for the curator; with --budget "
+        "recorded in the ledger's 'estimated, not proved' column, never in its total)",
+    )
     p.add_argument("--report", default=None, help="MCMC: folder for the curator's plots")
     p.add_argument(
         "--header",
@@ -131,6 +167,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accept --seed: the release is then reproducible by anyone who guesses the seed",
     )
+
+    p = sub.add_parser(
+        "budget",
+        help="print a privacy budget's ledger: spent, left, and every charge",
+        description="Check a ledger written by 'release --budget' (its checksum, entries and "
+        "totals) and print what may be published: the budget, what is spent and left, and "
+        "every charge with its release. The data set's fingerprint and the delta estimates "
+        "stay in the file.",
+    )
+    p.add_argument("ledger", help="the ledger file (JSON)")
+    p.add_argument("--json", action="store_true", help="print the public ledger as JSON")
 
     p = sub.add_parser(
         "audit",
@@ -229,14 +276,23 @@ def _refuse_ignored_options(args) -> None:
         ignored += [f"--{k}" for k in MCMC_OPTIONS if getattr(args, k) is not None]
         ignored += ["--report"] * (args.report is not None)
         ignored += ["--skip-diagnostics"] * args.skip_diagnostics
+        ignored += ["--delta"] * (args.delta is not None)
+        ignored += ["--estimate-delta"] * args.estimate_delta
     if args.mechanism == "kng" and args.restrict:
         ignored.append("--restrict")
+    if args.budget is None:
+        for k in ("budget_epsilon", "budget_delta", "composition", "delta"):
+            if getattr(args, k) is not None:
+                raise ValueError(
+                    f"--{k.replace('_', '-')} is for a release charged to a ledger: add "
+                    "--budget LEDGER, or drop it"
+                )
     if ignored:
         raise ValueError(
             f"{', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect on a "
             f"{args.mechanism} release with the {args.sampler} sampler (--restrict is for "
             "--mechanism laplace; --draws/--tune/--chains/--report/--skip-diagnostics are "
-            "for --sampler nuts or metropolis): drop them"
+            "--delta/--estimate-delta are for --sampler nuts or metropolis): drop them"
         )
     if args.seed is not None and not args.allow_fixed_seed:
         raise ValueError(
@@ -261,6 +317,8 @@ def _input_paths(args) -> list[Path]:
         paths.append(Path(args.data))
     if str(args.center).strip().lower().endswith((".npy", ".csv", ".txt")):
         paths.append(Path(str(args.center).strip()))
+    if getattr(args, "budget", None) is not None:  # the ledger is read and rewritten
+        paths.append(Path(args.budget))
     return paths
 
 
@@ -278,6 +336,9 @@ def _check_out(args) -> Path | None:
         what = "is a folder" if out.is_dir() else "names a folder that does not exist"
         raise ValueError(f"--out {args.out} {what}: name a file, e.g. {out / 'release.json'}")
     target = out.resolve()
+    # the ledger is written by the release even when it does not exist yet
+    if getattr(args, "budget", None) is not None and target == Path(args.budget).resolve():
+        raise ValueError(f"--out {out} is the ledger --budget {args.budget}: write elsewhere")
     for src in _input_paths(args):
         if not src.exists():
             continue
@@ -370,6 +431,22 @@ def release(args) -> int:
         )
     # options not given are left to the release (None): the defaults live in one place
     mcmc = {k: getattr(args, k) for k in MCMC_OPTIONS}
+    budget = None
+    if args.budget is not None:
+        from pymc_manidp.io.ledger import open_ledger
+
+        # refused here (another data set's ledger, a damaged one) before any release
+        new = {"epsilon": args.budget_epsilon}
+        if args.budget_epsilon is not None:
+            new["delta"] = args.budget_delta if args.budget_delta is not None else 0.0
+            new["composition"] = args.composition or "basic"
+        elif args.budget_delta is not None or args.composition is not None:
+            raise ValueError("--budget-delta and --composition need --budget-epsilon")
+        budget = open_ledger(args.budget, data=data, **new)
+        if args.sampler != "exact":
+            mcmc.update(delta=args.delta, estimate_delta=args.estimate_delta)
+    elif args.estimate_delta:
+        mcmc["estimate_delta"] = True
     with contextlib.ExitStack() as stack:
         if lazy:  # a progress bar per pass over the data instead of the spinner
             if args.scheduler is not None:
@@ -385,6 +462,7 @@ def release(args) -> int:
             random_seed=args.seed,
             clip=args.clip,
             skip_diagnostics=args.skip_diagnostics,
+            budget=budget,
             **mcmc,
         )
     doc = release_json(
@@ -403,6 +481,8 @@ def release(args) -> int:
         _write_atomic(out, text + "\n")
         print(f"wrote {args.out}: {rel.mechanism}, eps = {rel.epsilon:g}, delta = {rel.delta}")
         print(f"released value: {np.array2string(np.asarray(rel.value), precision=6)}")
+    if budget is not None:  # stderr: stdout may carry the release (--out -)
+        print(_budget_line(args.budget, budget.public()), file=sys.stderr)
     if rel.diagnostics is not None:  # for the curator: printed, never written to the JSON
         from pymc_manidp.privacy.diagnostics import report
 
@@ -412,6 +492,37 @@ def release(args) -> int:
         for f in rep.files:
             print(f"wrote {f}", file=sys.stderr)
         rep.close()
+    return 0
+
+
+def _budget_line(name, pub) -> str:
+    spent, left, budget = pub["spent"], pub["remaining"], pub["budget"]
+    proved = "" if spent["proved"] else " (not proved: rests on MCMC deltas, see the charges)"
+    return (
+        f"{name}: spent epsilon = {spent['epsilon']:.6g}, delta = {spent['delta']:.6g}"
+        f"{proved} of epsilon = {budget['epsilon']:.6g}, delta = {budget['delta']:.6g}; "
+        f"left epsilon = {left['epsilon']:.6g}, delta = {left['delta']:.6g}"
+    )
+
+
+def budget(args) -> int:
+    """``pymc-manidp budget``: check a ledger and print its public view."""
+    from pymc_manidp.io.ledger import read_ledger
+
+    pub = read_ledger(args.ledger).public()
+    if args.json:
+        print(json.dumps(pub, indent=2))
+        return 0
+    print(f"data set: {pub['dataset']}; privacy unit: {pub['privacy_unit']}")
+    print(f"composition: {pub['rule']}")
+    print(_budget_line(args.ledger, pub))
+    for c in pub["charges"]:
+        basis = {"proved": "", "assumed": " (assumed)", "estimated": " (estimated, not proved)"}
+        print(
+            f"  #{c['index']}: {c['mechanism']} [{c['sampler'] or '-'}] epsilon = "
+            f"{c['epsilon']:.6g}, delta = {c['delta']:.6g}{basis[c['delta_basis']]}, "
+            f"{c['status']}"
+        )
     return 0
 
 
@@ -509,7 +620,13 @@ def reproduce(args) -> int:
     return 0
 
 
-COMMANDS = {"demo": demo, "release": release, "audit": audit, "reproduce": reproduce}
+COMMANDS = {
+    "demo": demo,
+    "release": release,
+    "budget": budget,
+    "audit": audit,
+    "reproduce": reproduce,
+}
 
 
 def _one_line(err) -> str:

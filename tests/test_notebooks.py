@@ -188,6 +188,19 @@ def check_mcmc_privacy(ns):
     assert not ns["public_has_estimate"]
 
 
+def check_budget(ns):
+    # three exact releases of 0.4 + 0.3 + 0.3 spend the budget of 1 exactly, by the sum
+    assert ns["spent"] == 1.0 and ns["remaining"] == (0.0, 0.0) and ns["proved"]
+    assert ns["epsilons"] == [0.4, 0.3, 0.3] and ns["deltas"] == [0.0, 0.0, 0.0]
+    for value, dist, r in zip(ns["values"], ns["dists"], (None, 0.35, 0.2), strict=True):
+        assert np.isclose(np.linalg.norm(value), 1.0)
+        assert r is None or dist <= r  # KNG lives on its public ball
+    assert ns["refused"] and ns["charges"] == 3
+    assert "fingerprint" not in str(ns["public"]) and len(ns["public"]["charges"]) == 3
+    assert ns["india_spent"] == 1.0 and ns["ledger_spent"] == 0.3 and ns["other_refused"]
+    assert ns["basic"] == 4.0 and ns["optimal"] < 3.0
+
+
 #: notebook -> (expressions evaluated in its kernel after the last cell, checks)
 CHECKS = {
     "01_sphere_mean_direction.ipynb": (
@@ -267,6 +280,26 @@ CHECKS = {
             "public_has_estimate": "'delta_estimate' in public",
         },
         check_mcmc_privacy,
+    ),
+    "06_privacy_budget.ipynb": (
+        {
+            "spent": "budget.spent.epsilon",
+            "remaining": "budget.remaining",
+            "proved": "budget.spent.proved",
+            "epsilons": "[r.epsilon for r in (rel_laplace, rel_kng, rel_small)]",
+            "deltas": "[r.delta for r in (rel_laplace, rel_kng, rel_small)]",
+            "values": "[r.value for r in (rel_laplace, rel_kng, rel_small)]",
+            "dists": "[float(S.dist(center, r.value)) for r in (rel_laplace, rel_kng, rel_small)]",
+            "refused": "refused",
+            "charges": "len(budget.entries)",
+            "public": "public",
+            "india_spent": "india_budget.spent.epsilon",
+            "ledger_spent": "read_ledger(ledger_path).spent.epsilon",
+            "other_refused": "other_refused",
+            "basic": "basic.spent.epsilon",
+            "optimal": "optimal.spent.epsilon",
+        },
+        check_budget,
     ),
 }
 

@@ -1,15 +1,21 @@
-"""Input and output: users' files (``.npy``/``.csv`` points, JSON release records) and
-data stores too big for memory (``.npy`` shards, Zarr, Parquet) as Dask arrays."""
+"""Input and output: users' files (``.npy``/``.csv`` points, JSON release records),
+data stores too big for memory (``.npy`` shards, Zarr, Parquet) as Dask arrays, and the
+privacy budget's ledger file."""
 
 from pymc_manidp.io.files import MANIFOLDS, manifold_for, parse_center, read_points, release_json
+from pymc_manidp.io.ledger import LedgerFile, data_fingerprint, open_ledger, read_ledger
 from pymc_manidp.io.stores import is_lazy_source, open_points
 
 __all__ = [
     "MANIFOLDS",
+    "LedgerFile",
+    "data_fingerprint",
     "is_lazy_source",
     "manifold_for",
+    "open_ledger",
     "open_points",
     "parse_center",
+    "read_ledger",
     "read_points",
     "release_json",
 ]

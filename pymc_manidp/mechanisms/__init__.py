@@ -1,8 +1,10 @@
 """Mechanisms layer: mechanism objects that own their release (Laplace, KNG, and the
-Euclidean baselines), each carrying its privacy map (ε, Δ, σ)."""
+Euclidean baselines), each carrying its privacy map (ε, Δ, σ), and their releases as
+OpenDP measurements and dp_accounting events (``interop``)."""
 
 from pymc_manidp.mechanisms.base import Mechanism
 from pymc_manidp.mechanisms.baselines import EuclideanLaplace, LandmarkLaplace, ProjectedLaplace
+from pymc_manidp.mechanisms.interop import dp_event, opendp_measurement
 from pymc_manidp.mechanisms.kng import KNGMechanism
 from pymc_manidp.mechanisms.laplace import LaplaceMechanism
 
@@ -13,6 +15,8 @@ __all__ = [
     "LaplaceMechanism",
     "Mechanism",
     "ProjectedLaplace",
+    "dp_event",
+    "opendp_measurement",
 ]
 
 #: names the package exported before the laws got their own folder (issue 22): they

@@ -42,6 +42,7 @@ from pymc_manidp.geometry.validation import (
 )
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
+from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
 from pymc_manidp.privacy.release import Calibration, Release, build_release
 from pymc_manidp.rng import resolve_rng
@@ -282,6 +283,12 @@ class Mechanism:
         True
         """
         shape = _size(size)
+        if current_budget() is not None:  # each draw spends epsilon: never uncharged
+            raise ValueError(
+                "sample() draws many values of the law, each an epsilon-DP release (for "
+                "audits and tests on public data): it is not charged to the privacy budget "
+                "entered here; use release() inside 'with budget:'"
+            )
         rng, _ = resolve_rng(random_seed)
         self._check_sampler("exact")
         data = self.domain.check(data, clip=check_bool(clip, "clip"))
@@ -304,6 +311,8 @@ class Mechanism:
         clip=False,
         skip_diagnostics=False,
         estimate_delta=False,
+        budget=None,
+        delta=None,
     ) -> Release:
         """Release a private value of ``data``; returns a :class:`~pymc_manidp.Release`.
 
@@ -321,6 +330,15 @@ class Mechanism:
         released value from a fixed coupled kernel and records its L-lag coupling
         estimate δ̂ in ``Release.delta_estimate`` (curator side, an estimate;
         ``delta`` stays ``None``).
+
+        ``budget`` (a :class:`~pymc_manidp.privacy.budget.PrivacyBudget`; default: the
+        one entered with ``with budget:``, if any) is charged the release's (ε, δ)
+        before the data are read: a release that would overspend raises
+        :class:`~pymc_manidp.privacy.budget.BudgetExceededError` and reads nothing. An
+        MCMC release has no proved δ, so charging one needs ``delta=`` (the δ the
+        curator assumes, charged and noted in the release) or ``estimate_delta=True``
+        (ε charged; δ̂ goes to the budget's "estimated, not proved" column). A charge
+        stands even if the release then fails (the failure may depend on the data).
 
         An MCMC release compiles the model on the mechanism's first release of ``n``
         points with that sampler and reuses it for later data sets of the same size,
@@ -342,9 +360,33 @@ class Mechanism:
                 f"the {sampler} sampler keeps the data in its model: with a Dask array use "
                 "sampler='exact', which reads it in passes and never gathers it"
             )
+        budget, charge = self._charge(budget, delta, is_mcmc, estimate_delta, sampler)
+        if budget is None:
+            return self._release_checked(
+                data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
+                random_seed, notes=(),
+            )  # fmt: skip
+        notes = () if delta is None else (_assumed_delta_note(charge[1]),)
+        try:
+            rel = self._release_checked(
+                data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
+                random_seed, notes=notes,
+            )  # fmt: skip
+        except BaseException as err:
+            budget.fail(charge[0], err)
+            raise
+        budget.settle(charge[0], rel)
+        return rel
+
+    def _release_checked(
+        self, data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
+        random_seed, notes,
+    ) -> Release:  # fmt: skip
+        """The release path after its premises are checked (and any charge is made)."""
+        is_mcmc = sampler not in EXACT_SAMPLERS
         data = self.domain.check(data, clip=clip)
         cal = self.calibrate(reductions.n_rows(data))  # raises if the law does not exist
-        fields = {"seed_policy": policy, "opt_outs": ("clip",) if clip else ()}
+        fields = {"seed_policy": policy, "opt_outs": ("clip",) if clip else (), "notes": notes}
         if not is_mcmc:
             out = self.exact_draws(data, cal.sigma, 1, rng)
             # the rejection statistics depend on the data: for the curator only
@@ -362,6 +404,54 @@ class Mechanism:
                 mode, cal.sigma, inputs, sampler, settings, random_seed
             )
         return self._record(value, cal, sampler, diagnostics=idata, sampler_info=info, **fields)
+
+    def _charge(self, budget, delta, is_mcmc, estimate_delta, sampler):
+        """Charge the release to ``budget`` (or the current one) before any data are read.
+
+        Returns ``(budget, (index, delta charged))``, or ``(None, None)`` without a budget.
+        """
+        if budget is None:
+            budget = current_budget()
+        elif not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+        if delta is not None:
+            if not is_mcmc:
+                raise ValueError(
+                    "delta= states the delta of an MCMC release charged to a budget; an "
+                    "exact release has delta = 0 (proved): drop delta="
+                )
+            if budget is None:
+                raise ValueError(
+                    "delta= is the delta an MCMC release is charged to a budget with: pass "
+                    "budget= (or release inside 'with budget:')"
+                )
+            delta = check_positive_real(delta, "delta")
+            if delta >= 1:
+                raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        if budget is None:
+            return None, None
+        if not is_mcmc:
+            basis, charged = "proved", 0.0
+        elif delta is not None:
+            basis, charged = "assumed", delta
+        elif estimate_delta:
+            basis, charged = "estimated", 0.0
+        else:
+            raise ValueError(
+                f"an MCMC release ({sampler}) has no proved delta, so a budget cannot be "
+                "charged for it: state the delta you assume (delta=1e-6, recorded as your "
+                "assumption), or pass estimate_delta=True (the coupling estimate, recorded "
+                "apart as estimated, not proved), or release with sampler='exact'"
+            )
+        index = budget.charge(
+            self.epsilon,
+            charged,
+            delta_basis=basis,
+            mechanism=self.name,
+            sampler=sampler,
+            status="charged",
+        )
+        return budget, (index, charged)
 
     # --- the steps of a release -----------------------------------------------------------
     def _check_sampler(self, sampler) -> bool:
@@ -446,7 +536,7 @@ class Mechanism:
         # the record carries its own note; Release.notes are published, the estimate is not
         return np.asarray(value), record
 
-    def _record(self, value, cal, sampler, **fields) -> Release:
+    def _record(self, value, cal, sampler, notes=(), **fields) -> Release:
         """The Release of ``value`` (validated when it is a point of the manifold)."""
         return build_release(
             value=self.manifold.validate(value) if self.value_on_manifold else value,
@@ -455,6 +545,13 @@ class Mechanism:
             calibration=cal,
             sampler=sampler,
             exact=sampler in EXACT_SAMPLERS,
-            extra_notes=self.release_notes,
+            extra_notes=(*self.release_notes, *notes),
             **fields,
         )
+
+
+def _assumed_delta_note(delta: float) -> str:
+    return (
+        f"charged to a privacy budget with delta = {delta:g}: the curator's assumption, "
+        "not a proof (an MCMC release has no proved delta)"
+    )

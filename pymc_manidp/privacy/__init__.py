@@ -1,5 +1,6 @@
-"""Privacy layer: the Release record, the diagnostics gate, the privacy audits and the
-L-lag coupling estimate of an MCMC release's delta.
+"""Privacy layer: the Release record, the privacy budget across releases, the
+diagnostics gate, the privacy audits and the L-lag coupling estimate of an MCMC
+release's delta.
 
 The coupling estimate runs chains of the MCMC layer (:mod:`pymc_manidp.mcmc`), loaded on
 first use: importing this package loads no PyMC. ``HMC``, ``RWMH``, ``BatchTarget`` and
@@ -17,6 +18,13 @@ from pymc_manidp.privacy.audit import (
     quadrature_audit,
     sample_test,
 )
+from pymc_manidp.privacy.budget import (
+    BudgetExceededError,
+    LedgerError,
+    PrivacyBudget,
+    Spend,
+    current_budget,
+)
 from pymc_manidp.privacy.coupling import (
     DeltaEstimate,
     TVBound,
@@ -33,18 +41,23 @@ _FROM_COUPLING = ("CouplingError",)
 
 __all__ = [
     "AuditResult",
+    "BudgetExceededError",
     "Calibration",
     "CouplingError",
     "DeltaEstimate",
     "DiagnosticsError",
     "DiagnosticsReport",
+    "LedgerError",
     "NeighbourPair",
+    "PrivacyBudget",
     "Release",
     "SampleTestResult",
+    "Spend",
     "TVBound",
     "boundary_pair",
     "check_run",
     "coupled_release",
+    "current_budget",
     "estimate_delta",
     "neighbour_pairs",
     "plot_tv_bound",

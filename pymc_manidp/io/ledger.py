@@ -1,0 +1,306 @@
+"""The privacy budget's ledger on disk: one JSON file per data set.
+
+:func:`open_ledger` creates a ledger for a data set, or opens the existing one and
+checks that it is that data set's; the :class:`~pymc_manidp.privacy.budget.PrivacyBudget`
+it returns charges the file. The file is
+
+- **written atomically**: a temporary file beside it is written, flushed to disk
+  (``fsync``) and renamed over the ledger (``os.replace``), then the folder is flushed;
+  a crash at any moment leaves the previous ledger or the new one, never a mixture;
+- **locked** while it is read, checked, charged and written (``fcntl.flock`` on
+  ``LEDGER.lock`` beside it: the ledger itself is replaced by each write, so the lock
+  lives in a file that stays), so two processes charging at once never overspend;
+- **checked** on every load (``privacy.budget.check_state``): its checksum, its
+  entries and running totals, and the data set's fingerprint.
+
+The fingerprint (:func:`data_fingerprint`) identifies the records: a keyed BLAKE2b hash
+of each record, summed over the records (so their order does not matter), with ``n``
+and the record shape. The key is random per ledger and kept in the ledger: without it,
+a hash of the data published anywhere would let whoever knows all records but one test
+guesses of the last. The ledger file is therefore the curator's, like the data;
+``PrivacyBudget.public()`` (what ``pymc-manidp budget`` prints) leaves out the key and the
+fingerprint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from pymc_manidp.privacy.budget import LedgerError, PrivacyBudget, check_state, new_state, seal
+from pymc_manidp.stats import reductions
+
+__all__ = ["LedgerFile", "data_fingerprint", "open_ledger", "read_ledger"]
+
+_MOD = 2**256
+
+
+def _rows_digest(block: np.ndarray, key: bytes) -> int:
+    total = 0
+    for row in np.ascontiguousarray(block, dtype=np.float64).reshape(len(block), -1):
+        h = hashlib.blake2b(row.tobytes(), key=key, digest_size=32).digest()
+        total += int.from_bytes(h, "big")
+    return total % _MOD
+
+
+def data_fingerprint(data, key: bytes) -> str:
+    """The keyed fingerprint of a data set.
+
+    The same records (in any order) give the same string, another data set another one.
+
+    Parameters
+    ----------
+    data : array_like or dask.array.Array, shape ``(n, *point_shape)``
+        The records (read in passes when a Dask array).
+    key : bytes
+        The ledger's secret key (16 to 64 bytes).
+
+    Returns
+    -------
+    str
+        ``"blake2b-keyed:<hex>"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0, 0, 1.0], [0, 1.0, 0]])
+    >>> key = bytes(32)
+    >>> data_fingerprint(x, key) == data_fingerprint(x[::-1], key)
+    True
+    >>> data_fingerprint(x, key) == data_fingerprint(x[:1], key)
+    False
+    """
+    if not isinstance(key, bytes) or not 16 <= len(key) <= 64:
+        raise ValueError("key must be 16 to 64 bytes")
+    if reductions.is_dask(data):
+        shape = tuple(int(s) for s in data.shape)
+        total = 0
+        for i in range(data.numblocks[0]):
+            total += _rows_digest(np.asarray(data.blocks[i].compute()), key)
+        total %= _MOD
+    else:
+        data = np.asarray(data, dtype=np.float64)
+        if data.ndim < 1:
+            raise ValueError("data must have one record per row, got a scalar")
+        shape = data.shape
+        total = _rows_digest(data, key)
+    header = f"n={shape[0]};point_shape={tuple(shape[1:])};".encode()
+    digest = hashlib.blake2b(header + total.to_bytes(32, "big"), key=key, digest_size=32)
+    return "blake2b-keyed:" + digest.hexdigest()
+
+
+def _write_text(f, text: str) -> None:
+    f.write(text)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (temporary file, fsync, rename)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            _write_text(f, text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):  # the rename reaches the disk with the folder
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _load(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ValueError(f"ledger not found: {path}") from None
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise LedgerError(f"{path} is not a ledger (not JSON: {err})") from None
+    try:
+        return check_state(state)
+    except LedgerError as err:
+        raise LedgerError(f"{path}: {err}") from None
+
+
+class LedgerFile:
+    """A ledger file as the store of a :class:`~pymc_manidp.privacy.budget.PrivacyBudget`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ledger (JSON).
+    fingerprint : str or None
+        The data set's fingerprint the ledger must name (checked on every load);
+        None: opened to read, and charging it is refused.
+    """
+
+    def __init__(self, path, fingerprint=None):
+        self.path = Path(path)
+        self.fingerprint = fingerprint
+
+    @property
+    def lock_path(self) -> Path:
+        """The lock file beside the ledger (kept: removing it would race)."""
+        return self.path.with_name(self.path.name + ".lock")
+
+    @contextlib.contextmanager
+    def _locked(self, how):
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, how)
+            yield
+        finally:
+            os.close(fd)  # closing the file releases the lock
+
+    def _check(self, state) -> dict:
+        if self.fingerprint is not None and state["dataset"]["fingerprint"] != self.fingerprint:
+            raise LedgerError(
+                f"{self.path} is the ledger of another data set "
+                f"({state['dataset']['name']!r}): its fingerprint differs from these records'. "
+                "A ledger covers one data set; if records were added or corrected, the records "
+                "the data sets share have spent this ledger's budget too"
+            )
+        return state
+
+    def read(self) -> dict:
+        """The ledger's state, checked (under a shared lock)."""
+        with self._locked(fcntl.LOCK_SH):
+            return self._check(_load(self.path))
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """Lock, load and check the ledger; yield its state; write it back atomically."""
+        if self.fingerprint is None:
+            raise LedgerError(
+                f"{self.path} was opened to read: open it with "
+                "pymc_manidp.io.ledger.open_ledger(path, data=...) to charge it"
+            )
+        with self._locked(fcntl.LOCK_EX):
+            state = self._check(_load(self.path))
+            yield state
+            _write_atomic(self.path, json.dumps(seal(state), indent=1) + "\n")
+
+
+def open_ledger(
+    path, *, data, epsilon=None, delta=0.0, composition="basic", name=None
+) -> PrivacyBudget:
+    """The privacy budget of ``data`` kept in the ledger file ``path``.
+
+    Creates the ledger with a budget of ``(epsilon, delta)`` when ``path`` does not
+    exist; otherwise opens it, refusing a ledger that is inconsistent or names another
+    data set (and an ``epsilon``/``delta`` other than the ledger's: a budget is fixed
+    when its ledger is created).
+
+    Parameters
+    ----------
+    path : str or Path
+        The ledger file (JSON); a lock file ``path.lock`` is kept beside it.
+    data : array_like or dask.array.Array
+        The records the budget protects (hashed for the fingerprint, nothing else).
+    epsilon, delta : float
+        The budget, for a new ledger (``epsilon`` None: the ledger must exist).
+    composition : {"basic", "optimal"}
+    name : str or None
+        A name for the data set (default: the ledger's file name), printed with it.
+
+    Returns
+    -------
+    PrivacyBudget
+        The budget, kept in the file: every charge locks, checks and rewrites it.
+
+    Raises
+    ------
+    LedgerError
+        An inconsistent or tampered ledger, another data set's, or another budget.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> import numpy as np
+    >>> x = np.array([[0, 0, 1.0], [0, 0.6, 0.8]])
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "ledger.json"
+    >>> b = open_ledger(path, data=x, epsilon=1.0)
+    >>> b.charge(0.25, mechanism="elsewhere")
+    0
+    >>> open_ledger(path, data=x).spent.epsilon
+    0.25
+    """
+    path = Path(path)
+    store = LedgerFile(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"ledger {path}: folder {parent} does not exist")
+    with store._locked(fcntl.LOCK_EX):
+        if not path.exists():
+            if epsilon is None:
+                raise ValueError(
+                    f"ledger not found: {path}; to create it, give the budget (epsilon)"
+                )
+            key = secrets.token_bytes(32)
+            dataset = {
+                "name": str(name) if name is not None else path.stem,
+                "key": key.hex(),
+                "fingerprint": data_fingerprint(data, key),
+            }
+            state = new_state(epsilon, delta, composition=composition, dataset=dataset)
+            _write_atomic(path, json.dumps(state, indent=1) + "\n")
+        else:
+            state = _load(path)
+        dataset = state["dataset"]
+        if not isinstance(dataset, dict) or "key" not in dataset:
+            raise LedgerError(f"{path} names no data set: it is not a ledger file")
+        store.fingerprint = data_fingerprint(data, bytes.fromhex(dataset["key"]))
+        store._check(state)
+        budget = state["budget"]
+        asked = {"epsilon": epsilon, "delta": delta, "composition": composition}
+        if epsilon is not None:
+            for k, v in asked.items():
+                if v != budget[k]:
+                    raise LedgerError(
+                        f"{path} has a budget of epsilon = {budget['epsilon']:g}, "
+                        f"delta = {budget['delta']:g} ({budget['composition']} composition), "
+                        f"not {k} = {v!r}: a budget is fixed when its ledger is created "
+                        "(omit --epsilon/--delta to charge the existing ledger)"
+                    )
+    return PrivacyBudget.from_store(store)
+
+
+def read_ledger(path) -> PrivacyBudget:
+    """The ledger at ``path``, checked, opened to read (charging it is refused).
+
+    Parameters
+    ----------
+    path : str or Path
+        The ledger file (JSON).
+
+    Returns
+    -------
+    PrivacyBudget
+        Its totals, entries and public view; ``charge`` raises ``LedgerError``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> import numpy as np
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "ledger.json"
+    >>> _ = open_ledger(path, data=np.ones((3, 2)), epsilon=2.0)
+    >>> read_ledger(path).public()["remaining"]
+    {'epsilon': 2.0, 'delta': 0.0}
+    """
+    store = LedgerFile(path)
+    store.read()  # refuse a damaged ledger now
+    return PrivacyBudget.from_store(store)

@@ -1,0 +1,603 @@
+r"""A privacy budget across releases: a ledger that refuses to overspend.
+
+A :class:`PrivacyBudget` is the ledger of one data set (one privacy unit: one record,
+replace-one neighbours, ``n`` public; docs/mechanisms.md). Every release charged to it
+is checked against what is left **before the data are read**
+(``Mechanism.release(data, budget=b)``): a release that would overspend raises
+:class:`BudgetExceededError` and nothing is computed. How the charges add up is the
+budget's ``composition`` rule, which every total names (docs/privacy-budget.md):
+
+- ``"basic"`` (default): releases that are :math:`(\varepsilon_i, \delta_i)`-DP on the
+  same records are, together, :math:`(\sum_i \varepsilon_i, \sum_i \delta_i)`-DP (basic
+  composition; Dwork & Roth 2014, Theorem 3.16). The sums are exact: each ε and δ
+  counts as the decimal number it prints as, so ten releases of ε = 0.1 spend ε = 1.
+- ``"optimal"``: the releases' worst-case privacy loss distributions, composed
+  numerically by ``dp_accounting``'s PLD accountant (an upper bound on the optimal
+  composition of Kairouz, Oh & Viswanath 2015 and Murtagh & Vadhan 2016), read at the
+  budget's δ; the total is the smaller of it and the basic one (both are valid bounds).
+  Needs the ``[budget]`` extra.
+
+MCMC releases have no proved δ (docs/architecture.md, privacy rules). Charging one needs
+either a δ the curator states (``delta_basis="assumed"``: counted in the total, which is
+then marked not proved) or the coupling estimate (``"estimated"``: the estimate goes to
+a separate column, never into the total). A total is ``proved`` only when every charge
+is an exact release's or another proved (ε, δ).
+
+The ledger's state is a plain JSON-able dict, sealed with a SHA-256 checksum over its
+content and checked on every load (:func:`check_state`): the same code serves the
+in-memory budget and the file on disk (``pymc_manidp.io.ledger``, which adds the atomic
+write, the file lock and the data set's fingerprint).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import hashlib
+import json
+import math
+import threading
+from dataclasses import dataclass
+from fractions import Fraction
+
+__all__ = [
+    "COMPOSITIONS",
+    "DELTA_BASES",
+    "BudgetExceededError",
+    "LedgerError",
+    "PrivacyBudget",
+    "Spend",
+    "check_state",
+    "current_budget",
+    "new_state",
+    "seal",
+]
+
+#: the composition rules and the theorem each total comes from (docs/privacy-budget.md)
+COMPOSITIONS = {
+    "basic": "basic composition (Dwork & Roth 2014, Theorem 3.16): (sum of epsilons, "
+    "sum of deltas)",
+    "optimal": "privacy loss distributions composed by dp_accounting (an upper bound on "
+    "optimal composition, Kairouz, Oh & Viswanath 2015, Theorem 3.3; Murtagh & Vadhan "
+    "2016), read at the budget's delta; the smaller of it and basic composition",
+}
+#: where a charge's δ comes from: a proof (exact samplers: 0), the curator's
+#: assumption (MCMC), or the coupling estimate (MCMC; never in the total)
+DELTA_BASES = ("proved", "assumed", "estimated")
+STATUSES = ("charged", "released", "failed", "external")
+FORMAT = "pymc-manidp privacy ledger"
+VERSION = 1
+PRIVACY_UNIT = "one record; neighbours replace one record; n public"
+
+_CURRENT: contextvars.ContextVar[PrivacyBudget | None] = contextvars.ContextVar(
+    "pymc_manidp_budget", default=None
+)
+
+
+class BudgetExceededError(ValueError):
+    """A charge that would overspend the budget; nothing was computed or released.
+
+    Attributes
+    ----------
+    spent, remaining, asked : tuple of float
+        ``(epsilon, delta)`` spent before the charge, left, and asked for.
+    """
+
+    def __init__(self, message, *, spent, remaining, asked):
+        super().__init__(message)
+        self.spent = spent
+        self.remaining = remaining
+        self.asked = asked
+
+
+class LedgerError(ValueError):
+    """A ledger that cannot be trusted.
+
+    Edited into an inconsistent state, a checksum that does not match, or one that
+    names another data set.
+    """
+
+
+@dataclass(frozen=True)
+class Spend:
+    """A total of a budget: what the releases charged to it are, together.
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        The releases together are ``(epsilon, delta)``-DP on the ledger's records.
+    proved : bool
+        False when a charge's δ is the curator's assumption or an MCMC release charged
+        with its coupling estimate (the total then rests on that assumption).
+    rule : str
+        The composition rule and the theorem it comes from.
+    """
+
+    epsilon: float
+    delta: float
+    proved: bool
+    rule: str
+
+
+def _exact(x) -> Fraction:
+    """``x`` as the decimal number it prints as (``0.1`` is 1/10): sums are exact."""
+    return Fraction(repr(float(x)))
+
+
+def _check_epsilon(epsilon, name="epsilon") -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
+        try:
+            epsilon = float(epsilon)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be a real number, got {epsilon!r}") from None
+    epsilon = float(epsilon)
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    return epsilon
+
+
+def _check_delta(delta, name="delta") -> float:
+    if isinstance(delta, bool) or not isinstance(delta, int | float):
+        try:
+            delta = float(delta)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be a real number, got {delta!r}") from None
+    delta = float(delta)
+    if not (0 <= delta < 1):
+        raise ValueError(f"{name} must be in [0, 1), got {delta!r}")
+    return delta
+
+
+def new_state(epsilon, delta=0.0, *, composition="basic", dataset=None) -> dict:
+    """A new, empty ledger's state (sealed): a budget of ``(epsilon, delta)``.
+
+    ``dataset`` is the file ledger's record of its data set (name and keyed
+    fingerprint, ``pymc_manidp.io.ledger``), or None for an in-memory budget.
+    """
+    if composition not in COMPOSITIONS:
+        raise ValueError(
+            f"composition must be one of {', '.join(map(repr, COMPOSITIONS))}, got {composition!r}"
+        )
+    state = {
+        "format": FORMAT,
+        "version": VERSION,
+        "privacy_unit": PRIVACY_UNIT,
+        "budget": {
+            "epsilon": _check_epsilon(epsilon),
+            "delta": _check_delta(delta),
+            "composition": composition,
+        },
+        "dataset": dataset,
+        "entries": [],
+        "totals": {"count": 0, "epsilon": 0.0, "delta": 0.0},
+    }
+    return seal(state)
+
+
+def _canonical(state: dict) -> bytes:
+    body = {k: v for k, v in state.items() if k != "checksum"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def seal(state: dict) -> dict:
+    """Recompute the running totals and the checksum of ``state`` (in place; returned)."""
+    eps, delta = _basic_sums(state["entries"])
+    state["totals"] = {
+        "count": len(state["entries"]),
+        "epsilon": float(eps),
+        "delta": float(delta),
+    }
+    state["checksum"] = "sha256:" + hashlib.sha256(_canonical(state)).hexdigest()
+    return state
+
+
+def _basic_sums(entries) -> tuple[Fraction, Fraction]:
+    eps = sum((_exact(e["epsilon"]) for e in entries), Fraction(0))
+    delta = sum(
+        (_exact(e["delta"]) for e in entries if e["delta_basis"] != "estimated"), Fraction(0)
+    )
+    return eps, delta
+
+
+def check_state(state) -> dict:
+    """Refuse a ledger state that is not consistent; returns it unchanged.
+
+    Checks the format, the checksum, the budget, every entry (numbered in order, ε > 0,
+    δ in [0, 1), a known δ basis and status) and the running totals against the
+    entries. The checksum catches edits and truncation by mistake, not a forger (who
+    can recompute it): the ledger guards the curator against errors, it is not a
+    signature.
+
+    Raises
+    ------
+    LedgerError
+        Saying what is inconsistent.
+    """
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise LedgerError(f"not a {FORMAT} (no 'format': {FORMAT!r})")
+    if state.get("version") != VERSION:
+        raise LedgerError(f"unknown ledger version {state.get('version')!r} (this is {VERSION})")
+    try:
+        expected = "sha256:" + hashlib.sha256(_canonical(state)).hexdigest()
+    except (TypeError, ValueError) as err:
+        raise LedgerError(f"the ledger is not plain JSON: {err}") from None
+    if state.get("checksum") != expected:
+        raise LedgerError(
+            "the ledger's checksum does not match its content: it was edited or damaged "
+            "after it was written; restore it from a backup (a ledger is never edited by hand)"
+        )
+    try:
+        budget = state["budget"]
+        _check_epsilon(budget["epsilon"], "the budget's epsilon")
+        _check_delta(budget["delta"], "the budget's delta")
+        if budget["composition"] not in COMPOSITIONS:
+            raise ValueError(f"unknown composition {budget['composition']!r}")
+        entries = state["entries"]
+        for i, e in enumerate(entries):
+            if e["index"] != i:
+                raise ValueError(f"entry {i} is numbered {e['index']!r}: entries are out of order")
+            _check_epsilon(e["epsilon"], f"entry {i}'s epsilon")
+            _check_delta(e["delta"], f"entry {i}'s delta")
+            if e["delta_basis"] not in DELTA_BASES:
+                raise ValueError(f"entry {i} has an unknown delta basis {e['delta_basis']!r}")
+            if e["status"] not in STATUSES:
+                raise ValueError(f"entry {i} has an unknown status {e['status']!r}")
+        eps, delta = _basic_sums(entries)
+        totals = state["totals"]
+        if (
+            totals["count"] != len(entries)
+            or _exact(totals["epsilon"]) != eps
+            or _exact(totals["delta"]) != delta
+        ):
+            raise ValueError("the running totals do not match the entries")
+    except (KeyError, TypeError, ValueError) as err:
+        msg = f"missing field {err}" if isinstance(err, KeyError) else str(err)
+        raise LedgerError(f"inconsistent ledger: {msg}") from None
+    return state
+
+
+def _pld_epsilon(charges, delta_target: float) -> float:
+    """ε at ``delta_target`` of the composed worst-case PLDs of ``(eps, delta)`` charges."""
+    try:
+        from dp_accounting.pld import common, privacy_loss_distribution
+    except ImportError:  # pragma: no cover - the [budget] extra
+        raise ImportError(
+            "composition='optimal' uses dp_accounting: pip install 'pymc-manidp[budget]'"
+        ) from None
+    pld = None
+    for eps, delta in charges:
+        one = privacy_loss_distribution.from_privacy_parameters(
+            common.DifferentialPrivacyParameters(eps, delta)
+        )
+        pld = one if pld is None else pld.compose(one)
+    return float(pld.get_epsilon_for_delta(delta_target))
+
+
+def _spend(state, extra=()) -> Spend:
+    """The total of ``state``'s entries (and ``extra`` charges ``(eps, delta, basis)``)."""
+    charges = [(e["epsilon"], e["delta"], e["delta_basis"]) for e in state["entries"]]
+    charges += list(extra)
+    proved = all(basis == "proved" for _, _, basis in charges)
+    eps = sum((_exact(c[0]) for c in charges), Fraction(0))
+    delta = sum((_exact(c[1]) for c in charges if c[2] != "estimated"), Fraction(0))
+    budget = state["budget"]
+    composition = budget["composition"]
+    if composition == "basic" or not charges:
+        return Spend(float(eps), float(delta), proved, COMPOSITIONS["basic"])
+    target = budget["delta"]
+    counted = [(c[0], c[1] if c[2] != "estimated" else 0.0) for c in charges]
+    optimal = _pld_epsilon(counted, target) if delta < _exact(target) else math.inf
+    if delta <= _exact(target) and (math.isinf(optimal) or eps <= _exact(optimal)):
+        # basic composition's (Σε, Σδ) implies (Σε, target)-DP: the smaller bound
+        return Spend(float(eps), float(target), proved, COMPOSITIONS["optimal"])
+    return Spend(optimal, float(target), proved, COMPOSITIONS["optimal"])
+
+
+def _fits(state, spend: Spend) -> bool:
+    budget = state["budget"]
+    if not math.isfinite(spend.epsilon):
+        return False
+    if budget["composition"] == "basic":
+        return _exact(spend.epsilon) <= _exact(budget["epsilon"]) and _exact(spend.delta) <= _exact(
+            budget["delta"]
+        )
+    return _exact(spend.epsilon) <= _exact(budget["epsilon"])
+
+
+def _fmt(x) -> str:
+    return f"{x:.6g}"
+
+
+class _MemoryStore:
+    """A ledger state held in memory; one thread at a time changes it."""
+
+    def __init__(self, state):
+        self._state = check_state(state)
+        self._lock = threading.RLock()
+
+    @contextlib.contextmanager
+    def transaction(self):
+        with self._lock:
+            state = copy.deepcopy(self._state)
+            yield state
+            self._state = seal(state)
+
+    def read(self) -> dict:
+        with self._lock:
+            return copy.deepcopy(self._state)
+
+
+class PrivacyBudget:
+    r"""A privacy budget of ``(epsilon, delta)`` for the releases of one data set.
+
+    The privacy unit is one record (replace-one neighbours, ``n`` public): every
+    release of the same records is charged to the same budget. Charge it by passing it
+    to a release (``mech.release(data, budget=b)``) or by entering it
+    (``with b: mech.release(data)``): the charge is made before the data are read, and
+    a release that would overspend raises :class:`BudgetExceededError` with nothing
+    computed.
+
+    .. math::
+
+        \text{basic: } \Big(\sum_i \varepsilon_i,\ \sum_i \delta_i\Big) \le
+        (\varepsilon, \delta)
+
+    Parameters
+    ----------
+    epsilon : float
+        The total ε (> 0).
+    delta : float, default 0.0
+        The total δ, in [0, 1).
+    composition : {"basic", "optimal"}
+        How charges add up (module docstring); ``"optimal"`` needs dp_accounting.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> S = pmd.Sphere(dim=2)
+    >>> mech = pmd.KNGMechanism(S, epsilon=0.4, center=[0, 0, 1.0], radius=0.5)
+    >>> data = np.array([[0, 0, 1.0], [0, 0.28, 0.96]])
+    >>> b = pmd.PrivacyBudget(1.0)
+    >>> with b:
+    ...     first = mech.release(data, random_seed=0)
+    ...     second = mech.release(data, random_seed=1)
+    >>> b.spent.epsilon, b.remaining
+    (0.8, (0.2, 0.0))
+    >>> mech.release(data, budget=b)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pymc_manidp.privacy.budget.BudgetExceededError: the release asks for epsilon = 0.4, ...
+    """
+
+    def __init__(self, epsilon, delta=0.0, *, composition="basic"):
+        self._store = _MemoryStore(new_state(epsilon, delta, composition=composition))
+        self._tokens = threading.local()
+
+    @classmethod
+    def from_store(cls, store) -> PrivacyBudget:
+        """A budget kept by ``store``: an object with ``transaction()`` (a context
+        manager giving the state to change, saved on exit) and ``read()``
+        (``pymc_manidp.io.ledger.LedgerFile``)."""
+        self = cls.__new__(cls)
+        self._store = store
+        self._tokens = threading.local()
+        return self
+
+    # --- what the budget holds ------------------------------------------------------------
+    def _state(self) -> dict:
+        return self._store.read()
+
+    @property
+    def epsilon(self) -> float:
+        """The budget's total ε."""
+        return self._state()["budget"]["epsilon"]
+
+    @property
+    def delta(self) -> float:
+        """The budget's total δ."""
+        return self._state()["budget"]["delta"]
+
+    @property
+    def composition(self) -> str:
+        """The composition rule, a key of ``COMPOSITIONS``."""
+        return self._state()["budget"]["composition"]
+
+    @property
+    def spent(self) -> Spend:
+        """What the charges so far are together (a :class:`Spend`)."""
+        return _spend(self._state())
+
+    @property
+    def remaining(self) -> tuple[float, float]:
+        """``(epsilon, delta)`` left: the budget minus :attr:`spent`."""
+        state = self._state()
+        return _remaining(state, _spend(state))
+
+    @property
+    def releases(self) -> list[dict]:
+        """The public records (``Release.public()``) of the releases, in order."""
+        return [e["release"] for e in self._state()["entries"] if e["release"] is not None]
+
+    @property
+    def entries(self) -> list[dict]:
+        """Every charge, for the curator: with its status and any δ estimate."""
+        return self._state()["entries"]
+
+    @property
+    def estimated_delta(self) -> float:
+        """The "estimated, not proved" column: the sum of the coupling estimates δ̂ of
+        MCMC releases charged with them (curator side; never in :attr:`spent`)."""
+        return math.fsum(
+            e["delta_estimate"] or 0.0
+            for e in self._state()["entries"]
+            if e["delta_basis"] == "estimated"
+        )
+
+    def public(self) -> dict:
+        """The ledger as it may be published: the budget, the totals and, per charge,
+        its (ε, δ), δ basis, status and public release record. Leaves out the δ
+        estimates (they depend on the data) and the data set's fingerprint."""
+        state = self._state()
+        spend = _spend(state)
+        eps_left, delta_left = _remaining(state, spend)
+        keep = ("index", "mechanism", "sampler", "epsilon", "delta", "delta_basis", "status")
+        dataset = state["dataset"]
+        return {
+            "privacy_unit": state["privacy_unit"],
+            "dataset": None if dataset is None else dataset.get("name"),
+            "budget": dict(state["budget"]),
+            "spent": {"epsilon": spend.epsilon, "delta": spend.delta, "proved": spend.proved},
+            "remaining": {"epsilon": eps_left, "delta": delta_left},
+            "rule": spend.rule,
+            "charges": [
+                {**{k: e[k] for k in keep}, "release": e["release"]} for e in state["entries"]
+            ],
+        }
+
+    def __repr__(self) -> str:
+        s = self.spent
+        return (
+            f"PrivacyBudget(epsilon={self.epsilon!r}, delta={self.delta!r}, "
+            f"composition={self.composition!r}; spent epsilon={_fmt(s.epsilon)}, "
+            f"delta={_fmt(s.delta)}{'' if s.proved else ' (not proved)'})"
+        )
+
+    # --- charging ---------------------------------------------------------------------------
+    def check(self, epsilon, delta=0.0, *, delta_basis="proved") -> None:
+        """Raise :class:`BudgetExceededError` if a charge of ``(epsilon, delta)`` would
+        overspend; changes nothing."""
+        epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+        _refuse_overspend(self._state(), epsilon, delta, delta_basis)
+
+    def charge(
+        self,
+        epsilon,
+        delta=0.0,
+        *,
+        delta_basis="proved",
+        mechanism="external",
+        sampler="",
+        status="external",
+    ) -> int:
+        """Charge ``(epsilon, delta)`` if it fits (checked and recorded at once, under
+        the store's lock); returns the charge's index.
+
+        A release charges itself (``Mechanism.release(..., budget=b)``, status
+        ``"charged"`` until :meth:`settle` or :meth:`fail`); call this for a release
+        made elsewhere (e.g. an OpenDP measurement on the same records), recorded with
+        status ``"external"``.
+
+        Raises
+        ------
+        BudgetExceededError
+            When the charge would overspend; nothing is recorded.
+        """
+        epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+        if delta_basis not in DELTA_BASES:
+            raise ValueError(f"delta_basis must be one of {DELTA_BASES}, got {delta_basis!r}")
+        if delta_basis == "estimated" and delta != 0:
+            raise ValueError("an estimated delta is never charged: charge delta=0")
+        if status not in ("charged", "external"):
+            raise ValueError(f"status must be 'charged' or 'external', got {status!r}")
+        with self._store.transaction() as state:
+            _refuse_overspend(state, epsilon, delta, delta_basis)
+            index = len(state["entries"])
+            state["entries"].append(
+                {
+                    "index": index,
+                    "mechanism": str(mechanism),
+                    "sampler": str(sampler),
+                    "epsilon": epsilon,
+                    "delta": delta,
+                    "delta_basis": delta_basis,
+                    "status": status,
+                    "release": None,
+                    "delta_estimate": None,
+                    "error": None,
+                }
+            )
+        return index
+
+    def settle(self, index: int, release) -> None:
+        """Record the :class:`~pymc_manidp.privacy.release.Release` made under charge
+        ``index``: its public record, and its δ estimate in the estimated column."""
+        with self._store.transaction() as state:
+            entry = state["entries"][index]
+            entry["status"] = "released"
+            entry["release"] = release.public()
+            if release.delta_estimate is not None:
+                entry["delta_estimate"] = float(release.delta_estimate["delta_hat"])
+
+    def fail(self, index: int, error: BaseException) -> None:
+        """Mark charge ``index`` as failed (its release raised ``error``). The charge
+        stands: the data were read, and whether a release fails can depend on them."""
+        with self._store.transaction() as state:
+            entry = state["entries"][index]
+            entry["status"] = "failed"
+            entry["error"] = type(error).__name__
+
+    # --- context manager: the budget releases are charged to by default -------------------
+    def __enter__(self) -> PrivacyBudget:
+        # one stack of tokens per thread: the same budget may be entered in several
+        if not hasattr(self._tokens, "stack"):
+            self._tokens.stack = []
+        self._tokens.stack.append(_CURRENT.set(self))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.reset(self._tokens.stack.pop())
+
+
+def _remaining(state, spend: Spend) -> tuple[float, float]:
+    budget = state["budget"]
+    if not math.isfinite(spend.epsilon):
+        return 0.0, 0.0
+    eps_left = _exact(budget["epsilon"]) - _exact(spend.epsilon)
+    if budget["composition"] == "basic":
+        delta_left = _exact(budget["delta"]) - _exact(spend.delta)
+    else:  # the optimal total is read at the budget's delta: delta is all used or not
+        delta_left = Fraction(0) if state["entries"] else _exact(budget["delta"])
+    return float(max(eps_left, Fraction(0))), float(max(delta_left, Fraction(0)))
+
+
+def _refuse_overspend(state, epsilon, delta, delta_basis) -> None:
+    before = _spend(state)
+    after = _spend(state, extra=[(epsilon, delta, delta_basis)])
+    if _fits(state, after):
+        return
+    budget = state["budget"]
+    left = _remaining(state, before)
+    raise BudgetExceededError(
+        f"the release asks for epsilon = {_fmt(epsilon)}, delta = {_fmt(delta)}, but the "
+        f"budget (epsilon = {_fmt(budget['epsilon'])}, delta = {_fmt(budget['delta'])}, "
+        f"{budget['composition']} composition) has spent epsilon = {_fmt(before.epsilon)}, "
+        f"delta = {_fmt(before.delta)} and has epsilon = {_fmt(left[0])}, "
+        f"delta = {_fmt(left[1])} left: nothing was computed or released. Ask for less "
+        "(a smaller epsilon) or release nothing more from these records",
+        spent=(before.epsilon, before.delta),
+        remaining=left,
+        asked=(epsilon, delta),
+    )
+
+
+def current_budget() -> PrivacyBudget | None:
+    """The budget entered with ``with budget:`` in this context, or None.
+
+    Returns
+    -------
+    PrivacyBudget or None
+        The innermost budget entered in this context (a context variable: each thread
+        and each asyncio task has its own).
+
+    Examples
+    --------
+    >>> b = PrivacyBudget(1.0)
+    >>> with b:
+    ...     current_budget() is b
+    True
+    >>> current_budget() is None
+    True
+    """
+    return _CURRENT.get()

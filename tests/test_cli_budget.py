@@ -1,0 +1,109 @@
+"""``pymc-manidp release --budget`` and ``pymc-manidp budget`` (issue 27)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pymc_manidp.cli import main
+
+DATA = np.array([[0, 0, 1.0], [0, 0.6, 0.8], [0.6, 0, 0.8]])
+
+
+def run(argv, capsys):
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "Traceback" not in out, err
+    return code, out, err
+
+
+def release(path, ledger, *extra, epsilon=0.4, out="-"):
+    return [
+        "release",
+        path,
+        "--manifold",
+        "sphere",
+        "--epsilon",
+        epsilon,
+        "--center",
+        "0,0,1",
+        "--radius",
+        "0.7",
+        "--budget",
+        ledger,
+        "--out",
+        out,
+        *extra,
+    ]
+
+
+@pytest.fixture
+def points(tmp_path):
+    path = tmp_path / "points.npy"
+    np.save(path, DATA)
+    return path
+
+
+def test_releases_charge_the_ledger_until_it_is_spent(tmp_path, points, capsys):
+    ledger = tmp_path / "ledger.json"
+    code, out, err = run(release(points, ledger, "--budget-epsilon", "1"), capsys)
+    assert code == 0, err
+    assert json.loads(out)["release"]["epsilon"] == 0.4
+    assert "spent epsilon = 0.4" in err and "left epsilon = 0.6" in err
+    code, _, err = run(release(points, ledger), capsys)  # an existing ledger: no budget needed
+    assert code == 0, err
+    code, out, err = run(release(points, ledger, epsilon=0.3, out=tmp_path / "r3.json"), capsys)
+    assert code == 2 and out == ""
+    assert "asks for epsilon = 0.3" in err and "has spent epsilon = 0.8" in err
+    assert "epsilon = 0.2" in err and "nothing was computed or released" in err
+    assert not (tmp_path / "r3.json").exists()
+    code, out, err = run(["budget", ledger], capsys)
+    assert code == 0, err
+    assert "spent epsilon = 0.8" in out and "left epsilon = 0.2" in out
+    assert out.count("KNG [exact] epsilon = 0.4, delta = 0, released") == 2
+    code, out, _ = run(["budget", ledger, "--json"], capsys)
+    pub = json.loads(out)
+    assert pub["spent"] == {"epsilon": 0.8, "delta": 0.0, "proved": True}
+    assert len(pub["charges"]) == 2 and "fingerprint" not in out and "key" not in pub
+
+
+def test_another_data_set_and_a_tampered_ledger_are_refused(tmp_path, points, capsys):
+    ledger = tmp_path / "ledger.json"
+    assert run(release(points, ledger, "--budget-epsilon", "1"), capsys)[0] == 0
+    other = tmp_path / "other.npy"
+    np.save(other, DATA[:2])
+    code, _, err = run(release(other, ledger), capsys)
+    assert code == 2 and "ledger of another data set" in err
+    code, _, err = run(release(points, ledger, "--budget-epsilon", "2"), capsys)
+    assert code == 2 and "a budget is fixed when its ledger is created" in err
+    state = json.loads(ledger.read_text())
+    state["entries"][0]["epsilon"] = 0.01
+    ledger.write_text(json.dumps(state))
+    for argv in (release(points, ledger), ["budget", ledger]):
+        code, _, err = run(argv, capsys)
+        assert code == 2 and "checksum does not match" in err
+
+
+def test_budget_options_are_checked(tmp_path, points, capsys):
+    ledger = tmp_path / "ledger.json"
+    code, _, err = run(release(points, ledger), capsys)
+    assert code == 2 and "to create it, give the budget" in err
+    args = release(points, ledger, "--budget-epsilon", "1")
+    code, _, err = run([a for a in args if a not in ("--budget", ledger)], capsys)
+    assert code == 2 and "--budget-epsilon is for a release charged to a ledger" in err
+    code, _, err = run(release(points, ledger, "--budget-epsilon", "1", "--delta", "1e-6"), capsys)
+    assert code == 2 and "--delta" in err and "no effect" in err
+    code, _, err = run(release(points, ledger, "--budget-epsilon", "1", "--out", ledger), capsys)
+    assert code == 2 and "is the ledger" in err and not ledger.exists()
+    code, _, err = run(
+        release(points, ledger, "--budget-epsilon", "1", "--sampler", "nuts"), capsys
+    )
+    assert code == 2 and "no proved delta" in err
+    assert json.loads(ledger.read_text())["entries"] == []  # nothing charged by a refusal
+    code, _, err = run(["budget", tmp_path / "missing.json"], capsys)
+    assert code == 2 and "ledger not found" in err
