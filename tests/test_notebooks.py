@@ -281,7 +281,7 @@ CHECKS = {
         },
         check_mcmc_privacy,
     ),
-    "06_privacy_budget.ipynb": (
+    "08_privacy_budget.ipynb": (
         {
             "spent": "budget.spent.epsilon",
             "remaining": "budget.remaining",
