@@ -72,8 +72,17 @@ def _t(a):
 
 
 def hat(w):
-    r"""Skew matrices :math:`\hat w` ``(..., 3, 3)`` of vectors ``w`` ``(..., 3)``:
-    :math:`\hat w v = w \times v`.
+    r"""Skew matrices of vectors: :math:`\hat w v = w \times v`.
+
+    Parameters
+    ----------
+    w : array_like, shape ``(..., 3)``
+        Vectors (axial vectors of so(3)).
+
+    Returns
+    -------
+    ndarray, shape ``(..., 3, 3)``
+        The skew matrices :math:`\hat w`.
 
     Examples
     --------
@@ -85,8 +94,17 @@ def hat(w):
 
 
 def vee(a):
-    """The axial vector ``(..., 3)`` of the skew part of ``a`` ``(..., 3, 3)`` (the
-    inverse of :func:`hat` on skew matrices).
+    """The axial vector of the skew part of a matrix (the inverse of :func:`hat`).
+
+    Parameters
+    ----------
+    a : array_like, shape ``(..., 3, 3)``
+        Matrices; only their skew part is used.
+
+    Returns
+    -------
+    ndarray, shape ``(..., 3)``
+        ``w`` with ``hat(w) = (a - a^T)/2``.
 
     Examples
     --------
@@ -101,7 +119,7 @@ def vee(a):
 
 
 def quaternions_of(r):
-    """Unit quaternions ``(..., 4)``, scalar first with ``w >= 0``, of rotations ``r``.
+    """Unit quaternions of rotation matrices, scalar first with ``w >= 0``.
 
     Shepperd's construction: the symmetric matrix ``K = 4 q q^T`` is linear in ``r``;
     its row with the largest diagonal entry (``4 q_k^2 >= 1``) is ``4 q_k q``, whose
@@ -115,6 +133,7 @@ def quaternions_of(r):
     Returns
     -------
     ndarray, shape ``(..., 4)``
+        ``(w, x, y, z)`` with ``w >= 0``.
 
     Examples
     --------
@@ -149,9 +168,18 @@ def _k_rows(r):
 
 
 def rotation_matrices_of(q):
-    """Rotation matrices ``(..., 3, 3)`` of quaternions ``q`` ``(..., 4)``, scalar first.
+    """Rotation matrices of quaternions, scalar first.
 
-    ``q`` need not have norm 1 (the map is homogeneous of degree 0), but must not be 0.
+    Parameters
+    ----------
+    q : array_like, shape ``(..., 4)``
+        Quaternions ``(w, x, y, z)``; they need not have norm 1 (the map is homogeneous
+        of degree 0), but must not be 0.
+
+    Returns
+    -------
+    ndarray, shape ``(..., 3, 3)``
+        The rotations; ``q`` and ``-q`` give the same one.
 
     Examples
     --------
@@ -246,6 +274,7 @@ def rotations_laplace_log_normalizer(sigma):
     Returns
     -------
     TensorVariable, shape ``(...)``
+        ``log Z(sigma)``.
 
     Examples
     --------
