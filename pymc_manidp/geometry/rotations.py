@@ -25,7 +25,8 @@ chart in normal coordinates is :math:`(\sin(t/2)/(t/2))^2`, ``t = |c|``, and the
 Laplace radius has density :math:`\propto e^{-t/\sigma}\sin^2(t/2)` on ``[0, pi]``.
 
 Quaternions here are scalar-first ``(w, x, y, z)`` inside the module;
-:meth:`Rotations.from_quaternions` and :meth:`Rotations.to_quaternions` follow
+:meth:`~pymc_manidp.geometry.rotations.Rotations.from_quaternions` and
+:meth:`~pymc_manidp.geometry.rotations.Rotations.to_quaternions` follow
 ``scipy.spatial.transform.Rotation`` (scalar-last by default, ``scalar_first=True``
 for the other convention).
 """
@@ -94,7 +95,7 @@ def hat(w):
 
 
 def vee(a):
-    """The axial vector of the skew part of a matrix (the inverse of :func:`hat`).
+    """The axial vector of the skew part of a matrix (the inverse of ``hat``).
 
     Parameters
     ----------
@@ -635,7 +636,8 @@ class Rotations(ManifoldBase):
         return 2.0 * (pt.arctan2(b, a) + pt.arccos(cos_arg))
 
     def pt_laplace_log_normalizer(self, sigma):
-        """``log Z(sigma)`` in closed form (:func:`rotations_laplace_log_normalizer`)."""
+        """``log Z(sigma)`` in closed form
+        (:func:`~pymc_manidp.geometry.rotations.rotations_laplace_log_normalizer`)."""
         return rotations_laplace_log_normalizer(sigma)
 
     def pt_from_gaussian(self, z):
