@@ -191,6 +191,7 @@ else:
 API_PACKAGES = [
     "pymc_manidp.rng",
     "pymc_manidp.geometry",
+    "pymc_manidp.geometry.rotations",
     "pymc_manidp.stats",
     "pymc_manidp.stats.reductions",
     "pymc_manidp.laws",

@@ -67,6 +67,7 @@ def load_orientations(recording: str = "ngimu") -> Orientations:
     Returns
     -------
     Orientations
+        The recording's rotations, quaternions and times (or packet numbers).
 
     Raises
     ------

@@ -25,7 +25,8 @@ chart in normal coordinates is :math:`(\sin(t/2)/(t/2))^2`, ``t = |c|``, and the
 Laplace radius has density :math:`\propto e^{-t/\sigma}\sin^2(t/2)` on ``[0, pi]``.
 
 Quaternions here are scalar-first ``(w, x, y, z)`` inside the module;
-:meth:`Rotations.from_quaternions` and :meth:`Rotations.to_quaternions` follow
+:meth:`~pymc_manidp.geometry.rotations.Rotations.from_quaternions` and
+:meth:`~pymc_manidp.geometry.rotations.Rotations.to_quaternions` follow
 ``scipy.spatial.transform.Rotation`` (scalar-last by default, ``scalar_first=True``
 for the other convention).
 """
@@ -72,8 +73,17 @@ def _t(a):
 
 
 def hat(w):
-    r"""Skew matrices :math:`\hat w` ``(..., 3, 3)`` of vectors ``w`` ``(..., 3)``:
-    :math:`\hat w v = w \times v`.
+    r"""Skew matrices of vectors: :math:`\hat w v = w \times v`.
+
+    Parameters
+    ----------
+    w : array_like, shape ``(..., 3)``
+        Vectors (axial vectors of so(3)).
+
+    Returns
+    -------
+    ndarray, shape ``(..., 3, 3)``
+        The skew matrices :math:`\hat w`.
 
     Examples
     --------
@@ -85,8 +95,17 @@ def hat(w):
 
 
 def vee(a):
-    """The axial vector ``(..., 3)`` of the skew part of ``a`` ``(..., 3, 3)`` (the
-    inverse of :func:`hat` on skew matrices).
+    """The axial vector of the skew part of a matrix (the inverse of ``hat``).
+
+    Parameters
+    ----------
+    a : array_like, shape ``(..., 3, 3)``
+        Matrices; only their skew part is used.
+
+    Returns
+    -------
+    ndarray, shape ``(..., 3)``
+        ``w`` with ``hat(w) = (a - a^T)/2``.
 
     Examples
     --------
@@ -101,7 +120,7 @@ def vee(a):
 
 
 def quaternions_of(r):
-    """Unit quaternions ``(..., 4)``, scalar first with ``w >= 0``, of rotations ``r``.
+    """Unit quaternions of rotation matrices, scalar first with ``w >= 0``.
 
     Shepperd's construction: the symmetric matrix ``K = 4 q q^T`` is linear in ``r``;
     its row with the largest diagonal entry (``4 q_k^2 >= 1``) is ``4 q_k q``, whose
@@ -115,6 +134,7 @@ def quaternions_of(r):
     Returns
     -------
     ndarray, shape ``(..., 4)``
+        ``(w, x, y, z)`` with ``w >= 0``.
 
     Examples
     --------
@@ -149,9 +169,18 @@ def _k_rows(r):
 
 
 def rotation_matrices_of(q):
-    """Rotation matrices ``(..., 3, 3)`` of quaternions ``q`` ``(..., 4)``, scalar first.
+    """Rotation matrices of quaternions, scalar first.
 
-    ``q`` need not have norm 1 (the map is homogeneous of degree 0), but must not be 0.
+    Parameters
+    ----------
+    q : array_like, shape ``(..., 4)``
+        Quaternions ``(w, x, y, z)``; they need not have norm 1 (the map is homogeneous
+        of degree 0), but must not be 0.
+
+    Returns
+    -------
+    ndarray, shape ``(..., 3, 3)``
+        The rotations; ``q`` and ``-q`` give the same one.
 
     Examples
     --------
@@ -246,6 +275,7 @@ def rotations_laplace_log_normalizer(sigma):
     Returns
     -------
     TensorVariable, shape ``(...)``
+        ``log Z(sigma)``.
 
     Examples
     --------
@@ -606,7 +636,8 @@ class Rotations(ManifoldBase):
         return 2.0 * (pt.arctan2(b, a) + pt.arccos(cos_arg))
 
     def pt_laplace_log_normalizer(self, sigma):
-        """``log Z(sigma)`` in closed form (:func:`rotations_laplace_log_normalizer`)."""
+        """``log Z(sigma)`` in closed form
+        (:func:`~pymc_manidp.geometry.rotations.rotations_laplace_log_normalizer`)."""
         return rotations_laplace_log_normalizer(sigma)
 
     def pt_from_gaussian(self, z):
