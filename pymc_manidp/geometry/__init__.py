@@ -5,7 +5,7 @@ manifold"). The modules are found here, not listed: every public module of the f
 other than ``base`` and ``validation`` is imported, and each class it exports in its
 ``__all__`` that subclasses :class:`ManifoldBase` becomes part of this package's
 namespace (and of ``pymc_manidp``'s); the ones with a
-:attr:`~ManifoldBase.name` are offered to data files and the command line
+``name`` are offered to data files and the command line
 (:func:`manifold_class`, :func:`manifold_names`). So a new space edits no file but
 its own.
 """
@@ -60,6 +60,11 @@ _BY_NAME = _by_name()
 def manifold_names() -> tuple[str, ...]:
     """The names of the spaces that data files and the command line offer, sorted.
 
+    Returns
+    -------
+    tuple of str
+        Each named space's ``name`` (``"sphere"``, ``"spd"``, ...).
+
     Examples
     --------
     >>> {"sphere", "spd", "kendall", "euclidean"} <= set(manifold_names())
@@ -69,7 +74,17 @@ def manifold_names() -> tuple[str, ...]:
 
 
 def manifold_class(name: str) -> type:
-    """The manifold class called ``name`` (its :attr:`~ManifoldBase.name`).
+    """The manifold class called ``name`` (its class attribute ``name``).
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`manifold_names`.
+
+    Returns
+    -------
+    type
+        The class; ``from_record_shape`` builds an instance from the data's shape.
 
     Raises
     ------

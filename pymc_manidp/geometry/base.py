@@ -320,7 +320,7 @@ class ManifoldBase:
         """The space whose data records have ``shape`` (one row of the data, without n).
 
         The readers of :mod:`pymc_manidp.io` then reshape the data to
-        ``(n, *manifold.point_shape)``. A space with a :attr:`name` overrides this.
+        ``(n, *manifold.point_shape)``. A space with a ``name`` overrides this.
 
         Raises
         ------
