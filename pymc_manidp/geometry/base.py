@@ -252,8 +252,9 @@ class PyTensorTwins(Protocol):
     pt_ball_exit: object
 
     #: ``pt_laplace_log_normalizer(sigma)``: ``log Z(sigma)`` of the unrestricted
-    #: Laplace as a tensor, for manifolds whose volume density is not radial; ``None``
-    #: (the default) leaves it to the radial quadrature or to no normalizer.
+    #: Laplace as a tensor: where the volume density is not radial, or where a closed form
+    #: beats the radial quadrature (SO(3), hyperbolic space); ``None`` (the default)
+    #: leaves it to the radial quadrature or to no normalizer.
     pt_laplace_log_normalizer: object
 
     #: Shape of the Gaussian vector ``z`` whose normalization ``pt_from_gaussian(z)`` is

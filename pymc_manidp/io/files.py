@@ -267,8 +267,12 @@ def parse_center(text: str, manifold) -> np.ndarray:
     shape = manifold.point_shape
     text = str(text).strip()
     if text.lower() in ("identity", "i", "eye"):
-        if manifold.origin is None:  # SPD: the identity matrix; Euclidean: 0
-            raise ValueError("center 'identity' is only defined for spd (and euclidean: 0)")
+        if manifold.origin is None:  # the space's own origin (SPD: the identity matrix)
+            raise ValueError(
+                f"center 'identity' needs a manifold with an origin (spd and rotations: I, "
+                f"euclidean: 0, hyperbolic: (1, 0, ..., 0)); {manifold} has none: give "
+                "the coordinates"
+            )
         return np.array(manifold.origin, dtype=float)
     if text.lower().endswith((".npy", ".csv", ".txt")):
         values = read_points(text)

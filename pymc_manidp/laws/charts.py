@@ -181,7 +181,7 @@ class PolarChart(Transform):
         The chart then covers exactly the open ball, so a density restricted to it
         has no wall for NUTS to hit. The map ``(ω, s) -> (ω, t)`` is triangular, so
         the log-Jacobian keeps its form with ``T(ω)``. Needs the manifold's closed form
-        of ``T(ω)`` (``manifold.pt_ball_exit``: Sphere, KendallShape, Euclidean).
+        of ``T(ω)`` (``manifold.pt_ball_exit``, where the space has one).
 
     Examples
     --------
@@ -302,12 +302,14 @@ class NormalizedGaussian(Transform):
     ----------
     manifold : Manifold
         A compact manifold with a normalized-Gaussian map (``gaussian_shape``,
-        ``pt_from_gaussian``, ``pt_to_gaussian``, ``log_volume``): Sphere, KendallShape.
+        ``pt_from_gaussian``, ``pt_to_gaussian``, ``log_volume``): the sphere, Kendall
+        shapes, SO(3).
 
     Raises
     ------
     ValueError
-        If ``manifold`` has no such map (SPD, Euclidean: no uniform law).
+        If ``manifold`` has no such map (SPD, Euclidean, hyperbolic space: no uniform
+        law).
 
     Examples
     --------
@@ -324,7 +326,7 @@ class NormalizedGaussian(Transform):
         if manifold.gaussian_shape is None:
             raise ValueError(
                 f"NormalizedGaussian needs a compact manifold with a normalized-Gaussian map "
-                f"(Sphere, KendallShape), not {manifold}"
+                f"(a sphere, Kendall shapes, rotations), not {manifold}"
             )
         self.manifold = manifold
         self.ndim_supp = len(manifold.point_shape)
@@ -359,7 +361,7 @@ def log_volume(manifold) -> float:
     if not np.isfinite(value):
         raise ValueError(
             f"{manifold} has infinite volume: a uniform law exists only on compact manifolds "
-            "(Sphere, KendallShape)"
+            "(a sphere, Kendall shapes, rotations)"
         )
     return value
 

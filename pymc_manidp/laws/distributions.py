@@ -669,7 +669,8 @@ class ManifoldUniform(Continuous):
     name : str
         The variable's name in the model (not an argument of ``.dist``).
     manifold : Manifold
-        A compact manifold (Sphere, KendallShape); a draw has shape
+        A compact manifold with a uniform law (``sample_uniform``, ``log_volume``: the
+        sphere, Kendall's shape space, SO(3)); a draw has shape
         ``(*size, *manifold.point_shape)``.
     **kwargs
         ``size``, ``shape``, ``dims``, ``observed`` ... as for any PyMC distribution.
@@ -700,7 +701,8 @@ class ManifoldUniform(Continuous):
     def dist(cls, manifold, **kwargs):
         if not np.isfinite(manifold.log_volume) or manifold.sample_uniform is None:
             raise ValueError(
-                f"ManifoldUniform needs a compact manifold (Sphere, KendallShape): "
+                f"ManifoldUniform needs a compact manifold with a uniform law (a sphere, Kendall "
+                f"shapes, rotations): "
                 f"{manifold} has infinite volume, so no uniform law exists on it"
             )
         return super().dist([], manifold=manifold, **kwargs)

@@ -356,7 +356,7 @@ def laplace_coords(M, sigma, size, rng=None, *, t_max=None, max_attempts=DEFAULT
     ----------
     M : Manifold
         The manifold (its dimension and volume density ``J``), with an exact sampler
-        (``M.exact_sampling``: Sphere, KendallShape, SPD, Euclidean).
+        (``M.exact_sampling``: every shipped space says so in its class).
     sigma : float
         The scale ``sigma > 0``.
     size : int

@@ -25,6 +25,7 @@ import pytest
 from scipy import stats
 
 import pymc_manidp as pmd
+from pymc_manidp import geometry
 from pymc_manidp.geometry import ManifoldBase
 from pymc_manidp.geometry.validation import check_manifold
 from pymc_manidp.privacy.audit import quadrature_audit, sample_test
@@ -337,7 +338,8 @@ def test_sample_test_passes_the_exact_laplace(data):
 
 
 # --- the grep: no module outside geometry/ asks for a concrete manifold class -------------
-_CLASSES = r"(Sphere|SPD|KendallShape|Euclidean)"
+# every shipped space, from the package's own registry (a new file is covered at once)
+_CLASSES = "(" + "|".join(sorted(geometry.MANIFOLD_CLASSES, key=len, reverse=True)) + ")"
 _FORBIDDEN = [
     (rf"isinstance\([^)]*\b{_CLASSES}\b", "isinstance of a concrete manifold class"),
     (rf"issubclass\([^)]*\b{_CLASSES}\b", "issubclass of a concrete manifold class"),
@@ -346,6 +348,7 @@ _FORBIDDEN = [
     (rf"[\"']{_CLASSES}\d*[\"']\s*[:\]]", "a table keyed by a class name"),
     (rf"(==|!=)\s*[\"']{_CLASSES}[\"']", "a class name compared"),
     (rf"\bcase\s+{_CLASSES}\s*\(", "a match on a concrete manifold class"),
+    (r"\.name\s*(==|!=|in\b)\s*[\"'(\[]", "a space's name compared"),
 ]
 _PACKAGE = Path(pmd.__file__).parent
 # the public API's table of lazily loaded names: it names the classes, asks nothing
@@ -379,10 +382,20 @@ def test_the_grep_catches_what_it_forbids(tmp_path):
         "stats/d.py": 'if type(manifold).__name__ == "Euclidean":\n    pass\n',
         "stats/e.py": "if type(M) in EXACT_MANIFOLDS:\n    pass\n",
         "io/g.py": 'if __name__ == "__main__":\n    pass\n',  # a script guard: allowed
+        "mechanisms/f.py": "if isinstance(M, Rotations):\n    pass\n",  # a newer space
+        "privacy/i.py": 'if type(M).name == "hyperbolic":\n    pass\n',
         "geometry/h.py": "if isinstance(M, Sphere):\n    pass\n",  # allowed there
     }
     for rel, text in planted.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     hits = {v.split(":", 1)[0] for v in _violations(tmp_path)}
-    assert hits == {"laws/a.py", "laws/b.py", "mcmc/c.py", "stats/d.py", "stats/e.py"}
+    assert hits == {
+        "laws/a.py",
+        "laws/b.py",
+        "mcmc/c.py",
+        "stats/d.py",
+        "stats/e.py",
+        "mechanisms/f.py",
+        "privacy/i.py",
+    }
