@@ -53,11 +53,14 @@ __all__ = [
     "grad_norms",
     "is_dask",
     "lazy_validate",
+    "median_grad_norms",
+    "median_terms",
     "n_rows",
     "pass_count",
     "progress",
     "scan_domain",
     "weighted_sum",
+    "zero_distance",
 ]
 
 
@@ -356,6 +359,174 @@ def grad_norms(M, xs, data):
     xs = np.asarray(xs, dtype=float)
     g, _ = _gradients(M, xs, data, None)
     return M.norm(xs, g)
+
+
+# --- the Fréchet median's sums ------------------------------------------------------------
+def zero_distance(M) -> float:
+    """Distance below which a record counts as sitting at the point (the median's kink).
+
+    A few hundred ulps of the manifold's length scale (its ``radius`` attribute where
+    it has one, else 1): closer records have no well-defined direction at working
+    precision, and the Weiszfeld step and the median's gradient treat them as
+    coincident.
+    """
+    return 256.0 * np.finfo(float).eps * float(getattr(M, "radius", 1.0))
+
+
+def _median_block(M, xs, block, w):
+    """Per point of ``xs``: the sums of :func:`median_terms` over one block of rows."""
+    m = len(xs)
+    units = np.zeros(xs.shape)
+    inv, at, energy = np.zeros(m), np.zeros(m), np.zeros(m)
+    near_d = np.full(m, np.inf)
+    near = np.zeros(xs.shape)
+    zero = zero_distance(M)
+    for j in range(m):
+        logs = M.log(xs[j], block)
+        rho = M.norm(xs[j], logs)
+        far = rho > zero
+        wf = np.where(far, w / np.where(far, rho, 1.0), 0.0)
+        units[j] = np.tensordot(wf, logs, axes=(0, 0))
+        inv[j] = float(np.sum(wf))
+        at[j] = float(np.sum(np.where(far, 0.0, w)))
+        energy[j] = float(np.sum(w * rho))
+        # the nearest record off x with positive weight: the candidate median at a record
+        cand = np.where(far & (w > 0), rho, np.inf)
+        k = int(np.argmin(cand))
+        near_d[j], near[j] = cand[k], block[k]
+    return units, inv, at, energy, near_d, near
+
+
+def _median_rows(M, xs, data, w, inv_n, validate=False):
+    rows = _rows_per_block(M.point_shape)
+    total = None
+    for s in range(0, len(data), rows):
+        b = M.validate(data[s : s + rows]) if validate else data[s : s + rows]
+        wb = np.full(len(b), inv_n) if w is None else w[s : s + rows]
+        part = _median_block(M, xs, b, wb)
+        total = part if total is None else _median_combine(total, part)
+    return total
+
+
+def _median_combine(a, b):
+    """Add the sums of two parts, keep the nearer record."""
+    closer = b[4] < a[4]
+    shape = (-1,) + (1,) * (a[5].ndim - 1)
+    return (
+        a[0] + b[0],
+        a[1] + b[1],
+        a[2] + b[2],
+        a[3] + b[3],
+        np.where(closer, b[4], a[4]),
+        np.where(closer.reshape(shape), b[5], a[5]),
+    )
+
+
+def _median_chunk(block, index, offset, M, xs, inv_n, validate):
+    return _median_rows(M, xs, np.asarray(block), None, inv_n, validate)
+
+
+def median_terms(M, xs, data, weights=None):
+    r"""The sums of the Fréchet median's Weiszfeld step at each of ``m`` points: one pass.
+
+    With ``rho_i = rho(x, x_i)`` and ``Z`` the records at ``x`` (``rho_i`` below
+    :func:`zero_distance`, whose direction is undefined):
+
+    .. math:: u(x) = \sum_{i \notin Z} w_i \frac{\log_x(x_i)}{\rho_i}, \quad
+              s(x) = \sum_{i \notin Z} \frac{w_i}{\rho_i}, \quad
+              \eta(x) = \sum_{i \in Z} w_i, \quad
+              F(x) = \sum_i w_i \rho_i.
+
+    ``u`` is minus the gradient of ``F`` away from the records (a mean of unit
+    vectors); ``u/s`` is the Weiszfeld step.
+
+    Parameters
+    ----------
+    M : Manifold
+        The manifold of the data.
+    xs : array, shape ``(m, *point_shape)``
+        The points.
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        Validated records.
+    weights : array, shape ``(n,)``, optional
+        Normalized weights (NumPy data only); default ``1/n`` each.
+
+    Returns
+    -------
+    u : ndarray, shape ``(m, *point_shape)``
+        Tangent vectors at each point of ``xs``.
+    s, eta, energy : ndarray, shape ``(m,)``
+        As above.
+    nearest_distance : ndarray, shape ``(m,)``
+        The distance to the nearest record not at the point (``inf`` if none).
+    nearest : ndarray, shape ``(m, *point_shape)``
+        That record (where a Weiszfeld iteration may be heading: a median can sit at
+        a record).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> E = pmd.Euclidean(dim=1)
+    >>> data = np.array([[0.0], [2.0], [-4.0]])
+    >>> u, s, eta, F, _, _ = median_terms(E, np.zeros((1, 1)), data)
+    >>> u.ravel().round(6).tolist(), float(eta[0]), float(F[0])
+    ([0.0], 0.3333333333333333, 2.0)
+    """
+    xs = np.asarray(xs, dtype=float)
+    n = n_rows(data)
+    _PASSES[0] += 1
+    if is_dask(data):
+        if weights is not None:
+            raise ValueError(
+                "weights are not supported with Dask data: Dask releases use equal weights"
+            )
+        raw = _raw_of(data)
+        data = _point_chunks(data if raw is None else raw, M.point_shape)
+        label = "median sums" if len(xs) == 1 else f"median gradients at {len(xs)} proposals"
+        parts = _run_pass(data, _median_chunk, label, M, xs, 1.0 / n, raw is not None)
+        total = parts[0]
+        for part in parts[1:]:  # in chunk order
+            total = _median_combine(total, part)
+        return total
+    return _median_rows(M, xs, data, weights, 1.0 / n)
+
+
+def median_grad_norms(M, xs, data):
+    r"""``|grad F(x)|`` of the Fréchet median's objective at each of ``m`` points: one pass.
+
+    .. math:: \|\nabla F(x_j)\|_{x_j} = \Big\|\frac1n \sum_{i:\ x_i \ne x_j}
+              \frac{\log_{x_j}(x_i)}{\rho(x_j, x_i)}\Big\|_{x_j},
+              \qquad F(x) = \frac1n \sum_i \rho(x, x_i).
+
+    A record at ``x_j`` itself (a null set of ``x_j``) contributes nothing: the
+    gradient is then that of the other records' sum.
+
+    Parameters
+    ----------
+    M : Manifold
+        The manifold of the data.
+    xs : array, shape ``(m, *point_shape)``
+        The points (e.g. a batch of KNG proposals).
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        Validated records.
+
+    Returns
+    -------
+    ndarray, shape ``(m,)``
+        The gradient norm at each point of ``xs``, in ``[0, 1]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> E = pmd.Euclidean(dim=2)
+    >>> median_grad_norms(E, np.zeros((1, 2)), np.array([[1.0, 0.0], [3.0, 0.0]]))
+    array([1.])
+    """
+    xs = np.asarray(xs, dtype=float)
+    u = median_terms(M, xs, data)[0]
+    return M.norm(xs, u)
 
 
 def distance_profile(M, x, data, top, bins=1024):
