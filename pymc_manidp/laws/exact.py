@@ -76,6 +76,7 @@ __all__ = [
     "knorm_noise",
     "laplace_coords",
     "sample_kng",
+    "sample_kng_median",
     "sample_laplace",
     "spd_edge_constant",
 ]
@@ -891,3 +892,128 @@ def _kng_explain(env, stats) -> str:
             "ball. Use an MCMC sampler, or raise max_attempts."
         )
     return _REMEDY
+
+
+# --- KNG on the Fréchet median -------------------------------------------------------------
+def _median_explain(sigma, domain, stats) -> str:
+    inside = stats["kng_ratio_rate_num"] / max(stats["volume_accepted"], 1)
+    return (
+        f"Cause: the envelope is the uniform law on the public ball, which KNG's median "
+        f"density exp(-|grad F|/sigma) accepts at rate {inside:.2g} here: sigma = "
+        f"{sigma:.3g} is small against the ball's radius {domain.radius:.3g}, so the "
+        "law is concentrated on a small part of the ball (no tighter envelope is proved "
+        "for the median, docs/exact.md). Use sampler='nuts', or a smaller n * epsilon, "
+        "or raise max_attempts."
+    )
+
+
+def sample_kng_median(
+    M,
+    data,
+    sigma,
+    size,
+    rng=None,
+    *,
+    domain,
+    max_attempts=DEFAULT_MAX_ATTEMPTS,
+) -> ExactDraws:
+    r"""Exact draws of KNG on the Fréchet median, restricted to the public ball.
+
+    .. math:: f(x \mid D) \propto \exp\{-\|\nabla F(x)\|_x/\sigma\}, \qquad
+              \nabla F(x) = -\frac1n \sum_i \frac{\log_x(x_i)}{\rho(x, x_i)},
+              \quad x \in B_r(m_0).
+
+    By rejection from the uniform law on ``B_r(m0)`` (the trivial envelope, since
+    ``|grad F| >= 0``): a proposal is ``exp_{m0}(c)`` with ``c`` uniform on the
+    Euclidean ball of radius ``r`` in normal coordinates, accepted with probability
+
+    .. math:: J(c)\, e^{-G r} \cdot e^{-\|\nabla F(x)\|/\sigma} \le 1,
+
+    ``J`` the exp chart's volume density and ``G = M.log_volume_growth`` (``J <=
+    e^{G|c|}``, the claim ``M.exact_sampling`` vouches for; ``G = 0`` where ``J <=
+    1``). Exact (``docs/exact.md``), but the acceptance rate is the average of
+    ``exp(-|grad F|/sigma)`` over the ball: tiny when ``sigma = 4/(n eps)`` is small
+    against ``r``, where :class:`ExactSamplingError` says so and MCMC is the way.
+
+    Parameters
+    ----------
+    M : Manifold
+        The manifold of the data, with an exact sampler (``M.exact_sampling``).
+    data : array or dask.array.Array, shape ``(n, *point_shape)``
+        Records, all inside ``domain`` (checked); a Dask array is read in passes.
+    sigma : float
+        KNG's scale (``2Δ/ε = 4/(nε)``).
+    size : int
+        Number of draws.
+    rng : Generator, int or None
+        Random source (a ``numpy.random.Generator`` or a seed).
+    domain : DataDomain
+        The public ball ``B_r(m0)``.
+    max_attempts : int
+        Cap on proposals per draw.
+
+    Returns
+    -------
+    ExactDraws
+        ``info`` holds ``acceptance_rate``, the volume step's and the KNG ratio's.
+
+    Raises
+    ------
+    ExactSamplingError
+        The cap was hit (the message names the cause).
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> S = pmd.Sphere(dim=2)
+    >>> dom = pmd.DataDomain(S, [0.0, 0.0, 1.0], 0.3)
+    >>> data = S.exp_coords([0.0, 0.0, 1.0], np.random.default_rng(0).normal(size=(20, 2)) * 0.1)
+    >>> sample_kng_median(S, data, 0.2, 50, rng=1, domain=dom).points.shape
+    (50, 3)
+    """
+    _check_exact_manifold(M)
+    if domain is None:
+        raise ValueError("KNG's law lives on the public ball: pass domain=DataDomain(...)")
+    domain = _check_domain(M, domain)
+    sigma = check_sigma(sigma)
+    size = _check_size(size)
+    max_attempts = _check_max_attempts(max_attempts)
+    data = domain.check(data)
+    rng = as_generator(rng)
+    d, r = M.dim, domain.radius
+    growth = M.log_volume_growth  # log J(c) <= G |c| <= G r on the ball
+    m0 = domain.center
+    stats = {"proposals": 0, "volume_accepted": 0, "kng_ratio_rate_num": 0}
+    what = f"KNG's median sampler on {M}"
+
+    def propose(m):
+        # uniform in the Euclidean d-ball of radius r: radius r U^(1/d), a uniform direction
+        c = (r * rng.random(m) ** (1.0 / d))[:, None] * _directions(rng, m, d)
+        keep = rng.random(m) < np.exp(M.log_volume_density(c) - growth * r)
+        x = _proposal_points(M, m0, c, what)
+        keep &= domain.distances(x) <= r  # rounding only: exp_{m0}(c) is in the ball
+        idx = np.flatnonzero(keep)
+        stats["proposals"] += m
+        stats["volume_accepted"] += len(idx)
+        if len(idx):
+            g = reductions.median_grad_norms(M, x[idx], data)
+            keep[idx] = rng.random(len(idx)) < np.exp(-g / sigma)
+            stats["kng_ratio_rate_num"] += int(keep[idx].sum())
+        return x, keep
+
+    batch_cap, min_batch = _kng_batches(M, data)
+    pts, proposed = _rejection(
+        propose,
+        size,
+        max_attempts,
+        what,
+        batch_cap=batch_cap,
+        min_batch=min_batch,
+        explain=lambda: _median_explain(sigma, domain, stats),
+    )
+    info = {
+        "acceptance_rate": size / proposed,
+        "volume_rate": stats["volume_accepted"] / max(stats["proposals"], 1),
+        "kng_ratio_rate": stats["kng_ratio_rate_num"] / max(stats["volume_accepted"], 1),
+    }
+    return ExactDraws(pts, proposed, info)

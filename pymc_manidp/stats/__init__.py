@@ -12,6 +12,7 @@ from pymc_manidp.stats.sensitivity import (
     empirical_sphere_log_spread,
     kng_sensitivity,
     laplace_sensitivity,
+    median_gradient_sensitivity,
 )
 
 # a deprecated alias of calibrated_sigma (it warns): still importable, no longer listed
@@ -33,4 +34,5 @@ __all__ = [
     "frechet_median",
     "kng_sensitivity",
     "laplace_sensitivity",
+    "median_gradient_sensitivity",
 ]

@@ -374,31 +374,31 @@ def zero_distance(M) -> float:
 
 
 def _median_block(M, xs, block, w):
-    """Per point of ``xs``: the sums of :func:`median_terms` over one block of rows."""
-    m = len(xs)
-    units = np.zeros(xs.shape)
-    inv, at, energy = np.zeros(m), np.zeros(m), np.zeros(m)
-    near_d = np.full(m, np.inf)
-    near = np.zeros(xs.shape)
+    """Per point of ``xs``: the sums of :func:`median_terms` over one block of rows.
+
+    All points at once: the log maps of the block broadcast over ``xs`` (the block
+    holds at most ``BLOCK_ELEMENTS / m`` floats per point, :func:`_median_rows`).
+    """
+    nd = len(M.point_shape)
     zero = zero_distance(M)
-    for j in range(m):
-        logs = M.log(xs[j], block)
-        rho = M.norm(xs[j], logs)
-        far = rho > zero
-        wf = np.where(far, w / np.where(far, rho, 1.0), 0.0)
-        units[j] = np.tensordot(wf, logs, axes=(0, 0))
-        inv[j] = float(np.sum(wf))
-        at[j] = float(np.sum(np.where(far, 0.0, w)))
-        energy[j] = float(np.sum(w * rho))
-        # the nearest record off x with positive weight: the candidate median at a record
-        cand = np.where(far & (w > 0), rho, np.inf)
-        k = int(np.argmin(cand))
-        near_d[j], near[j] = cand[k], block[k]
-    return units, inv, at, energy, near_d, near
+    xb = xs.reshape((len(xs), 1, *M.point_shape))
+    logs = M.log(xb, block[None])  # (m, b, *shape)
+    rho = M.norm(xb, logs)  # (m, b)
+    far = rho > zero
+    wf = np.where(far, w / np.where(far, rho, 1.0), 0.0)
+    units = np.einsum("mb,mb...->m...", wf, logs) if nd else wf @ logs
+    inv = wf.sum(axis=1)
+    at = np.where(far, 0.0, w).sum(axis=1)
+    energy = (w * rho).sum(axis=1)
+    # the nearest record off x with positive weight: the candidate median at a record
+    cand = np.where(far & (w > 0), rho, np.inf)
+    k = np.argmin(cand, axis=1)
+    near_d = cand[np.arange(len(xs)), k]
+    return units, inv, at, energy, near_d, block[k]
 
 
 def _median_rows(M, xs, data, w, inv_n, validate=False):
-    rows = _rows_per_block(M.point_shape)
+    rows = _rows_per_block(M.point_shape, len(xs))
     total = None
     for s in range(0, len(data), rows):
         b = M.validate(data[s : s + rows]) if validate else data[s : s + rows]

@@ -1,0 +1,148 @@
+"""KNG on the Fréchet median (issue 24): sensitivity, σ, logp, samplers, the PyMC law."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pymc_manidp as pmd
+from pymc_manidp.laws.exact import ExactSamplingError
+from tests.stats.test_frechet import _ball_data as _curved_ball_data
+
+S2 = pmd.Sphere(dim=2)
+NORTH = np.array([0.0, 0.0, 1.0])
+
+SPACES = {
+    "S2": (S2, 0.6),
+    "SPD2": (pmd.SPD(k=2), 1.2),
+    "Kendall4": (pmd.KendallShape(k_landmarks=4), 0.35),
+    "R2": (pmd.Euclidean(dim=2), 1.0),
+}
+
+
+def _ball_data(M, rng, n, r):
+    """n points in B_r(m0), direction uniform (Euclidean: around the origin)."""
+    if isinstance(M, pmd.Euclidean):
+        c = rng.normal(size=(n, M.dim))
+        c *= r * rng.uniform(0, 1, (n, 1)) ** (1 / M.dim) / np.linalg.norm(c, axis=-1)[:, None]
+        return np.zeros(M.dim), c
+    return _curved_ball_data(M, rng, n, r)
+
+
+def _unit_mean(M, x, data):
+    """(1/n) sum_i log_x(x_i)/rho(x, x_i), written here from log and dist (no record at x)."""
+    logs = M.log(x, data)
+    rho = M.dist(x, data)
+    return np.mean(logs / rho.reshape((-1,) + (1,) * (data.ndim - 1)), axis=0)
+
+
+@pytest.mark.parametrize("name", list(SPACES))
+def test_median_gradient_sensitivity_by_brute_force_over_neighbours(name):
+    # replace one record: the gradient changes by at most 2/n at every x, and by nearly
+    # 2/n at points between the old and the new record (their unit vectors opposite)
+    M, r = SPACES[name]
+    rng = np.random.default_rng(11)
+    n = 8
+    m0, data = _ball_data(M, rng, n, r)
+    mech = pmd.KNGMechanism(M, epsilon=1.0, center=m0, radius=r, statistic="median")
+    bound = mech.sensitivity(n)
+    assert bound == 2.0 / n
+    _, others = _ball_data(M, rng, 6, r)
+    _, xs = _ball_data(M, rng, 300, r)
+    worst = 0.0
+    for new in others:
+        neighbour = data.copy()
+        neighbour[0] = new
+        # x on the geodesic between the old and new record: where the change peaks
+        mids = M.exp(
+            data[0],
+            np.linspace(0.2, 0.8, 4)[:, *(None,) * len(M.point_shape)] * M.log(data[0], new),
+        )
+        for x in np.concatenate([xs, M.validate(mids)]):
+            change = M.norm(x, _unit_mean(M, x, data) - _unit_mean(M, x, neighbour))
+            worst = max(worst, float(change))
+    assert worst <= bound * (1 + 1e-12)
+    assert worst >= 0.99 * bound
+
+
+def test_statistic_sets_sensitivity_sigma_and_name():
+    mean = pmd.KNGMechanism(S2, epsilon=0.5, center=NORTH, radius=0.6)
+    med = pmd.KNGMechanism(S2, epsilon=0.5, center=NORTH, radius=0.6, statistic="median")
+    h = 1.2 / np.tan(1.2)
+    assert mean.sigma(50) == pytest.approx(2 * (2 * 0.6 * (2 - h) / 50) / 0.5)
+    assert med.sigma(50) == pytest.approx(4 / (50 * 0.5))  # 2 Delta/eps, Delta = 2/n
+    assert (mean.name, med.name) == ("KNG", "KNG-median")
+    with pytest.raises(ValueError, match="statistic must be one of 'mean', 'median'"):
+        pmd.KNGMechanism(S2, epsilon=0.5, center=NORTH, radius=0.6, statistic="mode")
+    # the premise r < r* holds for the median too (log maps and convexity on the ball)
+    with pytest.raises(ValueError, match="not below r"):
+        pmd.KNGMechanism(S2, epsilon=0.5, center=NORTH, radius=np.pi / 4, statistic="median")
+
+
+@pytest.mark.parametrize("name", ["S2", "SPD2", "Kendall4"])
+def test_logp_is_minus_the_median_gradient_norm_over_sigma(name):
+    M, r = SPACES[name]
+    rng = np.random.default_rng(2)
+    m0, data = _ball_data(M, rng, 15, r)
+    mech = pmd.KNGMechanism(M, epsilon=1.0, center=m0, radius=r, statistic="median")
+    _, xs = _ball_data(M, rng, 5, r)
+    want = [-float(M.norm(x, _unit_mean(M, x, data))) / mech.sigma(15) for x in xs]
+    np.testing.assert_allclose(mech.logp(xs, data), want, rtol=1e-10)
+    # and the PyTensor density of the PyMC law agrees (the smoothing is invisible here)
+    from pymc_manidp.laws.distributions import kng_logp
+
+    lp = kng_logp(M, xs, data, mech.sigma(15), mech.domain, statistic="median").eval()
+    np.testing.assert_allclose(lp, want, rtol=1e-8)
+
+
+def test_pytensor_median_norm_is_finite_with_a_finite_gradient_at_a_record():
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pymc_manidp.laws.distributions import pt_median_gradient_norm
+
+    data = _ball_data(S2, np.random.default_rng(4), 10, 0.5)[1]
+    x = pt.vector("x")
+    norm = pt_median_gradient_norm(S2, x, data)
+    f = pytensor.function([x], [norm, pt.grad(norm, x)])
+    val, grad = f(data[3])
+    assert np.isfinite(val) and np.all(np.isfinite(grad))
+    # at the record its own unit vector counts 0, as in the NumPy density
+    from pymc_manidp.stats import reductions
+
+    assert val == pytest.approx(float(reductions.median_grad_norms(S2, data[3:4], data)[0]))
+
+
+def test_exact_median_release_is_pure_dp_and_inside_the_ball():
+    data = _ball_data(S2, np.random.default_rng(5), 20, 0.5)[1]
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5, statistic="median")
+    rel = mech.release(data, random_seed=1)
+    assert rel.delta == 0 and rel.sampler == "exact" and rel.mechanism == "KNG-median"
+    assert rel.sensitivity == pytest.approx(0.1) and rel.sigma == pytest.approx(0.2)
+    assert float(S2.dist(rel.value, NORTH)) <= 0.5
+    assert "sampler_info" not in rel.public()
+
+
+def test_exact_median_sampler_says_why_when_it_gives_up():
+    data = _ball_data(S2, np.random.default_rng(5), 50, 0.5)[1]
+    mech = pmd.KNGMechanism(S2, epsilon=50.0, center=NORTH, radius=0.5, statistic="median")
+    from pymc_manidp.laws.exact import sample_kng_median
+
+    with pytest.raises(ExactSamplingError, match=r"uniform law on the public ball.*nuts"):
+        sample_kng_median(S2, data, mech.sigma(50), 5, rng=0, domain=mech.domain, max_attempts=20)
+
+
+def test_pm_draw_and_observed_with_the_median_law():
+    import pymc as pm
+
+    data = _ball_data(S2, np.random.default_rng(6), 12, 0.5)[1]
+    dom = pmd.DataDomain(S2, NORTH, 0.5)
+    draws = pm.draw(pmd.KNG.dist(S2, data, 0.3, dom, statistic="median", size=5), random_seed=1)
+    assert draws.shape == (5, 3) and np.all(S2.dist(draws, NORTH) <= 0.5)
+    with pm.Model() as model:
+        pmd.KNG("x", S2, data, 0.3, dom, statistic="median", observed=draws[0])
+    lp = model.compile_logp()({})
+    mech_lp = -float(np.linalg.norm(_unit_mean(S2, draws[0], data))) / 0.3
+    assert lp == pytest.approx(mech_lp, rel=1e-8)
+    with pytest.raises(ValueError, match="statistic must be one of"):
+        pmd.KNG.dist(S2, data, 0.3, dom, statistic="trimmed")
