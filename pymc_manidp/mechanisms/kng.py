@@ -27,7 +27,7 @@ import numpy as np
 
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import KNG, STATISTICS
-from pymc_manidp.mechanisms.base import Mechanism
+from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats.frechet import frechet_mean
 from pymc_manidp.stats.median import frechet_median
@@ -85,7 +85,21 @@ class KNGMechanism(Mechanism):
         if statistic == "median":
             # the instance's own: the Release names the statistic it privatizes
             self.name = "KNG-median"
-            self.mcmc_law_kwargs = {"domain": None, "statistic": "median"}
+            # the median's gradient norm is at most 1, so its density is at least
+            # e^{-1/sigma} everywhere: not normalizable beyond the ball on non-compact
+            # spaces and a flat plateau NUTS wanders on compact ones. The chart is
+            # capped at the ball's edge: it covers exactly the law's support
+            self.mcmc_law_kwargs = {"domain": self.domain, "statistic": "median"}
+            self.mcmc_chart_on_ball = True
+
+    @property
+    def samplers(self) -> tuple[str, ...]:
+        """The samplers on this manifold; the median's MCMC needs a chart capped at the
+        ball's edge (``manifold.pt_ball_exit``), without it only the exact sampler."""
+        out = super().samplers
+        if self.statistic == "median" and self.manifold.pt_ball_exit is None:
+            return tuple(s for s in out if s in EXACT_SAMPLERS)
+        return out
 
     def sensitivity(self, n: int) -> float:
         """The gradient's sensitivity for ``n`` records: ``DataDomain.kng_sensitivity``

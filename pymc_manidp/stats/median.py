@@ -76,6 +76,89 @@ def _subgradient_norm(M, x, u, eta):
     return max(r - eta, 0.0) if eta > 0 else r
 
 
+def _radial_search(M, data, w, x, terms, passes=40):
+    """Minimize ``F`` on the geodesic ray from the nearest record through ``x``.
+
+    Used when that record's share of the Weiszfeld denominator exceeds one half:
+    ``F`` is then stiff across the ray (the kink of ``w_k rho(., x_k)``, which the
+    step's denominator matches) and soft along it (which the step undershoots by the
+    same factor). On the ray ``phi(t) = F(gamma(t))``, ``t = rho(x_k, gamma(t))``, is
+    convex with ``phi'(t) = <u(y), log_y(x_k)>/t`` at ``y = gamma(t)``; its root is
+    bracketed by doubling and found by regula falsi (Illinois). Returns the better of
+    ``x`` and the ray's minimizer: ``F`` never rises.
+    """
+    _, s, eta, energy, near_d, near = terms
+    if eta > 0 or not np.isfinite(near_d):
+        return x, terms
+    wk = _record_weight(M, data, w, near)
+    if not wk / near_d > 0.5 * s:
+        return x, terms
+    direction = M.log(near, x) / near_d  # unit, at the record
+
+    def at(t):
+        y = M.validate(M.exp(near, t * direction))
+        tt = _terms(M, y, data, w)
+        slope = float(M.inner(y, tt[0], M.log(y, near))) / t
+        return y, tt, slope
+
+    lo, hi = 0.0, near_d
+    y_hi, t_hi, d_hi = at(hi)
+    f_lo, d_lo = None, -np.inf  # phi'(0+) is not needed: bracket with t > 0 only
+    while d_hi < 0 and passes > 0:  # still descending: look farther
+        lo, d_lo, f_lo = hi, d_hi, (y_hi, t_hi)
+        hi *= 2.0
+        y_hi, t_hi, d_hi = at(hi)
+        passes -= 1
+    best = (y_hi, t_hi) if t_hi[3] < energy else (x, terms)
+    if f_lo is not None and f_lo[1][3] < best[1][3]:
+        best = f_lo
+    if d_hi < 0:
+        return best
+    if f_lo is None:  # phi' > 0 at near_d: the root lies in (0, near_d); bisect first
+        lo, d_lo = 0.5 * hi, None
+        while passes > 0:
+            y_lo, t_lo, d_lo = at(lo)
+            passes -= 1
+            if t_lo[3] < best[1][3]:
+                best = (y_lo, t_lo)
+            if d_lo < 0 or lo < 1e-12 * near_d:
+                break
+            hi, d_hi = lo, d_lo
+            lo *= 0.5
+        if d_lo is None or d_lo >= 0:
+            return best
+    side = 0
+    while passes > 0 and hi - lo > 1e-12 * hi:
+        t = hi - d_hi * (hi - lo) / (d_hi - d_lo)
+        y_t, t_t, d_t = at(t)
+        passes -= 1
+        if t_t[3] < best[1][3]:
+            best = (y_t, t_t)
+        if d_t > 0:
+            hi, d_hi = t, d_t
+            if side == 1:
+                d_lo *= 0.5
+            side = 1
+        elif d_t < 0:
+            lo, d_lo = t, d_t
+            if side == -1:
+                d_hi *= 0.5
+            side = -1
+        else:
+            break
+    return best
+
+
+def _record_weight(M, data, w, record):
+    """Total weight of the records at ``record`` (equal to it within the zero distance)."""
+    n = reductions.n_rows(data)
+    if w is None:
+        eta = float(reductions.median_terms(M, record[None], data)[2][0])
+    else:
+        eta = float(reductions.median_terms(M, record[None], data, w)[2][0])
+    return eta if eta > 0 else 1.0 / n
+
+
 def frechet_median(
     manifold,
     data,
@@ -99,7 +182,10 @@ def frechet_median(
     (Euclidean Weiszfeld), halved while ``F`` would rise (on curved spaces the unit
     step is not always a descent). When the iterate heads for a record, the record
     itself is tested with the exact optimality condition, so medians at records
-    are found in finitely many steps.
+    are found in finitely many steps; when one record dominates the step's
+    denominator (a median close to, not at, a record: there the step is far too
+    short along the ray from the record, and the plain iteration crawls), ``F`` is
+    also minimized along that ray (:func:`_radial_search`).
 
     Parameters
     ----------
@@ -176,6 +262,7 @@ def frechet_median(
             step *= 0.5
         if new[3] > energy * (1 + 1e-13):
             break  # no descent at working precision
+        x_new, new = _radial_search(M, data, w, x_new, new)
         x, (u, s, eta, energy, near_d, near) = x_new, new
         gnorm = _subgradient_norm(M, x, u, eta)
         it += 1

@@ -146,3 +146,72 @@ def test_pm_draw_and_observed_with_the_median_law():
     assert lp == pytest.approx(mech_lp, rel=1e-8)
     with pytest.raises(ValueError, match="statistic must be one of"):
         pmd.KNG.dist(S2, data, 0.3, dom, statistic="trimmed")
+
+
+def test_median_mcmc_needs_a_chart_capped_at_the_ball():
+    # SPD has no closed form of the ball's edge in a chart: the median's density is at
+    # least e^{-1/sigma} everywhere, not normalizable beyond the ball, so no MCMC there
+    P = pmd.SPD(k=2)
+    mech = pmd.KNGMechanism(P, epsilon=1.0, center=np.eye(2), radius=1.0, statistic="median")
+    assert mech.samplers == ("exact",)
+    with pytest.raises(ValueError, match="no 'nuts' sampler exists for KNG-median on SPD"):
+        mech.release(np.stack([np.eye(2)] * 3), sampler="nuts")
+    assert "nuts" in pmd.KNGMechanism(P, epsilon=1.0, center=np.eye(2), radius=1.0).samplers
+
+
+@pytest.mark.slow
+def test_nuts_median_release_is_gated_and_its_delta_estimated():
+    data = _ball_data(S2, np.random.default_rng(5), 30, 0.5)[1]
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5, statistic="median")
+    # the density's kinks at the records: a higher target_accept keeps NUTS's steps
+    # short enough not to diverge there (docs/mechanisms.md)
+    settings = pmd.mcmc.MCMCSettings(target_accept=0.99)
+    rel = mech.release(data, sampler="nuts", settings=settings, random_seed=3, estimate_delta=True)
+    assert rel.delta is None and rel.sampler == "nuts" and rel.opt_outs == ()
+    assert int(rel.diagnostics.sample_stats["diverging"].sum()) == 0
+    assert float(S2.dist(rel.value, NORTH)) <= 0.5
+    # the L-lag coupling estimate runs on the same (capped) model
+    assert 0.0 <= rel.delta_estimate["delta_hat"] <= 1.0
+    assert rel.delta_estimate["inside_fraction"] == 1.0
+    with pytest.raises(pmd.DiagnosticsError, match="nothing is released"):
+        mech.release(data, sampler="nuts", draws=20, tune=20, random_seed=3)
+
+
+def test_quadrature_audit_passes_the_median_and_catches_half_sigma():
+    from pymc_manidp.privacy import boundary_pair
+    from pymc_manidp.privacy.audit.quadrature import quadrature_audit, with_sigma_divided
+
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=np.pi / 8, statistic="median")
+    pair = boundary_pair(mech.domain, 10)
+    ok = quadrature_audit(mech, pair, resolution=80)
+    assert ok.passed and 0.5 < ok.ratio <= 1.0, ok.summary()
+    bad = quadrature_audit(with_sigma_divided(mech, 2.0), pair, resolution=80)
+    assert not bad.passed and bad.ratio > 1.0, bad.summary()
+
+
+@pytest.mark.slow
+def test_quadrature_audit_search_over_default_pairs_for_the_median():
+    from pymc_manidp.privacy.audit.quadrature import quadrature_audit, with_sigma_divided
+
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=np.pi / 8, statistic="median")
+    # the search over the default candidate pairs (clusters with an outlier, random)
+    full = quadrature_audit(mech, n=10, resolution=60)
+    assert full.passed, full.summary()
+    assert not quadrature_audit(with_sigma_divided(mech, 2.0), n=10, resolution=60).passed
+
+
+def test_audit_probes_ring_every_record_for_the_median():
+    # the median's density is discontinuous at each record (its unit vector takes
+    # every direction there): the audit probes a hair's breadth around each one
+    from pymc_manidp.privacy import boundary_pair
+    from pymc_manidp.privacy.audit import quadrature as q
+
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=np.pi / 8, statistic="median")
+    pair = boundary_pair(mech.domain, 6)
+    means = q._means(S2, pair, median=True)
+    plain = q._probes(S2, mech.domain, pair, means, True)
+    ringed = q._probes(S2, mech.domain, pair, means, True, median=True)
+    assert len(ringed) > len(plain)
+    for record in pair.data:
+        near = S2.dist(record, ringed)
+        assert np.sum((near > 0) & (near < 1e-5)) >= 4  # around it, in several directions
