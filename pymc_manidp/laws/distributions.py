@@ -694,7 +694,13 @@ class KNG(Continuous):
 
     @classmethod
     def dist(cls, manifold, data, sigma, domain, *, statistic="mean", **kwargs):
-        _check_statistic(statistic)
+        if _check_statistic(statistic) == "median" and domain is None:
+            if not np.isfinite(manifold.log_volume):
+                raise ValueError(
+                    "KNG on the median has a density >= e^{-1/sigma} everywhere (its "
+                    f"gradient norm is at most 1), so without the public ball it is improper "
+                    f"on {manifold}, which has infinite volume: pass domain=DataDomain(...)"
+                )
         if domain is not None and domain.manifold != manifold:
             raise ValueError("domain is defined on a different manifold")
         if domain is not None and _is_constant(data):

@@ -131,7 +131,16 @@ class KNGMechanism(Mechanism):
         density's input, the data, for checked data."""
         # the chart's origin is only a sampling device: its accuracy affects efficiency
         if self.statistic == "median":
-            return frechet_median(self.manifold, data).median, {"data": data}
+            mode = frechet_median(self.manifold, data).median
+            # the capped chart needs its origin strictly inside the ball (a median on
+            # the boundary, e.g. all records at one boundary point, would have an edge
+            # at distance 0): pull it in along the geodesic from the center
+            dom, r = self.domain, self.domain.radius
+            d = float(dom.distances(mode))
+            if d > 0.999 * r:
+                v = self.manifold.log(dom.center, mode)
+                mode = self.manifold.validate(self.manifold.exp(dom.center, (0.999 * r / d) * v))
+            return mode, {"data": data}
         return frechet_mean(self.manifold, data).mean, {"data": data}
 
     def exact_draws(self, data, sigma, size, rng):

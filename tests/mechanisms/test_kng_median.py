@@ -215,3 +215,19 @@ def test_audit_probes_ring_every_record_for_the_median():
     for record in pair.data:
         near = S2.dist(record, ringed)
         assert np.sum((near > 0) & (near < 1e-5)) >= 4  # around it, in several directions
+
+
+def test_median_chart_origin_stays_inside_the_ball_for_boundary_data():
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5, statistic="median")
+    edge = S2.exp_coords(NORTH, np.array([0.5 * (1 - 1e-12), 0.0]))
+    mode, _ = mech.mcmc_inputs(mech.domain.check(np.stack([edge] * 4)))
+    assert 0.49 < float(S2.dist(mode, NORTH)) < 0.5
+    model = mech.model(np.stack([edge] * 4))  # the capped chart builds at that origin
+    assert all(np.all(np.isfinite(v)) for v in model.initial_point().values())
+
+
+def test_median_law_without_the_ball_is_refused_where_it_is_improper():
+    P = pmd.SPD(k=2)
+    with pytest.raises(ValueError, match=r"improper on SPD.*pass domain="):
+        pmd.KNG.dist(P, np.stack([np.eye(2)] * 3), 0.3, None, statistic="median")
+    pmd.KNG.dist(S2, np.stack([NORTH] * 3), 0.3, None, statistic="median")  # compact: proper
