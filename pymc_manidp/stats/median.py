@@ -185,7 +185,7 @@ def frechet_median(
     are found in finitely many steps; when one record dominates the step's
     denominator (a median close to, not at, a record: there the step is far too
     short along the ray from the record, and the plain iteration crawls), ``F`` is
-    also minimized along that ray (:func:`_radial_search`).
+    also minimized along that ray (``_radial_search``).
 
     Parameters
     ----------
