@@ -53,6 +53,7 @@ __all__ = [
     "grad_norms",
     "is_dask",
     "lazy_validate",
+    "median_cell_bounds",
     "median_grad_norms",
     "median_terms",
     "n_rows",
@@ -527,6 +528,106 @@ def median_grad_norms(M, xs, data):
     xs = np.asarray(xs, dtype=float)
     u = median_terms(M, xs, data)[0]
     return M.norm(xs, u)
+
+
+def _turn_rate(rho, kappa_min):
+    """``c(rho)``: an upper bound of the Hessian of ``rho(., x_i)`` at distance ``rho``
+    (Hessian comparison with the lower curvature bound; ``1/rho`` for ``kappa_min >= 0``)."""
+    if kappa_min >= 0:
+        return 1.0 / rho
+    k = np.sqrt(-kappa_min)
+    return k / np.tanh(k * rho)
+
+
+def _cell_block(M, xs, block, w, delta, kappa_min):
+    """Per point: the unit sum ``u`` and the turn budget of :func:`median_cell_bounds`."""
+    xb = xs.reshape((len(xs), 1, *M.point_shape))
+    logs = M.log(xb, block[None])
+    rho = M.norm(xb, logs)
+    d = delta[:, None]
+    far = rho > d
+    safe = np.where(far, rho, 1.0)
+    nz = rho > zero_distance(M)  # as in median_terms: a record at x_j counts 0
+    units = np.einsum("mb,mb...->m...", np.where(nz, w / np.where(nz, rho, 1.0), 0.0), logs)
+    # a far record's unit vector turns at most delta * c(rho - delta); a near one by 2
+    rate = _turn_rate(np.where(far, safe - d, 1.0), kappa_min)
+    turn = np.where(far, w * np.minimum(2.0, d * rate), 2.0 * w)
+    return units, turn.sum(axis=1)
+
+
+def _cell_rows(M, xs, data, inv_n, delta, kappa_min, validate=False):
+    rows = _rows_per_block(M.point_shape, len(xs))
+    u, t = np.zeros(xs.shape), np.zeros(len(xs))
+    for s in range(0, len(data), rows):
+        b = M.validate(data[s : s + rows]) if validate else data[s : s + rows]
+        ub, tb = _cell_block(M, xs, b, np.full(len(b), inv_n), delta, kappa_min)
+        u += ub
+        t += tb
+    return u, t
+
+
+def _cell_chunk(block, index, offset, M, xs, inv_n, delta, kappa_min, validate):
+    return _cell_rows(M, xs, np.asarray(block), inv_n, delta, kappa_min, validate)
+
+
+def median_cell_bounds(M, xs, data, delta):
+    r"""Lower bounds of the median's gradient norm on geodesic balls ``B_delta(x_j)``: one pass.
+
+    For ``y`` with ``rho(x_j, y) <= delta_j``, with ``u_i = log(x_i)/rho_i`` and
+    ``c(rho)`` an upper bound of the Hessian of ``rho(., x_i)`` (``1/rho`` when the
+    curvature is ``>= 0``, ``sqrt|k| coth(sqrt|k| rho)`` for a lower bound ``k < 0``):
+
+    .. math:: \|\nabla F(y)\| \ge \|\nabla F(x_j)\| - \frac1n \sum_i
+              \min\big(2,\ \delta_j\, c(\rho(x_j, x_i) - \delta_j)\big),
+
+    with 2 for records within ``delta_j``. Why: along the geodesic from ``x_j`` to
+    ``y`` the norm of ``U = (1/n) sum_i u_i`` falls no faster than
+    ``|nabla U| <= (1/n) sum_i |Hess rho_i|``, and ``rho_i`` stays above
+    ``rho(x_j, x_i) - delta_j``; a record's unit vector can change by 2 at most.
+
+    Parameters
+    ----------
+    M : Manifold
+        The manifold of the data (its ``curvature_bounds[0]`` is used).
+    xs : array, shape ``(m, *point_shape)``
+        The balls' centers.
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        Validated records, all within the injectivity radius of every ball.
+    delta : array, shape ``(m,)``
+        The balls' radii.
+
+    Returns
+    -------
+    bounds : ndarray, shape ``(m,)``
+        The lower bounds (may be negative).
+    slack : ndarray, shape ``(m,)``
+        ``|grad F(x_j)| - bounds``: how loose each bound is.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> E = pmd.Euclidean(dim=1)
+    >>> data = np.array([[2.0], [4.0]])
+    >>> median_cell_bounds(E, np.zeros((1, 1)), data, np.array([0.5]))[0]  # 1 - (1/3 + 1/7)/2
+    array([0.76190476])
+    """
+    xs = np.asarray(xs, dtype=float)
+    delta = np.asarray(delta, dtype=float)
+    n = n_rows(data)
+    kappa_min = float(M.curvature_bounds[0])
+    _PASSES[0] += 1
+    if is_dask(data):
+        raw = _raw_of(data)
+        data = _point_chunks(data if raw is None else raw, M.point_shape)
+        parts = _run_pass(
+            data, _cell_chunk, "median envelope", M, xs, 1.0 / n, delta, kappa_min, raw is not None
+        )
+        u = np.sum([p[0] for p in parts], axis=0)
+        t = np.sum([p[1] for p in parts], axis=0)
+    else:
+        u, t = _cell_rows(M, xs, data, 1.0 / n, delta, kappa_min)
+    return M.norm(xs, u) - t, t
 
 
 def distance_profile(M, x, data, top, bins=1024):

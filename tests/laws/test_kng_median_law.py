@@ -42,7 +42,8 @@ def _quadrature_cdf(data, sigma, stat_of, nt=500, nphi=500):
     T, P = np.meshgrid(t, phi, indexing="ij")
     x = np.stack([np.sin(T) * np.cos(P), np.sin(T) * np.sin(P), np.cos(T)], -1).reshape(-1, 3)
     area = np.sin(T).ravel()  # the sphere's area element sin t dt dphi (constant steps)
-    w = area * np.exp(-_median_grad_norm(x, data) / sigma)
+    g = np.concatenate([_median_grad_norm(c, data) for c in np.array_split(x, 50)])
+    w = area * np.exp(-g / sigma)
     s = stat_of(x)
     order = np.argsort(s)
     cum = np.cumsum(w[order]) / w.sum()
@@ -53,10 +54,13 @@ def _ks(draws, data, sigma, stat_of):
     return stats.kstest(stat_of(draws), _quadrature_cdf(data, sigma, stat_of)).pvalue
 
 
-def test_exact_median_kng_matches_its_density_by_quadrature():
-    data = _data()
-    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R, statistic="median")
-    sigma = mech.sigma(len(data))  # 4 / (20 * 1) = 0.2
+@pytest.mark.parametrize(("n", "epsilon"), [(20, 1.0), (100, 2.0)], ids=["broad", "refined"])
+def test_exact_median_kng_matches_its_density_by_quadrature(n, epsilon):
+    # broad: sigma = 0.2, the law spreads over the ball; refined: sigma = 0.02, the
+    # envelope's cells are split many times around the mode
+    data = _data(n)
+    mech = pmd.KNGMechanism(S2, epsilon=epsilon, center=NORTH, radius=R, statistic="median")
+    sigma = mech.sigma(len(data))
     med = pmd.frechet_median(S2, data).median
 
     def stat_of(x):

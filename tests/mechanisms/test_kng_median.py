@@ -128,8 +128,12 @@ def test_exact_median_sampler_says_why_when_it_gives_up():
     mech = pmd.KNGMechanism(S2, epsilon=50.0, center=NORTH, radius=0.5, statistic="median")
     from pymc_manidp.laws.exact import sample_kng_median
 
-    with pytest.raises(ExactSamplingError, match=r"uniform law on the public ball.*nuts"):
-        sample_kng_median(S2, data, mech.sigma(50), 5, rng=0, domain=mech.domain, max_attempts=20)
+    # one proposal per draw cannot give 50 draws at any acceptance rate below 1
+    with pytest.raises(ExactSamplingError, match=r"accepted only .*sampler='nuts'"):
+        sample_kng_median(S2, data, mech.sigma(50), 50, rng=0, domain=mech.domain, max_attempts=1)
+    # the envelope follows the law: most proposals are accepted even at n eps = 2,500
+    out = sample_kng_median(S2, data, mech.sigma(50), 200, rng=0, domain=mech.domain)
+    assert out.acceptance_rate > 0.3, out.info
 
 
 def test_pm_draw_and_observed_with_the_median_law():
@@ -251,3 +255,44 @@ def test_exact_median_release_over_dask_reads_the_data_in_passes():
         reductions.median_grad_norms(S2, xs, data),
         atol=1e-14,
     )
+
+
+@pytest.mark.parametrize("name", ["S2", "SPD2", "Kendall4", "R2"])
+def test_median_envelope_bounds_hold_on_geodesic_balls(name):
+    # the envelope's lower bound of |grad F| on B_delta(x): checked at random points of
+    # the ball, with centres near records (where the unit vectors turn fastest)
+    from pymc_manidp.stats import reductions
+
+    M, r = SPACES[name]
+    rng = np.random.default_rng(21)
+    _, data = _ball_data(M, rng, 12, r)
+    _, xs = _ball_data(M, rng, 30, r)
+    near = M.exp_coords(data[:10], rng.normal(size=(10, M.dim)) * 0.02 * r)
+    xs = np.concatenate([xs, M.validate(near)])
+    delta = rng.uniform(0.005, 0.15, len(xs)) * r
+    bound, slack = reductions.median_cell_bounds(M, xs, data, delta)
+    worst_ok, broken = np.inf, 0
+    for x, dl, b, sl in zip(xs, delta, bound, slack, strict=True):
+        c = rng.normal(size=(40, M.dim))
+        c *= dl * rng.uniform(0, 1, (40, 1)) / np.linalg.norm(c, axis=-1, keepdims=True)
+        ys = M.validate(M.exp_coords(np.broadcast_to(x, (40, *x.shape)), c))
+        g = np.array([np.linalg.norm(M.to_coords(y, _unit_mean(M, y, data))) for y in ys])
+        worst_ok = min(worst_ok, float(np.min(g - b)))
+        broken += int(np.sum(g < b + sl - 1e-12))  # no turn budget (the centre's value)
+    assert worst_ok >= -1e-12
+    assert broken > 0  # the bound without its budget fails: the check can fail
+
+
+def test_chart_distortion_bounds_geodesic_lengths_on_spd():
+    from pymc_manidp.laws.exact import _chart_distortion
+
+    P = pmd.SPD(k=2)
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(200, 3))
+    a *= rng.uniform(0, 1.5, (200, 1)) / np.linalg.norm(a, axis=-1, keepdims=True)
+    b = a + rng.normal(size=(200, 3)) * 0.05
+    pa, pb = P.exp_coords(np.eye(2), a), P.exp_coords(np.eye(2), b)
+    reach = np.maximum(np.linalg.norm(a, axis=-1), np.linalg.norm(b, axis=-1))
+    bound = np.linalg.norm(a - b, axis=-1) * np.array([_chart_distortion(P, t) for t in reach])
+    assert np.all(P.dist(pa, pb) <= bound * (1 + 1e-9))
+    assert np.any(P.dist(pa, pb) > np.linalg.norm(a - b, axis=-1))  # the factor is needed
