@@ -50,9 +50,8 @@ class KNGMechanism(Mechanism):
         The public ball's radius ``r`` (``0 < r < r*``); the data lie in ``B_r(m0)``.
     statistic : {"mean", "median"}, default "mean"
         Release a private Fréchet mean (the 2022 paper's KNG, ``Delta = 2r(2 - H)/n``)
-        or a private Fréchet median (``Delta = 2/n``, robust to outliers; its exact
-        sampler is rejection from the uniform law on the ball, efficient only while
-        ``4/(n eps)`` is not small against ``r``: docs/exact.md).
+        or a private Fréchet median (``Delta = 2/n``, robust to outliers; exact
+        sampler: rejection from a piecewise-uniform envelope, docs/exact.md).
 
     Examples
     --------

@@ -530,16 +530,31 @@ def median_grad_norms(M, xs, data):
     return M.norm(xs, u)
 
 
-def _turn_rate(rho, kappa_min):
-    """``c(rho)``: an upper bound of the Hessian of ``rho(., x_i)`` at distance ``rho``
-    (Hessian comparison with the lower curvature bound; ``1/rho`` for ``kappa_min >= 0``)."""
+def _turn_rate(rho_lo, rho_hi, kappa_min, kappa_max):
+    """An upper bound of ``|Hess rho(., x_i)|`` where ``rho_lo <= rho <= rho_hi``.
+
+    Hessian comparison: ``ct(kappa_max, rho) P <= Hess rho <= ct(kappa_min, rho) P``
+    (``P`` the projection orthogonal to the geodesic, ``ct(k, rho) = sqrt(k) cot(sqrt(k)
+    rho)``, ``1/rho`` at ``k = 0``, ``sqrt|k| coth(sqrt|k| rho)`` for ``k < 0``). The
+    upper side is at most ``1/rho`` for ``kappa_min >= 0``; the lower side is negative
+    only beyond ``pi/(2 sqrt(kappa_max))``, and at the conjugate radius ``pi/sqrt(kappa_max)``
+    no bound exists (``inf``).
+    """
     if kappa_min >= 0:
-        return 1.0 / rho
-    k = np.sqrt(-kappa_min)
-    return k / np.tanh(k * rho)
+        upper = 1.0 / rho_lo
+    else:
+        k = np.sqrt(-kappa_min)
+        upper = k / np.tanh(k * rho_lo)
+    if kappa_max <= 0:
+        return upper
+    k = np.sqrt(kappa_max)
+    a = np.minimum(k * rho_hi, np.pi)
+    with np.errstate(divide="ignore"):
+        lower = np.where(a < np.pi, -k / np.tan(np.where(a < np.pi, a, 1.0)), np.inf)
+    return np.maximum(upper, np.where(k * rho_hi > 0.5 * np.pi, lower, 0.0))
 
 
-def _cell_block(M, xs, block, w, delta, kappa_min):
+def _cell_block(M, xs, block, w, delta, kappas):
     """Per point: the unit sum ``u`` and the turn budget of :func:`median_cell_bounds`."""
     xb = xs.reshape((len(xs), 1, *M.point_shape))
     logs = M.log(xb, block[None])
@@ -550,35 +565,37 @@ def _cell_block(M, xs, block, w, delta, kappa_min):
     nz = rho > zero_distance(M)  # as in median_terms: a record at x_j counts 0
     units = np.einsum("mb,mb...->m...", np.where(nz, w / np.where(nz, rho, 1.0), 0.0), logs)
     # a far record's unit vector turns at most delta * c(rho - delta); a near one by 2
-    rate = _turn_rate(np.where(far, safe - d, 1.0), kappa_min)
+    rate = _turn_rate(np.where(far, safe - d, 1.0), np.where(far, safe + d, 1.0), *kappas)
     turn = np.where(far, w * np.minimum(2.0, d * rate), 2.0 * w)
     return units, turn.sum(axis=1)
 
 
-def _cell_rows(M, xs, data, inv_n, delta, kappa_min, validate=False):
+def _cell_rows(M, xs, data, inv_n, delta, kappas, validate=False):
     rows = _rows_per_block(M.point_shape, len(xs))
     u, t = np.zeros(xs.shape), np.zeros(len(xs))
     for s in range(0, len(data), rows):
         b = M.validate(data[s : s + rows]) if validate else data[s : s + rows]
-        ub, tb = _cell_block(M, xs, b, np.full(len(b), inv_n), delta, kappa_min)
+        ub, tb = _cell_block(M, xs, b, np.full(len(b), inv_n), delta, kappas)
         u += ub
         t += tb
     return u, t
 
 
-def _cell_chunk(block, index, offset, M, xs, inv_n, delta, kappa_min, validate):
-    return _cell_rows(M, xs, np.asarray(block), inv_n, delta, kappa_min, validate)
+def _cell_chunk(block, index, offset, M, xs, inv_n, delta, kappas, validate):
+    return _cell_rows(M, xs, np.asarray(block), inv_n, delta, kappas, validate)
 
 
 def median_cell_bounds(M, xs, data, delta):
     r"""Lower bounds of the median's gradient norm on geodesic balls ``B_delta(x_j)``: one pass.
 
     For ``y`` with ``rho(x_j, y) <= delta_j``, with ``u_i = log(x_i)/rho_i`` and
-    ``c(rho)`` an upper bound of the Hessian of ``rho(., x_i)`` (``1/rho`` when the
-    curvature is ``>= 0``, ``sqrt|k| coth(sqrt|k| rho)`` for a lower bound ``k < 0``):
+    ``c`` a bound of the Hessian of ``rho(., x_i)`` in operator norm at distances
+    ``rho(x_j, x_i) ± delta_j`` (Hessian comparison with both curvature bounds:
+    ``1/rho`` when the curvature is ``>= 0`` and ``rho < pi/(2 sqrt(kappa_max))``,
+    ``sqrt|k| coth(sqrt|k| rho)`` for a lower bound ``k < 0``):
 
     .. math:: \|\nabla F(y)\| \ge \|\nabla F(x_j)\| - \frac1n \sum_i
-              \min\big(2,\ \delta_j\, c(\rho(x_j, x_i) - \delta_j)\big),
+              \min\big(2,\ \delta_j\, c_{ij}\big),
 
     with 2 for records within ``delta_j``. Why: along the geodesic from ``x_j`` to
     ``y`` the norm of ``U = (1/n) sum_i u_i`` falls no faster than
@@ -615,18 +632,18 @@ def median_cell_bounds(M, xs, data, delta):
     xs = np.asarray(xs, dtype=float)
     delta = np.asarray(delta, dtype=float)
     n = n_rows(data)
-    kappa_min = float(M.curvature_bounds[0])
+    kappas = tuple(float(k) for k in M.curvature_bounds)
     _PASSES[0] += 1
     if is_dask(data):
         raw = _raw_of(data)
         data = _point_chunks(data if raw is None else raw, M.point_shape)
         parts = _run_pass(
-            data, _cell_chunk, "median envelope", M, xs, 1.0 / n, delta, kappa_min, raw is not None
+            data, _cell_chunk, "median envelope", M, xs, 1.0 / n, delta, kappas, raw is not None
         )
         u = np.sum([p[0] for p in parts], axis=0)
         t = np.sum([p[1] for p in parts], axis=0)
     else:
-        u, t = _cell_rows(M, xs, data, 1.0 / n, delta, kappa_min)
+        u, t = _cell_rows(M, xs, data, 1.0 / n, delta, kappas)
     return M.norm(xs, u) - t, t
 
 
