@@ -930,8 +930,10 @@ class _MedianCells:
     def build(cls, M, data, sigma, domain):
         d, r, m0 = M.dim, domain.radius, domain.center
         n = reductions.n_rows(data)
-        budget = max(4 * _CELLS_FIRST**d, _CELL_LOG_MAPS // max(n, 1))
-        g = _CELLS_FIRST
+        budget = max(256, _CELL_LOG_MAPS // max(n, 1))
+        # 8 boxes per axis where the budget allows; in high dimension fewer (at worst
+        # one box: the cube around the ball, a valid but loose envelope)
+        g = max(1, min(_CELLS_FIRST, int(np.floor(budget ** (1.0 / d) + 1e-9))))
         side = 2.0 * r / g
         axes = -r + side * (np.arange(g) + 0.5)
         a = np.stack(np.meshgrid(*([axes] * d), indexing="ij"), -1).reshape(-1, d)
