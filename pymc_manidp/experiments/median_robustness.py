@@ -38,7 +38,7 @@ SETTINGS = {
         "epsilon": 1.0,
         "n_grid": (50, 200),
         "contamination": (0.0, 0.10),
-        "replicates": 20,
+        "replicates": 10,
     },
 }
 SPACES = ("S2", "SPD(2)", "Kendall(4)")
@@ -116,7 +116,8 @@ def median_robustness(
     Parameters
     ----------
     quick : bool
-        Two sample sizes, clean and 10% contaminated, 20 replicates.
+        Two sample sizes, clean and 10% contaminated, 10 replicates (the docs
+        build runs it for the gallery).
     replicates : int, optional
         Replicates per cell (default 500).
     out : path, optional
