@@ -20,6 +20,8 @@ _PUBLIC = {
     "DomainError": "pymc_manidp.stats",
     "FrechetResult": "pymc_manidp.stats",
     "frechet_mean": "pymc_manidp.stats",
+    "MedianResult": "pymc_manidp.stats",
+    "frechet_median": "pymc_manidp.stats",
     "ManifoldLaplace": "pymc_manidp.laws",
     "KNG": "pymc_manidp.laws",
     "ManifoldUniform": "pymc_manidp.laws",

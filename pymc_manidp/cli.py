@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "experiment",
         help="laplace2021_sensitivity, laplace2021_fig1, kng2022_fig1, kng2022_shapes, "
-        "theorems, or all",
+        "theorems, median_robustness, or all",
     )
     p.add_argument("--quick", action="store_true", help="scaled-down settings (minutes)")
     p.add_argument("--replicates", type=int, default=None, help="replicates per sample size (>= 2)")

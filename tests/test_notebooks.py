@@ -201,6 +201,18 @@ def check_budget(ns):
     assert ns["basic"] == 4.0 and ns["optimal"] < 3.0
 
 
+def check_median(ns):
+    # an exact release of the median, inside the ball, with its own Delta = 2/n
+    assert ns["delta"] == 0.0 and ns["mechanism"] == "KNG-median"
+    assert ns["rel_dist"] <= ns["radius"]
+    assert ns["sensitivity"] == pytest.approx(2.0 / ns["n"])
+    assert ns["sigma_median"] == pytest.approx(4.0 / ns["n"])
+    # contamination moves the private mean more than the private median
+    err = ns["error_km"]
+    assert err[("10% at the edge", "KNG median")] < err[("10% at the edge", "KNG mean")]
+    assert err[("10% at the edge", "KNG mean")] > err[("clean", "KNG mean")]
+
+
 #: notebook -> (expressions evaluated in its kernel after the last cell, checks)
 CHECKS = {
     "01_sphere_mean_direction.ipynb": (
@@ -300,6 +312,19 @@ CHECKS = {
             "optimal": "optimal.spent.epsilon",
         },
         check_budget,
+    ),
+    "07_private_median.ipynb": (
+        {
+            "delta": "rel_median.delta",
+            "mechanism": "rel_median.mechanism",
+            "rel_dist": "float(S.dist(center, rel_median.value))",
+            "radius": "radius",
+            "sensitivity": "rel_median.sensitivity",
+            "sigma_median": "kng_median.sigma(n)",
+            "n": "n",
+            "error_km": "dict(error_km)",
+        },
+        check_median,
     ),
 }
 

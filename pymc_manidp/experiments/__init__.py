@@ -18,7 +18,9 @@ paper's statements next to ours) into ``out/<name>/``.
   private means from KNG and the landmark-wise Laplace with and without alignment,
   and their smoothed versions);
 - ``theorems``: 2021 Thm 3 / 2022 Thm 3 (E ρ² against n, d and ε) and 2021 Thm 4 (the
-  D/d inflation of an ambient mechanism).
+  D/d inflation of an ambient mechanism);
+- ``median_robustness``: beyond the papers (issue 24), the private Fréchet median (KNG)
+  against the private means under contamination on S², SPD(2) and Kendall shapes.
 
 Command line: ``pymc-manidp reproduce <name|all> [--quick] [--replicates N] [--out DIR]
 [--seed S] [--scheduler ADDRESS]``.
@@ -38,6 +40,7 @@ from pymc_manidp.experiments import (
     kng2022_shapes,
     laplace2021_fig1,
     laplace2021_sensitivity,
+    median_robustness,
     theorems,
 )
 from pymc_manidp.experiments._common import cluster
@@ -52,6 +55,7 @@ EXPERIMENTS = {
     "kng2022_fig1": kng2022_fig1.kng2022_fig1,
     "kng2022_shapes": kng2022_shapes.kng2022_shapes,
     "theorems": theorems.theorems,
+    "median_robustness": median_robustness.median_robustness,
 }
 
 

@@ -358,6 +358,22 @@ def _theorems(res):
     return out + _source("theorems", summary)
 
 
+def _median(res):
+    table, summary = res
+    n = max(table.n)
+    t = table[table.n == n]
+    methods = sorted(set(t.method))
+    rows = []
+    for (space, p), g in t.groupby(["space", "contamination"], sort=False):
+        cells = {
+            m: f"{v:.4f} ± {2 * e:.4f}" for m, v, e in zip(g.method, g["mean"], g.se, strict=True)
+        }
+        rows.append((space, f"{100 * p:g}%", *(cells.get(m, "") for m in methods)))
+    out = f"Mean geodesic error against the clean Fréchet mean, ± 2 SE, n = {n}:\n\n"
+    out += _md(["space", "at the edge", *methods], rows)
+    return out + _source("median_robustness", summary)
+
+
 def _settings(results):
     rows = []
     for name in ("laplace2021_fig1", "kng2022_fig1", "theorems", "kng2022_shapes"):
@@ -384,6 +400,7 @@ RENDERERS = {
     "kng2022_fig1": _fig2022,
     "kng2022_shapes": _shapes,
     "theorems": _theorems,
+    "median_robustness": _median,
 }
 
 

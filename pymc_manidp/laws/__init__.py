@@ -14,6 +14,7 @@ from pymc_manidp.laws.distributions import (
     kng_logp,
     laplace_log_normalizer,
     laplace_logp,
+    pt_median_gradient_norm,
 )
 from pymc_manidp.laws.exact import (
     ExactDraws,
@@ -23,6 +24,7 @@ from pymc_manidp.laws.exact import (
     kng_envelope_slope,
     laplace_coords,
     sample_kng,
+    sample_kng_median,
     sample_laplace,
 )
 from pymc_manidp.laws.inference import noise_aware_model
@@ -44,6 +46,8 @@ __all__ = [
     "laplace_log_normalizer",
     "laplace_logp",
     "noise_aware_model",
+    "pt_median_gradient_norm",
     "sample_kng",
+    "sample_kng_median",
     "sample_laplace",
 ]

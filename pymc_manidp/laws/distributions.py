@@ -52,6 +52,7 @@ from pymc_manidp.laws.normalizers import has_laplace_normalizer, laplace_log_nor
 __all__ = [
     "KNG",
     "KNGRV",
+    "STATISTICS",
     "ManifoldLaplace",
     "ManifoldLaplaceRV",
     "ManifoldUniform",
@@ -59,7 +60,11 @@ __all__ = [
     "kng_logp",
     "laplace_log_normalizer",
     "laplace_logp",
+    "pt_median_gradient_norm",
 ]
+
+#: the statistics KNG releases: the Fréchet mean's gradient or the Fréchet median's
+STATISTICS: tuple[str, ...] = ("mean", "median")
 
 
 # --- helpers --------------------------------------------------------------------------
@@ -233,10 +238,77 @@ def laplace_logp(manifold, value, footpoint, sigma, domain=None, normalized=True
     return _restrict(logp, manifold, value, domain)
 
 
-def kng_logp(manifold, value, data, sigma, domain):
+def _check_statistic(statistic) -> str:
+    if statistic not in STATISTICS:
+        raise ValueError(
+            f"statistic must be one of {', '.join(map(repr, STATISTICS))}, got {statistic!r}"
+        )
+    return statistic
+
+
+#: records closer than this to the point (in the manifold's length unit) have their
+#: unit vector shrunk smoothly to 0: a finite gradient for NUTS (see pt_median_gradient_norm)
+MEDIAN_SMOOTHING = 1e-10
+
+
+def pt_median_gradient_norm(manifold, x, data):
+    r"""``|grad F(x)|`` of the Fréchet median's objective, as a tensor (KNG's median norm).
+
+    .. math:: \Big\|\frac1n \sum_{i=1}^n
+              \frac{\log_x(x_i)}{\sqrt{\|\log_x(x_i)\|_x^2 + s^2}}\Big\|_x,
+              \qquad s = 10^{-10} R,
+
+    by the manifold's ``pt_log`` and ``pt_inner`` (``n`` logarithms at ``x``). The
+    exact unit vector ``log/|log|`` has no value at a record and a gradient ``~1/ρ``
+    near one; with ``s`` it is smooth, equal to the exact one to ``s²/2ρ²`` relative
+    for ``ρ >> s``, and 0 at the record (as in the NumPy density). The density then
+    changes only within ``~s`` of the records, a set of negligible volume, and its
+    gradient stays finite, though it is steep (``~1/(nσρ)``) close to each record:
+    NUTS may take small steps or diverge there (the diagnostics gate sees it).
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold of the points.
+    x : tensor, shape ``(..., *point_shape)``
+        Where the norm is evaluated.
+    data : tensor, shape ``(n, *point_shape)``
+        The records.
+
+    Returns
+    -------
+    TensorVariable
+        Shape ``(...)``, values in ``[0, 1]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> E = pmd.Euclidean(dim=2)
+    >>> data = np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]])
+    >>> round(float(pt_median_gradient_norm(E, np.zeros(2), data).eval()), 6)  # |(2, 1)|/3
+    0.745356
+    """
+    x = pt.as_tensor_variable(x)
+    data = pt.as_tensor_variable(data)
+    nd = len(manifold.point_shape)
+    n = data.shape[0]
+    xb = pt.expand_dims(x, -nd - 1)
+    xb = pt.broadcast_to(xb, (*[x.shape[i] for i in range(x.ndim - nd)], n, *manifold.point_shape))
+    logs = manifold.pt_log(xb, data)
+    scale = float(getattr(manifold, "radius", 1.0)) * MEDIAN_SMOOTHING
+    norms = pt.sqrt(manifold.pt_inner(xb, logs, logs) + scale**2)  # (..., n)
+    units = logs / pt.shape_padright(norms, nd)
+    return manifold.pt_norm(x, pt.sum(units, axis=-nd - 1)) / n
+
+
+def kng_logp(manifold, value, data, sigma, domain, statistic="mean"):
     r"""Unnormalized log-density of KNG w.r.t. the Riemannian volume, on ``B_r(m0)``.
 
     .. math:: \log f(x) = -\Big\|\sum_{i=1}^n \log_x(x_i)\Big\|_x \big/ (\sigma n)
+              \quad\text{(mean)}, \qquad
+              \log f(x) = -\Big\|\frac1n\sum_{i=1}^n
+              \frac{\log_x(x_i)}{\rho(x, x_i)}\Big\|_x \big/ \sigma \quad\text{(median)}.
 
     Parameters
     ----------
@@ -250,6 +322,9 @@ def kng_logp(manifold, value, data, sigma, domain):
         The scale ``sigma > 0``.
     domain : DataDomain or None
         The public ball ``B_r(m0)`` (``-inf`` outside); ``None``: the whole chart.
+    statistic : {"mean", "median"}
+        The gradient whose norm the density penalizes: the Fréchet mean's or the
+        Fréchet median's (:func:`pt_median_gradient_norm`).
 
     Returns
     -------
@@ -264,10 +339,15 @@ def kng_logp(manifold, value, data, sigma, domain):
     >>> data = np.array([[1.0, 0.0], [3.0, 0.0]])
     >>> float(kng_logp(E, np.zeros(2), data, 0.5, None).eval())
     -4.0
+    >>> float(kng_logp(E, np.zeros(2), data, 0.5, None, statistic="median").eval())
+    -2.0
     """
     value = pt.as_tensor_variable(value)
-    n = pt.as_tensor_variable(data).shape[0]
-    logp = -manifold.pt_frechet_gradient_norm(value, data) / (sigma * n)
+    if _check_statistic(statistic) == "median":
+        logp = -pt_median_gradient_norm(manifold, value, data) / sigma
+    else:
+        n = pt.as_tensor_variable(data).shape[0]
+        logp = -manifold.pt_frechet_gradient_norm(value, data) / (sigma * n)
     return _restrict(logp, manifold, value, domain)
 
 
@@ -325,9 +405,15 @@ class ManifoldLaplaceRV(_ManifoldRV):
 
 
 class KNGRV(_ManifoldRV):
-    """``data, sigma -> point``; draws: :func:`pymc_manidp.laws.exact.sample_kng`."""
+    """``data, sigma -> point``; draws: :func:`pymc_manidp.laws.exact.sample_kng` (mean)
+    or :func:`pymc_manidp.laws.exact.sample_kng_median` (median)."""
 
+    __props__ = (*_ManifoldRV.__props__, "statistic")
     _law = "KNG"
+
+    def __init__(self, manifold, domain=None, statistic="mean", **kwargs):
+        self.statistic = _check_statistic(statistic)
+        super().__init__(manifold, domain, **kwargs)
 
     @staticmethod
     def _signature(manifold):
@@ -335,13 +421,14 @@ class KNGRV(_ManifoldRV):
         return f"(n,{core}),()->({core})"
 
     def rng_fn(self, rng, data, sigma, size):
-        from pymc_manidp.laws.exact import sample_kng
+        from pymc_manidp.laws.exact import sample_kng, sample_kng_median
 
         M = self.manifold
         nd = len(M.point_shape)
+        sampler = sample_kng_median if self.statistic == "median" else sample_kng
 
         def draw(x, s, m):
-            return sample_kng(M, x, float(s), m, rng, domain=self.domain).points
+            return sampler(M, x, float(s), m, rng, domain=self.domain).points
 
         return _draw_batched([data, sigma], [nd + 1, 0], size, M.point_shape, draw)
 
@@ -548,9 +635,17 @@ class KNG(Continuous):
     .. math:: f(x) \propto \exp\Big(-\Big\|\sum_{i=1}^n \log_x(x_i)\Big\|_x / (\sigma n)\Big),
               \quad x \in B_r(m_0),
 
-    unnormalized (the normalizer depends on the data): ``data`` and ``sigma`` must be
+    for the Fréchet mean (``statistic="mean"``); for the Fréchet median
+    (``statistic="median"``) the gradient of ``F(x) = (1/n) sum_i rho(x, x_i)``:
+
+    .. math:: f(x) \propto \exp\Big(-\Big\|\frac1n\sum_{i=1}^n
+              \frac{\log_x(x_i)}{\rho(x, x_i)}\Big\|_x \Big/ \sigma\Big),
+              \quad x \in B_r(m_0).
+
+    Unnormalized (the normalizer depends on the data): ``data`` and ``sigma`` must be
     constants or ``pm.Data`` (new data without rebuilding the model), not random
-    variables. Draws are exact (:func:`~pymc_manidp.laws.exact.sample_kng`).
+    variables. Draws are exact (:func:`~pymc_manidp.laws.exact.sample_kng`,
+    :func:`~pymc_manidp.laws.exact.sample_kng_median`).
 
     Parameters
     ----------
@@ -568,6 +663,8 @@ class KNG(Continuous):
         on the whole chart, with no exact draws: the mechanisms sample it so and keep
         the draws inside the ball (the law conditioned on it), which spares NUTS the
         density's wall at the ball's edge.
+    statistic : {"mean", "median"}, default "mean"
+        Whose gradient the density penalizes (:func:`kng_logp`).
     **kwargs
         As for any PyMC distribution.
 
@@ -580,19 +677,30 @@ class KNG(Continuous):
     >>> data = S.exp_coords([0.0, 0.0, 1.0], np.full((5, 2), 0.1))
     >>> pm.draw(KNG.dist(S, data, 0.1, dom, size=2), random_seed=0).shape
     (2, 3)
+    >>> pm.draw(KNG.dist(S, data, 0.5, dom, statistic="median"), random_seed=0).shape
+    (3,)
     """
 
     rv_type = KNGRV
 
     @classmethod
-    def rv_op(cls, data, sigma, *, manifold, domain, size=None, rng=None):
-        return KNGRV(manifold, domain)(data, sigma, size=size, rng=rng)
+    def rv_op(cls, data, sigma, *, manifold, domain, statistic="mean", size=None, rng=None):
+        return KNGRV(manifold, domain, statistic)(data, sigma, size=size, rng=rng)
 
-    def __new__(cls, name, manifold, data, sigma, domain, **kwargs):
-        return super().__new__(cls, name, manifold, data, sigma, domain, **kwargs)
+    def __new__(cls, name, manifold, data, sigma, domain, *, statistic="mean", **kwargs):
+        return super().__new__(
+            cls, name, manifold, data, sigma, domain, statistic=statistic, **kwargs
+        )
 
     @classmethod
-    def dist(cls, manifold, data, sigma, domain, **kwargs):
+    def dist(cls, manifold, data, sigma, domain, *, statistic="mean", **kwargs):
+        if _check_statistic(statistic) == "median" and domain is None:
+            if not np.isfinite(manifold.log_volume):
+                raise ValueError(
+                    "KNG on the median has a density >= e^{-1/sigma} everywhere (its "
+                    f"gradient norm is at most 1), so without the public ball it is improper "
+                    f"on {manifold}, which has infinite volume: pass domain=DataDomain(...)"
+                )
         if domain is not None and domain.manifold != manifold:
             raise ValueError("domain is defined on a different manifold")
         if domain is not None and _is_constant(data):
@@ -606,13 +714,15 @@ class KNG(Continuous):
                     f"KNG is unnormalized (its normalizer depends on the data and sigma), so "
                     f"its {what} must be a constant or pm.Data, not a random variable"
                 )
-        return super().dist([data, sigma], manifold=manifold, domain=domain, **kwargs)
+        return super().dist(
+            [data, sigma], manifold=manifold, domain=domain, statistic=statistic, **kwargs
+        )
 
 
 @_logprob.register(KNGRV)
 def _kng_logprob(op, values, rng, size, data, sigma, **kwargs):
     (value,) = values
-    logp = kng_logp(op.manifold, value, data, sigma, op.domain)
+    logp = kng_logp(op.manifold, value, data, sigma, op.domain, op.statistic)
     if _is_constant(data) or op.domain is None:
         return check_parameters(logp, *_sigma_conditions(sigma), msg="sigma > 0")
     dom = op.domain
@@ -626,11 +736,15 @@ def _kng_logprob(op, values, rng, size, data, sigma, **kwargs):
 
 
 def _kng_center(op, data):
+    """The density's mode for constant data: the Fréchet mean or median (the chart's origin)."""
     from pymc_manidp.stats.frechet import frechet_mean
+    from pymc_manidp.stats.median import frechet_median
 
     values = _value_of(data)
     if values is None or values.ndim != len(op.manifold.point_shape) + 1:
         return None
+    if op.statistic == "median":
+        return frechet_median(op.manifold, values).median
     return frechet_mean(op.manifold, values).mean
 
 

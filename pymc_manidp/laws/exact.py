@@ -76,6 +76,7 @@ __all__ = [
     "knorm_noise",
     "laplace_coords",
     "sample_kng",
+    "sample_kng_median",
     "sample_laplace",
     "spd_edge_constant",
 ]
@@ -895,3 +896,238 @@ def _kng_explain(env, stats) -> str:
             "ball. Use an MCMC sampler, or raise max_attempts."
         )
     return _REMEDY
+
+
+# --- KNG on the Fréchet median -------------------------------------------------------------
+#: cells of the median envelope: the first grid per axis, and the budget of gradient
+#: evaluations (cells x records) its refinement may spend
+_CELLS_FIRST = 8
+_CELL_LOG_MAPS = 5_000_000
+
+
+def _chart_distortion(M, radius):
+    """Bound on ``rho(exp_m0 a, exp_m0 b) / |a - b|`` for ``|a|, |b| <= radius``.
+
+    Rauch's comparison: the differential of ``exp`` is at most 1 in norm where the
+    curvature is ``>= 0``, at most ``sinh(k t)/(k t)`` (``k = sqrt(-kappa_min)``) at
+    radius ``t`` otherwise; a segment's image is then at most that much longer.
+    """
+    kappa = M.curvature_bounds[0]
+    if kappa >= 0:
+        return 1.0
+    a = np.sqrt(-kappa) * radius
+    return float(np.sinh(a) / a) if a > 0 else 1.0
+
+
+@dataclass
+class _MedianCells:
+    """The median envelope: boxes in normal coordinates at ``m0`` (centers ``a``,
+    sides ``h``), a lower bound ``L`` of ``|grad F|`` on each (geodesic radius
+    ``delta`` from its center) and the log weights ``log(h^d) - L/sigma``."""
+
+    a: np.ndarray
+    h: np.ndarray
+    L: np.ndarray
+    log_w: np.ndarray
+
+    @classmethod
+    def build(cls, M, data, sigma, domain):
+        d, r, m0 = M.dim, domain.radius, domain.center
+        n = reductions.n_rows(data)
+        budget = max(256, _CELL_LOG_MAPS // max(n, 1))
+        # 8 boxes per axis where the budget allows; in high dimension fewer (at worst
+        # one box: the cube around the ball, a valid but loose envelope)
+        g = max(1, min(_CELLS_FIRST, int(np.floor(budget ** (1.0 / d) + 1e-9))))
+        side = 2.0 * r / g
+        axes = -r + side * (np.arange(g) + 0.5)
+        a = np.stack(np.meshgrid(*([axes] * d), indexing="ij"), -1).reshape(-1, d)
+        h = np.full(len(a), side)
+        a, h = cls._inside(a, h, r)
+        L, slack = cls._bounds(M, data, m0, a, h, r)
+        while len(a) < budget:
+            log_w = d * np.log(h) - L / sigma
+            share = np.exp(log_w - special.logsumexp(log_w))
+            # split the cells that carry mass and whose bound is loose against sigma
+            split = (share > 0.25 / len(a)) & (slack > 0.5 * sigma)
+            if not split.any() or len(a) + split.sum() * (2**d - 1) > budget:
+                break
+            offs = np.stack(
+                np.meshgrid(*([np.array([-0.25, 0.25])] * d), indexing="ij"), -1
+            ).reshape(-1, d)
+            kids_a = (a[split][:, None, :] + offs[None] * h[split][:, None, None]).reshape(-1, d)
+            kids_h = np.repeat(h[split] / 2.0, 2**d)
+            kids_a, kids_h = cls._inside(kids_a, kids_h, r)
+            kids_L, kids_slack = cls._bounds(M, data, m0, kids_a, kids_h, r)
+            keep = ~split
+            a = np.concatenate([a[keep], kids_a])
+            h = np.concatenate([h[keep], kids_h])
+            L = np.concatenate([L[keep], kids_L])
+            slack = np.concatenate([slack[keep], kids_slack])
+        return cls(a, h, L, d * np.log(h) - L / sigma)
+
+    @staticmethod
+    def _inside(a, h, r):
+        """Drop the boxes that miss the coordinate ball of radius r."""
+        half = 0.5 * h[:, None]
+        nearest = np.maximum(np.abs(a) - half, 0.0)
+        keep = np.linalg.norm(nearest, axis=-1) < r
+        return a[keep], h[keep]
+
+    @staticmethod
+    def _bounds(M, data, m0, a, h, r):
+        """``L`` and its slack on each box: the box lies in the geodesic ball of radius
+        ``delta`` (half its diagonal, times the chart's distortion) around its center."""
+        d = M.dim
+        half_diag = 0.5 * h * np.sqrt(d)
+        reach = np.linalg.norm(a, axis=-1) + half_diag
+        delta = half_diag * np.array([_chart_distortion(M, t) for t in reach])
+        delta = delta * (1 + 1e-9) + 1e-15 * r  # the rounding of rho and exp
+        centers = M.validate(M.exp_coords(np.broadcast_to(m0, (len(a), *m0.shape)), a))
+        out_L, out_s = [], []
+        step = max(
+            1, _KNG_BATCH_LOG_MAPS // (reductions.n_rows(data) * int(np.prod(M.point_shape)))
+        )
+        for s in range(0, len(a), step):
+            L, slack = reductions.median_cell_bounds(
+                M, centers[s : s + step], data, delta[s : s + step]
+            )
+            out_L.append(L)
+            out_s.append(slack)
+        # a few ulps of the computed norms: rounding cannot push a ratio above 1
+        return np.concatenate(out_L) - 1e-12, np.concatenate(out_s)
+
+
+def _median_explain(sigma, domain, stats) -> str:
+    rate = stats["kng_ratio_rate_num"] / max(stats["volume_accepted"], 1)
+    return (
+        f"Cause: KNG's median density exp(-|grad F|/sigma) accepted only {rate:.2g} of "
+        f"the envelope's proposals: sigma = {sigma:.3g} is small against the ball's radius "
+        f"{domain.radius:.3g} for the envelope's cells (their budget caps how finely it "
+        "follows the law, docs/exact.md). Use sampler='nuts', or raise max_attempts."
+    )
+
+
+def sample_kng_median(
+    M,
+    data,
+    sigma,
+    size,
+    rng=None,
+    *,
+    domain,
+    max_attempts=DEFAULT_MAX_ATTEMPTS,
+) -> ExactDraws:
+    r"""Exact draws of KNG on the Fréchet median, restricted to the public ball.
+
+    .. math:: f(x \mid D) \propto \exp\{-\|\nabla F(x)\|_x/\sigma\}, \qquad
+              \nabla F(x) = -\frac1n \sum_i \frac{\log_x(x_i)}{\rho(x, x_i)},
+              \quad x \in B_r(m_0).
+
+    By rejection from a piecewise-uniform envelope on boxes in normal coordinates at
+    ``m0`` (docs/exact.md): on each box a lower bound ``L_k`` of ``|grad F|``
+    (:func:`~pymc_manidp.stats.reductions.median_cell_bounds`, from the box's
+    geodesic radius and the Hessian comparison), boxes refined where the bound is
+    loose and the mass large. A box is chosen with probability ``∝ vol(box)
+    e^{-L_k/σ}``, a point ``c`` uniformly in it (kept if ``|c| <= r``), and
+    accepted with probability
+
+    .. math:: J(c)\, e^{-G r} \cdot e^{-(\|\nabla F(x)\| - L_k)/\sigma} \le 1,
+
+    ``J`` the exp chart's volume density and ``G = M.log_volume_growth`` (``J <=
+    e^{G|c|}``). A proposal that violates a bound raises :class:`ExactSamplingError`
+    (a failed premise: nothing is released).
+
+    Parameters
+    ----------
+    M : Manifold
+        The manifold of the data, with an exact sampler (``M.exact_sampling``).
+    data : array or dask.array.Array, shape ``(n, *point_shape)``
+        Records, all inside ``domain`` (checked); a Dask array is read in passes.
+    sigma : float
+        KNG's scale (``2Δ/ε = 4/(nε)``).
+    size : int
+        Number of draws.
+    rng : Generator, int or None
+        Random source (a ``numpy.random.Generator`` or a seed).
+    domain : DataDomain
+        The public ball ``B_r(m0)``.
+    max_attempts : int
+        Cap on proposals per draw.
+
+    Returns
+    -------
+    ExactDraws
+        ``info`` holds ``acceptance_rate``, the volume step's and the KNG ratio's
+        rates and the number of boxes.
+
+    Raises
+    ------
+    ExactSamplingError
+        The cap was hit (the message names the cause), or a bound failed.
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> S = pmd.Sphere(dim=2)
+    >>> dom = pmd.DataDomain(S, [0.0, 0.0, 1.0], 0.3)
+    >>> data = S.exp_coords([0.0, 0.0, 1.0], np.random.default_rng(0).normal(size=(20, 2)) * 0.1)
+    >>> sample_kng_median(S, data, 0.2, 50, rng=1, domain=dom).points.shape
+    (50, 3)
+    """
+    _check_exact_manifold(M)
+    if domain is None:
+        raise ValueError("KNG's law lives on the public ball: pass domain=DataDomain(...)")
+    domain = _check_domain(M, domain)
+    sigma = check_sigma(sigma)
+    size = _check_size(size)
+    max_attempts = _check_max_attempts(max_attempts)
+    data = domain.check(data)
+    rng = as_generator(rng)
+    d, r = M.dim, domain.radius
+    growth = M.log_volume_growth  # log J(c) <= G |c| <= G r on the ball
+    m0 = domain.center
+    cells = _MedianCells.build(M, data, sigma, domain)
+    prob = np.exp(cells.log_w - special.logsumexp(cells.log_w))
+    stats = {"proposals": 0, "volume_accepted": 0, "kng_ratio_rate_num": 0}
+    what = f"KNG's median sampler on {M}"
+
+    def propose(m):
+        k = rng.choice(len(prob), size=m, p=prob)
+        c = cells.a[k] + cells.h[k][:, None] * (rng.random((m, d)) - 0.5)
+        keep = np.linalg.norm(c, axis=-1) <= r
+        keep &= rng.random(m) < np.exp(M.log_volume_density(c) - growth * r)
+        x = _proposal_points(M, m0, c, what)
+        keep &= domain.distances(x) <= r  # rounding only: exp_{m0}(c) is in the ball
+        idx = np.flatnonzero(keep)
+        stats["proposals"] += m
+        stats["volume_accepted"] += len(idx)
+        if len(idx):
+            g = reductions.median_grad_norms(M, x[idx], data)
+            log_ratio = -(g - cells.L[k[idx]]) / sigma
+            if np.any(log_ratio > 0):
+                raise ExactSamplingError(
+                    "a proposal violated the median envelope's bound by "
+                    f"{float(log_ratio.max() * sigma):.3g}: a premise (data in the ball, "
+                    "r < r*) failed at working precision, so nothing is released"
+                )
+            keep[idx] = rng.random(len(idx)) < np.exp(log_ratio)
+            stats["kng_ratio_rate_num"] += int(keep[idx].sum())
+        return x, keep
+
+    batch_cap, min_batch = _kng_batches(M, data)
+    pts, proposed = _rejection(
+        propose,
+        size,
+        max_attempts,
+        what,
+        batch_cap=batch_cap,
+        min_batch=min_batch,
+        explain=lambda: _median_explain(sigma, domain, stats),
+    )
+    info = {
+        "acceptance_rate": size / proposed,
+        "volume_rate": stats["volume_accepted"] / max(stats["proposals"], 1),
+        "kng_ratio_rate": stats["kng_ratio_rate_num"] / max(stats["volume_accepted"], 1),
+        "envelope_cells": len(cells.a),
+    }
+    return ExactDraws(pts, proposed, info)

@@ -67,7 +67,9 @@ def polar_data(manifold, mode, sigma, inputs=None) -> dict:
     return values
 
 
-def polar_model(manifold, mode, sigma, law, *, inputs, law_kwargs=None, name="release"):
+def polar_model(
+    manifold, mode, sigma, law, *, inputs, law_kwargs=None, name="release", domain=None
+):
     """Build the ``pm.Model`` of a law from its PyMC distribution.
 
     Parameters
@@ -92,6 +94,11 @@ def polar_model(manifold, mode, sigma, law, *, inputs, law_kwargs=None, name="re
         Further keyword arguments of ``law`` (e.g. ``normalized=False``).
     name : str
         Name of the manifold-valued variable.
+    domain : DataDomain, optional
+        Cap the chart's radius at the edge of this ball (``PolarChart``'s ``domain``;
+        the mode must lie inside it): for a law that must stay on the ball because
+        it is not normalizable beyond it (KNG on the median). Needs the manifold's
+        ``pt_ball_exit``.
 
     Returns
     -------
@@ -108,7 +115,7 @@ def polar_model(manifold, mode, sigma, law, *, inputs, law_kwargs=None, name="re
     with pm.Model(coords=coords, check_bounds=False) as model:
         v = {key: pm.Data(key, val) for key, val in values.items()}
         frame = {key[len("chart_") :]: t for key, t in v.items() if key.startswith("chart_")}
-        chart = PolarChart(manifold, frame, scale=v["scale"])
+        chart = PolarChart(manifold, frame, scale=v["scale"], domain=domain)
         # PyMC rewrites the logp in a FunctionGraph whose inputs are the roots of the
         # variable's own graph; the chart's pm.Data must be among them, or replacing
         # the value by the transform fails (MissingInputError). A zero-weight term

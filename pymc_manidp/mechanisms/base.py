@@ -108,6 +108,9 @@ class Mechanism:
         The law's distribution for MCMC (``mcmc.polar_model`` calls it with the
         ``pm.Data`` of :meth:`mcmc_inputs` and σ, and ``mcmc_law_kwargs``); None: the
         mechanism has an exact sampler only.
+    mcmc_chart_on_ball : bool
+        Whether the MCMC chart is capped at the public ball's edge (a law that is not
+        normalizable, or mixes badly, beyond the ball: KNG on the median).
     value_on_manifold : bool
         Whether the released value is a point of the manifold (validated when
         recorded) rather than an ambient value.
@@ -122,6 +125,7 @@ class Mechanism:
     footpoint_free_normalizer = False
     mcmc_law = None
     mcmc_law_kwargs: ClassVar[dict] = {}
+    mcmc_chart_on_ball = False
     value_on_manifold = True
     release_notes: tuple[str, ...] = ()
     last_sampler_info: dict | None = None
@@ -246,6 +250,7 @@ class Mechanism:
             self.mcmc_law,
             inputs=inputs,
             law_kwargs=self.mcmc_law_kwargs,
+            domain=self.domain if self.mcmc_chart_on_ball else None,
         )
 
     def model(self, data, *, clip=False):

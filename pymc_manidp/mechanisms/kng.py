@@ -1,10 +1,22 @@
 r"""The K-norm gradient mechanism, KNG (Soto, Bharath, Reimherr & Slavković, 2022).
 
+For the Fréchet mean (``statistic="mean"``, the paper's):
+
 .. math:: f(x \mid D) \propto \exp\Big\{-\Big\|\sum_{i=1}^n \log_x(x_i)\Big\|_x
           \big/ (\sigma n)\Big\},\quad x \in B_r(m_0),
 
 with gradient sensitivity ``Delta = 2r(2 - H)/n`` (Thm 2) and ``sigma = 2 Delta/eps``:
 the normalizing constant depends on the data, so the factor 2 of Thm 1 is needed.
+
+For the Fréchet median (``statistic="median"``, issue 24; KNG's construction for any
+objective with a gradient of bounded sensitivity, 2022 Section 3):
+
+.. math:: f(x \mid D) \propto \exp\Big\{-\Big\|\frac1n\sum_{i=1}^n
+          \frac{\log_x(x_i)}{\rho(x, x_i)}\Big\|_x \Big/ \sigma\Big\},
+          \quad x \in B_r(m_0),
+
+a mean of unit vectors: ``Delta = 2/n`` on every manifold and ``sigma = 2 Delta/eps =
+4/(n eps)`` (docs/mechanisms.md).
 """
 
 from __future__ import annotations
@@ -14,15 +26,17 @@ from typing import ClassVar
 import numpy as np
 
 from pymc_manidp.laws import exact
-from pymc_manidp.laws.distributions import KNG
-from pymc_manidp.mechanisms.base import Mechanism
+from pymc_manidp.laws.distributions import KNG, STATISTICS
+from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
+from pymc_manidp.stats import reductions
 from pymc_manidp.stats.frechet import frechet_mean
+from pymc_manidp.stats.median import frechet_median
 
 __all__ = ["KNGMechanism"]
 
 
 class KNGMechanism(Mechanism):
-    """Release a private mean with the K-norm gradient mechanism (restricted to the ball).
+    """Release a private mean or median with the K-norm gradient mechanism (on the ball).
 
     Parameters
     ----------
@@ -34,6 +48,10 @@ class KNGMechanism(Mechanism):
         The public ball's center ``m0``, chosen without looking at the data.
     radius : float
         The public ball's radius ``r`` (``0 < r < r*``); the data lie in ``B_r(m0)``.
+    statistic : {"mean", "median"}, default "mean"
+        Release a private Fréchet mean (the 2022 paper's KNG, ``Delta = 2r(2 - H)/n``)
+        or a private Fréchet median (``Delta = 2/n``, robust to outliers; exact
+        sampler: rejection from a piecewise-uniform envelope, docs/exact.md).
 
     Examples
     --------
@@ -43,6 +61,10 @@ class KNGMechanism(Mechanism):
     ...                         radius=np.pi / 8)
     >>> round(mech.sigma(100), 6)  # 2 * (pi/4)(2 - pi/4)/100
     0.019079
+    >>> med = pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=1.0, center=[0, 0, 1.0],
+    ...                        radius=np.pi / 8, statistic="median")
+    >>> med.name, med.sigma(100)  # 2 * (2/100) / 1
+    ('KNG-median', 0.04)
     """
 
     name = "KNG"
@@ -52,8 +74,37 @@ class KNGMechanism(Mechanism):
     mcmc_law = KNG
     mcmc_law_kwargs: ClassVar[dict] = {"domain": None}
 
+    def __init__(self, manifold, *, epsilon, center, radius, statistic="mean"):
+        super().__init__(manifold, epsilon=epsilon, center=center, radius=radius)
+        if statistic not in STATISTICS:
+            raise ValueError(
+                f"statistic must be one of {', '.join(map(repr, STATISTICS))}, got {statistic!r}"
+            )
+        self.statistic = statistic
+        if statistic == "median":
+            # the instance's own: the Release names the statistic it privatizes
+            self.name = "KNG-median"
+            # the median's gradient norm is at most 1, so its density is at least
+            # e^{-1/sigma} everywhere: not normalizable beyond the ball on non-compact
+            # spaces and a flat plateau NUTS wanders on compact ones. The chart is
+            # capped at the ball's edge: it covers exactly the law's support
+            self.mcmc_law_kwargs = {"domain": self.domain, "statistic": "median"}
+            self.mcmc_chart_on_ball = True
+
+    @property
+    def samplers(self) -> tuple[str, ...]:
+        """The samplers on this manifold; the median's MCMC needs a chart capped at the
+        ball's edge (``manifold.pt_ball_exit``), without it only the exact sampler."""
+        out = super().samplers
+        if self.statistic == "median" and self.manifold.pt_ball_exit is None:
+            return tuple(s for s in out if s in EXACT_SAMPLERS)
+        return out
+
     def sensitivity(self, n: int) -> float:
-        """KNG's sensitivity for ``n`` records (``DataDomain.kng_sensitivity``)."""
+        """The gradient's sensitivity for ``n`` records: ``DataDomain.kng_sensitivity``
+        (mean) or ``DataDomain.median_sensitivity`` (median, ``2/n``)."""
+        if self.statistic == "median":
+            return self.domain.median_sensitivity(n)
         return self.domain.kng_sensitivity(n)
 
     def logp(self, x, data):
@@ -62,17 +113,39 @@ class KNGMechanism(Mechanism):
         x = self.manifold.validate(x)
         n = len(data)
         nshape = len(self.manifold.point_shape)
-        xb = np.expand_dims(x, -nshape - 1)
-        g = np.sum(self.manifold.log(xb, data), axis=-nshape - 1)
-        lp = -self.manifold.norm(x, g) / (self.sigma(n) * n)
+        if self.statistic == "median":
+            flat = x.reshape((-1, *self.manifold.point_shape))
+            g = reductions.median_grad_norms(self.manifold, flat, data).reshape(
+                x.shape[: x.ndim - nshape]
+            )
+            lp = -g / self.sigma(n)
+        else:
+            xb = np.expand_dims(x, -nshape - 1)
+            g = np.sum(self.manifold.log(xb, data), axis=-nshape - 1)
+            lp = -self.manifold.norm(x, g) / (self.sigma(n) * n)
         return np.where(self.domain.distances(x) <= self.domain.radius, lp, -np.inf)
 
     def mcmc_inputs(self, data):
-        """The data's Fréchet mean (the mode, the chart's origin) and the density's
-        input, the data, for checked data."""
+        """The data's Fréchet mean or median (the mode, the chart's origin) and the
+        density's input, the data, for checked data."""
         # the chart's origin is only a sampling device: its accuracy affects efficiency
+        if self.statistic == "median":
+            mode = frechet_median(self.manifold, data).median
+            # the capped chart needs its origin strictly inside the ball (a median on
+            # the boundary, e.g. all records at one boundary point, would have an edge
+            # at distance 0): pull it in along the geodesic from the center
+            dom, r = self.domain, self.domain.radius
+            d = float(dom.distances(mode))
+            if d > 0.999 * r:
+                v = self.manifold.log(dom.center, mode)
+                mode = self.manifold.validate(self.manifold.exp(dom.center, (0.999 * r / d) * v))
+            return mode, {"data": data}
         return frechet_mean(self.manifold, data).mean, {"data": data}
 
     def exact_draws(self, data, sigma, size, rng):
         """Exact draws for checked data (``ExactDraws``, with acceptance rates)."""
+        if self.statistic == "median":
+            return exact.sample_kng_median(
+                self.manifold, data, sigma, size, rng, domain=self.domain
+            )
         return exact.sample_kng(self.manifold, data, sigma, size, rng, domain=self.domain)

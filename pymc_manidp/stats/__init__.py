@@ -1,7 +1,8 @@
-"""Statistics layer: Fréchet means, sensitivity bounds and the public data domain."""
+"""Statistics layer: Fréchet means and medians, sensitivity bounds and the public data domain."""
 
 from pymc_manidp.stats.domain import DataDomain, DomainError
 from pymc_manidp.stats.frechet import ConvergenceWarning, FrechetResult, frechet_mean
+from pymc_manidp.stats.median import MedianResult, frechet_median
 from pymc_manidp.stats.sensitivity import (
     ambient_radius_spd,
     ambient_radius_sphere,
@@ -11,6 +12,7 @@ from pymc_manidp.stats.sensitivity import (
     empirical_sphere_log_spread,
     kng_sensitivity,
     laplace_sensitivity,
+    median_gradient_sensitivity,
 )
 
 # a deprecated alias of calibrated_sigma (it warns): still importable, no longer listed
@@ -21,6 +23,7 @@ __all__ = [
     "DataDomain",
     "DomainError",
     "FrechetResult",
+    "MedianResult",
     "ambient_radius_spd",
     "ambient_radius_sphere",
     "calibrated_sigma",
@@ -28,6 +31,8 @@ __all__ = [
     "curvature_factor_min",
     "empirical_sphere_log_spread",
     "frechet_mean",
+    "frechet_median",
     "kng_sensitivity",
     "laplace_sensitivity",
+    "median_gradient_sensitivity",
 ]

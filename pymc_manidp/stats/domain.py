@@ -220,3 +220,7 @@ class DataDomain:
     def kng_sensitivity(self, n: int) -> float:
         """KNG gradient sensitivity ``2r(2 - H)/n`` (no footpoint enters KNG's density)."""
         return sens.kng_sensitivity(self.manifold, n, self.radius)
+
+    def median_sensitivity(self, n: int) -> float:
+        """The Fréchet median's gradient sensitivity ``2/n`` (KNG on the median)."""
+        return sens.median_gradient_sensitivity(self.manifold, n, self.radius)

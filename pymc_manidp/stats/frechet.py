@@ -54,7 +54,8 @@ class FrechetResult:
     method: str
 
 
-def _weights(weights, n):
+def normalized_weights(weights, n):
+    """Weights ``(n,)`` checked and normalized to sum to one; None (equal weights) stays None."""
     if weights is None:
         return None  # equal weights, 1/n each (never materialized: n may be 10^10)
     w = np.asarray(weights, dtype=float)
@@ -63,6 +64,31 @@ def _weights(weights, n):
     if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
         raise ValueError("weights must be finite, non-negative and not all zero")
     return w / w.sum()
+
+
+def validated_data(manifold, data, what):
+    """``(data, summary, n)``: records validated (NumPy), lazily validated (Dask) or
+    already checked by ``DataDomain.check`` (then ``summary`` is its ``CheckSummary``).
+
+    ``what`` names the statistic in the error for empty data.
+    """
+    summary = reductions.checked_summary(data, manifold=manifold)
+    if summary is not None:
+        pass  # validated by DataDomain.check
+    elif reductions.is_dask(data):
+        # validated chunk by chunk inside each pass (DataDomain.check names bad rows)
+        data = reductions.lazy_validate(manifold, data)
+    else:
+        data = manifold.validate(data)
+    if data.ndim != len(manifold.point_shape) + 1:
+        raise ValueError(
+            f"data must have shape (n, {', '.join(map(str, manifold.point_shape))}), "
+            f"got {data.shape}"
+        )
+    n = reductions.n_rows(data)
+    if n == 0:
+        raise ValueError(f"data is empty: {what} needs at least one point")
+    return data, summary, n
 
 
 def _grad(M, x, data, w):
@@ -129,23 +155,8 @@ def frechet_mean(
     """
     if method not in ("gradient", "supplement"):
         raise ValueError(f"method must be 'gradient' or 'supplement', got {method!r}")
-    summary = reductions.checked_summary(data, manifold=manifold)
-    if summary is not None:
-        pass  # validated by DataDomain.check
-    elif reductions.is_dask(data):
-        # validated chunk by chunk inside each pass (DataDomain.check names bad rows)
-        data = reductions.lazy_validate(manifold, data)
-    else:
-        data = manifold.validate(data)
-    if data.ndim != len(manifold.point_shape) + 1:
-        raise ValueError(
-            f"data must have shape (n, {', '.join(map(str, manifold.point_shape))}), "
-            f"got {data.shape}"
-        )
-    n = reductions.n_rows(data)
-    if n == 0:
-        raise ValueError("data is empty: the Fréchet mean needs at least one point")
-    w = _weights(weights, n)
+    data, summary, n = validated_data(manifold, data, "the Fréchet mean")
+    w = normalized_weights(weights, n)
     max_iter = check_positive_int(max_iter, "max_iter")
     tol = check_positive_real(tol, "tol")
     if atol < 0 or not np.isfinite(atol):
@@ -173,7 +184,7 @@ def frechet_mean(
         first = (g0, float(manifold.norm(summary.center, g0)), summary.center_energy)
         return _gradient_descent(manifold, data, w, summary.center, tol, atol, max_iter, first)
     if init is None:
-        x = _extrinsic_start(manifold, data, w, summary)
+        x = extrinsic_start(manifold, data, w, summary)
     else:
         x = manifold.validate(init)
     return _gradient_descent(manifold, data, w, x, tol, atol, max_iter)
@@ -200,7 +211,7 @@ def _closed_form(M, data, w, summary=None):
     return None
 
 
-def _extrinsic_start(M, data, w, summary=None):
+def extrinsic_start(M, data, w, summary=None):
     """A cheap start close to the mean: saves a few Karcher steps (each an eigh per point).
 
     The manifold's ``ambient_mean_start`` of the weighted mean of the embedding

@@ -10,7 +10,9 @@ Curvature factors (``H`` is ``h(r, kappa)`` of the 2021 paper and
 and 1 otherwise. Sensitivities for data in ``B_r(m0)`` with ``r < r*``:
 
 - Laplace on the Fréchet mean (2021, Thm 2): ``Delta = 2r(2 - H) / (n H)``;
-- KNG gradient (2022, Thm 2): ``Delta = 2r(2 - H) / n``.
+- KNG gradient (2022, Thm 2): ``Delta = 2r(2 - H) / n``;
+- KNG on the Fréchet median's gradient, a mean of unit vectors: ``Delta = 2/n``, with
+  no curvature factor (:func:`median_gradient_sensitivity`).
 
 The scale σ (2021, Thm 1; :func:`calibrated_sigma`): ``sigma = 2 Delta / eps`` in
 general; ``sigma = Delta / eps`` only when the normalizing constant of the density
@@ -37,6 +39,7 @@ __all__ = [
     "empirical_sphere_log_spread",
     "kng_sensitivity",
     "laplace_sensitivity",
+    "median_gradient_sensitivity",
     "rate",
 ]
 
@@ -189,6 +192,48 @@ def kng_sensitivity(manifold, n: int, r: float) -> float:
     r = _check_radius(manifold, r)
     h = curvature_factor(r, manifold.curvature_bounds[1])
     return 2.0 * r * (2.0 - h) / n
+
+
+def median_gradient_sensitivity(manifold, n: int, r: float) -> float:
+    r"""Sensitivity of the Fréchet median's gradient (KNG on the median).
+
+    .. math:: \nabla F(x) = -\frac1n \sum_{i=1}^n \frac{\log_x(x_i)}{\rho(x, x_i)},
+              \qquad \Delta = \sup_x \|\nabla F_D(x) - \nabla F_{D'}(x)\|_x = \frac2n
+
+    for datasets ``D, D'`` of ``n`` records that differ in one (replace-one, ``n``
+    public): the two unit vectors that differ are at most 2 apart, at every ``x``, on
+    every manifold (no curvature factor; a record at ``x`` contributes 0, so 1 apart).
+    The radius still has to be below ``r*``: then every ``log_x(x_i)`` is defined on
+    the ball and the median's objective is convex there (docs/mechanisms.md).
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The space; its ``max_radius`` is checked.
+    n : int
+        Number of records (public).
+    r : float
+        Radius of the public data ball ``B_r(m0)``; must be below ``manifold.max_radius``.
+
+    Returns
+    -------
+    float
+        ``Delta = 2/n``.
+
+    Raises
+    ------
+    ValueError
+        If ``r >= r*`` or ``n < 1``.
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> median_gradient_sensitivity(pmd.Sphere(dim=2), n=10, r=0.5)
+    0.2
+    """
+    n = check_positive_int(n, "n")
+    _check_radius(manifold, r)
+    return 2.0 / n
 
 
 def calibrated_sigma(

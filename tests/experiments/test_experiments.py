@@ -185,6 +185,7 @@ def test_registry_and_unknown_names():
         "kng2022_fig1",
         "kng2022_shapes",
         "theorems",
+        "median_robustness",
     }
     with pytest.raises(ValueError, match="unknown experiment"):
         run("fig9", out=None)
@@ -313,3 +314,16 @@ def test_report_renders_the_2022_orderings():
     kng = table[(table.space == "S2") & (table.method == kng2022_fig1.KNG) & (table.n == 10)]
     assert f"{10 * kng['mean'].iloc[0]:.3f}" in block
     assert block.count(" < ") >= 4 and kng2022_fig1.PROJECTED_PAPER in block
+
+
+def test_median_robustness_replicate_contaminates_and_scores_every_mechanism():
+    from pymc_manidp.experiments import median_robustness as mr
+
+    ss = child_seeds(1, 0, count=1)[0]
+    rows = mr._chunk("S2", 50, 0.1, 1.0, [(0, ss)])
+    assert [r["method"] for r in rows] == [mr.LAPLACE, mr.KNG_MEAN, mr.KNG_MEDIAN]
+    assert all(np.isfinite(r["dist"]) and 0 <= r["dist"] <= 2 * np.pi / 8 for r in rows)
+    M, _, mechs, outlier = mr._setup("S2", 1.0)
+    # the outlier cluster sits at the ball's edge, in the ball
+    assert 0.99 * np.pi / 8 < float(M.dist(outlier, mechs[mr.LAPLACE].domain.center)) < np.pi / 8
+    assert mechs[mr.KNG_MEDIAN].statistic == "median"

@@ -39,6 +39,7 @@ from pymc_manidp.privacy.audit.neighbours import (
     pairs_bytes,
 )
 from pymc_manidp.stats.frechet import frechet_mean
+from pymc_manidp.stats.median import frechet_median
 
 __all__ = [
     "MIN_RESOLUTION",
@@ -232,16 +233,55 @@ def _sup_loss(a, b, za, zb, probes=None):
     return float(diff[node]), node
 
 
-def _means(M, pair):
-    """The Fréchet means of both datasets (None where the iteration did not converge)."""
+def _is_median(mech) -> bool:
+    """Whether the mechanism privatizes the Fréchet median (KNG's ``statistic``)."""
+    return getattr(mech, "statistic", "mean") == "median"
+
+
+def _means(M, pair, median=False):
+    """The densities' modes: both datasets' Fréchet means, or medians for a median
+    mechanism (None where the iteration did not converge)."""
     out = []
     for d in (pair.data, pair.neighbour):
-        res = frechet_mean(M, d)
-        out.append(M.validate(res.mean) if res.converged else None)
+        if median:
+            res = frechet_median(M, d)
+            out.append(M.validate(res.median) if res.converged else None)
+        else:
+            res = frechet_mean(M, d)
+            out.append(M.validate(res.mean) if res.converged else None)
     return out
 
 
-def _probes(M, domain, pair, means, restricted):
+#: distance of the ring probes from each record, relative to the ball's radius
+_RING = 1e-6
+
+
+def _record_rings(M, records, radius):
+    """Points a hair's breadth from each record, in ``2d`` axis and ``2d(d-1)`` diagonal
+    directions of its frame.
+
+    The median's gradient norm ``|(1/n) sum_i u_i|`` is discontinuous at a record: the
+    record's unit vector ``u_k`` takes every direction around it, so the density's
+    limit there depends on the direction of approach, and a grid node is never close
+    enough to see all of them. These probes do.
+    """
+    d = M.dim
+    eye = np.eye(d)
+    dirs = [eye, -eye]
+    for a in range(d):
+        for b in range(a + 1, d):
+            for sa in (1.0, -1.0):
+                for sb in (1.0, -1.0):
+                    v = np.zeros(d)
+                    v[a], v[b] = sa, sb
+                    dirs.append(v[None] / np.sqrt(2.0))
+    coords = _RING * radius * np.concatenate(dirs)  # (k, d)
+    k = len(coords)
+    base = np.repeat(records, k, axis=0)
+    return M.exp_coords(base, np.tile(coords, (len(records), 1)))
+
+
+def _probes(M, domain, pair, means, restricted, median=False):
     """Points where the log ratio tends to peak, off the grid.
 
     Both mechanisms' log densities have kinks at their modes (the Fréchet means),
@@ -250,18 +290,31 @@ def _probes(M, domain, pair, means, restricted):
     ``|g_D| = 0``). A grid misses a kink by up to half a node spacing. A restricted
     law vanishes outside the public ball, so its probes stay inside (outside, KNG's
     gradient would meet the data's cut locus when the ball is nearly as large as r*).
+
+    For the median (``median=True``) the modes are the Fréchet medians, and two more
+    families: the geodesic between the changed record and its replacement (where
+    their unit vectors are opposite, so the gradients differ by the full ``2/n``),
+    and rings around every record of both datasets (:func:`_record_rings`: the
+    density is discontinuous at each record).
     """
     radius = domain.radius
     pts = [pair.data[pair.index], pair.neighbour[pair.index]]
     means = [m for m in means if m is not None]
     pts += means
+    shape = (-1,) + (1,) * len(M.point_shape)
     if len(means) == 2:
         v = M.log(means[0], means[1])
         length = float(M.norm(means[0], v))
         if length > 0:
             s = np.linspace(-2.0 * radius, 2.0 * radius, 81) / length
-            shape = (-1,) + (1,) * len(M.point_shape)
             pts += list(M.exp(means[0], s.reshape(shape) * v))
+    if median:
+        a, b = pair.data[pair.index], pair.neighbour[pair.index]
+        s = np.linspace(0.0, 1.0, 81)[1:-1]
+        pts += list(M.exp(a, s.reshape(shape) * M.log(a, b)))
+        pts += list(
+            _record_rings(M, np.concatenate([pair.data, pair.neighbour[[pair.index]]]), radius)
+        )
     pts = M.validate(np.stack(pts))
     if restricted:
         pts = pts[domain.distances(pts) <= radius]
@@ -388,8 +441,9 @@ class _Evaluator:
     def loss(self, pair):
         """``(loss, point)``: the supremum over grid nodes and probes, and where it is."""
         M, mech = self.M, self.mech
-        means = _means(M, pair)
-        probes = _probes(M, mech.domain, pair, means, self.restricted)
+        median = _is_median(mech)
+        means = _means(M, pair, median)
+        probes = _probes(M, mech.domain, pair, means, self.restricted, median)
         extra = (self.logp(probes, pair.data), self.logp(probes, pair.neighbour))
         if self.restricted:
             pts, lw = self.grid
