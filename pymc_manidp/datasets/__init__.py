@@ -1,4 +1,5 @@
-"""Data: the 2021 supplement's generators and small real datasets (cells, cities).
+"""Data: the 2021 supplement's generators and small real datasets (cells, cities, the
+exception tree).
 
 Licences and attribution of the packaged files: ``data/LICENSES.md``.
 """
@@ -11,6 +12,11 @@ from pymc_manidp.datasets.cities import (
     load_cities,
     unit_to_latlon,
 )
+from pymc_manidp.datasets.exception_tree import (
+    EXCEPTION_TREE_EDGE,
+    ExceptionTree,
+    load_exception_tree,
+)
 from pymc_manidp.datasets.generators import (
     as_generator,
     sphere_cap,
@@ -20,12 +26,15 @@ from pymc_manidp.datasets.generators import (
 
 __all__ = [
     "ATTRIBUTION",
+    "EXCEPTION_TREE_EDGE",
     "Cells",
     "Cities",
+    "ExceptionTree",
     "as_generator",
     "latlon_to_unit",
     "load_cells",
     "load_cities",
+    "load_exception_tree",
     "resample_closed",
     "sphere_cap",
     "uniform_radius_ball",
