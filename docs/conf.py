@@ -191,6 +191,7 @@ else:
 API_PACKAGES = [
     "pymc_manidp.rng",
     "pymc_manidp.geometry",
+    "pymc_manidp.geometry.hyperbolic",  # until the registry exports Hyperbolic (issue 23)
     "pymc_manidp.stats",
     "pymc_manidp.stats.reductions",
     "pymc_manidp.laws",

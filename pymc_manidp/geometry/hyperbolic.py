@@ -70,6 +70,7 @@ def minkowski_inner(u, v):
     Returns
     -------
     ndarray, shape ``(...)``
+        The products (``-1`` for a point of the hyperboloid with itself).
 
     Examples
     --------
@@ -189,7 +190,7 @@ def to_poincare(points):
     Parameters
     ----------
     points : array_like, shape ``(..., d+1)``
-        Points on the hyperboloid (checked by :meth:`Hyperbolic.validate`).
+        Points on the hyperboloid (checked by ``Hyperbolic.validate``).
 
     Returns
     -------
@@ -213,6 +214,19 @@ def poincare_dist(p, q):
 
     .. math:: \rho(p, q) = \operatorname{arccosh}\Big(1 + \frac{2|p - q|^2}
               {(1 - |p|^2)(1 - |q|^2)}\Big).
+
+    Accurate away from the unit sphere; for far-out points convert with
+    :func:`from_poincare` and use ``Hyperbolic.dist``.
+
+    Parameters
+    ----------
+    p, q : array_like, shape ``(..., d)``
+        Points of the open unit ball (broadcast).
+
+    Returns
+    -------
+    ndarray, shape ``(...)``
+        The geodesic distances.
 
     Examples
     --------
