@@ -105,7 +105,7 @@ def _gap(x, y):
 
 
 def hyperbolic_dist(x, y):
-    """``2 asinh(sqrt(q) / 2)``, ``q = <y - x, y - x>_L`` (:func:`_gap`), shape ``(...)``."""
+    """``2 asinh(sqrt(q) / 2)``, ``q = <y - x, y - x>_L`` (``_gap``), shape ``(...)``."""
     q, _ = _gap(np.asarray(x, float), np.asarray(y, float))
     return 2.0 * np.arcsinh(0.5 * np.sqrt(q))
 
@@ -300,7 +300,7 @@ def _pt_minkowski(u, v):
 
 
 def _pt_gap(x, y):
-    """:func:`_gap` as tensors: ``(q, w)``, the route picked per point (both are
+    """``_gap`` as tensors: ``(q, w)``, the route picked per point (both are
     smooth, so the switch keeps the gradient finite)."""
     w = y - x
     by_difference = pt.le(pt.sum(w * w, axis=-1), 4.0 * x[..., 0] * y[..., 0])
@@ -518,7 +518,7 @@ class Hyperbolic(ManifoldBase):
 
     def frechet_gradient(self, x, data, weights):
         """Mean log and energy in one pass: ``rho`` and the log map share
-        ``q = <w, w>_L`` and ``w = x_i - x`` (:func:`hyperbolic_log`)."""
+        ``q = <w, w>_L`` and ``w = x_i - x`` (as ``log`` does)."""
         x = np.asarray(x, float)
         q, w = _gap(x, np.asarray(data, float))
         rho = 2.0 * np.arcsinh(0.5 * np.sqrt(q))
