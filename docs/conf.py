@@ -191,7 +191,9 @@ else:
 API_PACKAGES = [
     "pymc_manidp.rng",
     "pymc_manidp.geometry",
+    # the manifolds' own pages: their module-level formulas and converters
     "pymc_manidp.geometry.rotations",
+    "pymc_manidp.geometry.hyperbolic",
     "pymc_manidp.stats",
     "pymc_manidp.stats.reductions",
     "pymc_manidp.laws",

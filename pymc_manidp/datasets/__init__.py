@@ -1,5 +1,5 @@
 """Data: the 2021 supplement's generators and small real datasets (cells, cities,
-sensor orientations).
+sensor orientations, the exception tree).
 
 Licences and attribution of the packaged files: ``data/LICENSES.md``.
 """
@@ -11,6 +11,11 @@ from pymc_manidp.datasets.cities import (
     latlon_to_unit,
     load_cities,
     unit_to_latlon,
+)
+from pymc_manidp.datasets.exception_tree import (
+    EXCEPTION_TREE_EDGE,
+    ExceptionTree,
+    load_exception_tree,
 )
 from pymc_manidp.datasets.generators import (
     as_generator,
@@ -26,14 +31,17 @@ from pymc_manidp.datasets.orientations import (
 
 __all__ = [
     "ATTRIBUTION",
+    "EXCEPTION_TREE_EDGE",
     "ORIENTATIONS_ATTRIBUTION",
     "Cells",
     "Cities",
+    "ExceptionTree",
     "Orientations",
     "as_generator",
     "latlon_to_unit",
     "load_cells",
     "load_cities",
+    "load_exception_tree",
     "load_orientations",
     "resample_closed",
     "sphere_cap",

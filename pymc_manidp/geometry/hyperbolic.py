@@ -70,6 +70,7 @@ def minkowski_inner(u, v):
     Returns
     -------
     ndarray, shape ``(...)``
+        The products (``-1`` for a point of the hyperboloid with itself).
 
     Examples
     --------
@@ -104,7 +105,7 @@ def _gap(x, y):
 
 
 def hyperbolic_dist(x, y):
-    """``2 asinh(sqrt(q) / 2)``, ``q = <y - x, y - x>_L`` (:func:`_gap`), shape ``(...)``."""
+    """``2 asinh(sqrt(q) / 2)``, ``q = <y - x, y - x>_L`` (``_gap``), shape ``(...)``."""
     q, _ = _gap(np.asarray(x, float), np.asarray(y, float))
     return 2.0 * np.arcsinh(0.5 * np.sqrt(q))
 
@@ -189,7 +190,7 @@ def to_poincare(points):
     Parameters
     ----------
     points : array_like, shape ``(..., d+1)``
-        Points on the hyperboloid (checked by :meth:`Hyperbolic.validate`).
+        Points on the hyperboloid (checked by ``Hyperbolic.validate``).
 
     Returns
     -------
@@ -213,6 +214,19 @@ def poincare_dist(p, q):
 
     .. math:: \rho(p, q) = \operatorname{arccosh}\Big(1 + \frac{2|p - q|^2}
               {(1 - |p|^2)(1 - |q|^2)}\Big).
+
+    Accurate away from the unit sphere; for far-out points convert with
+    :func:`from_poincare` and use ``Hyperbolic.dist``.
+
+    Parameters
+    ----------
+    p, q : array_like, shape ``(..., d)``
+        Points of the open unit ball (broadcast).
+
+    Returns
+    -------
+    ndarray, shape ``(...)``
+        The geodesic distances.
 
     Examples
     --------
@@ -286,7 +300,7 @@ def _pt_minkowski(u, v):
 
 
 def _pt_gap(x, y):
-    """:func:`_gap` as tensors: ``(q, w)``, the route picked per point (both are
+    """``_gap`` as tensors: ``(q, w)``, the route picked per point (both are
     smooth, so the switch keeps the gradient finite)."""
     w = y - x
     by_difference = pt.le(pt.sum(w * w, axis=-1), 4.0 * x[..., 0] * y[..., 0])
@@ -504,7 +518,7 @@ class Hyperbolic(ManifoldBase):
 
     def frechet_gradient(self, x, data, weights):
         """Mean log and energy in one pass: ``rho`` and the log map share
-        ``q = <w, w>_L`` and ``w = x_i - x`` (:func:`hyperbolic_log`)."""
+        ``q = <w, w>_L`` and ``w = x_i - x`` (as ``log`` does)."""
         x = np.asarray(x, float)
         q, w = _gap(x, np.asarray(data, float))
         rho = 2.0 * np.arcsinh(0.5 * np.sqrt(q))
