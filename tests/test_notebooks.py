@@ -213,6 +213,28 @@ def check_median(ns):
     assert err[("10% at the edge", "KNG mean")] > err[("clean", "KNG mean")]
 
 
+def check_rotations_and_trees(ns):
+    # SO(3): H = r cot r, Laplace sigma = Delta/eps with Delta = 2r(2 - H)/(nH) (2021, Thm 2)
+    r, n, eps = ns["radius"], ns["n"], ns["epsilon"]
+    H = r / np.tan(r)
+    assert ns["sigma_lap"] == pytest.approx(2 * r * (2 - H) / (n * H) / eps, rel=1e-5)
+    assert ns["sigma_kng"] == pytest.approx(2 * 2 * r * (2 - H) / n / eps, rel=1e-5)
+    for R in ns["rot_values"]:
+        assert np.allclose(R.T @ R, np.eye(3), atol=1e-10) and np.linalg.det(R) > 0
+    assert ns["kng_angle"] <= r  # KNG lives on the public ball
+    # the error falls as epsilon grows (300 releases per epsilon, medians)
+    for err in ns["rot_curve"].values():
+        assert err[-1] < err[0] / 10
+    # hyperbolic plane: flat bounds, Delta = 2r/n, on the hyperboloid, KNG in the ball
+    rh, nh = ns["radius_h"], ns["n_h"]
+    assert ns["sigma_lap_h"] == pytest.approx(2 * rh / nh / eps, rel=1e-5)
+    assert ns["sigma_lap_h"] < 1.0  # the unrestricted law exists only below 1/(d - 1)
+    for v in ns["tree_values"]:
+        assert -(v[0] ** 2) + v[1] ** 2 + v[2] ** 2 == pytest.approx(-1.0) and v[0] > 0
+    assert ns["kng_dist_h"] <= rh
+    assert ns["deltas"] == [0.0, 0.0, 0.0, 0.0]
+
+
 #: notebook -> (expressions evaluated in its kernel after the last cell, checks)
 CHECKS = {
     "01_sphere_mean_direction.ipynb": (
@@ -312,6 +334,25 @@ CHECKS = {
             "optimal": "optimal.spent.epsilon",
         },
         check_budget,
+    ),
+    "06_rotations_and_trees.ipynb": (
+        {
+            "radius": "radius",
+            "n": "n",
+            "epsilon": "epsilon",
+            "sigma_lap": "rel_lap.sigma",
+            "sigma_kng": "rel_kng.sigma",
+            "rot_values": "[rel_lap.value, rel_kng.value]",
+            "kng_angle": "float(M.dist(center, rel_kng.value))",
+            "rot_curve": "dict(rot_curve)",
+            "radius_h": "radius_h",
+            "n_h": "len(y)",
+            "sigma_lap_h": "rel_lap_h.sigma",
+            "tree_values": "[rel_lap_h.value, rel_kng_h.value]",
+            "kng_dist_h": "float(Hb.dist(center_h, rel_kng_h.value))",
+            "deltas": "[r.delta for r in (rel_lap, rel_kng, rel_lap_h, rel_kng_h)]",
+        },
+        check_rotations_and_trees,
     ),
     "07_private_median.ipynb": (
         {
