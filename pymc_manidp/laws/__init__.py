@@ -25,7 +25,7 @@ from pymc_manidp.laws.exact import (
     sample_kng,
     sample_laplace,
 )
-from pymc_manidp.laws.inference import noise_aware_model
+from pymc_manidp.laws.inference import noise_aware_data, noise_aware_model
 
 __all__ = [
     "KNG",
@@ -43,6 +43,7 @@ __all__ = [
     "laplace_coords",
     "laplace_log_normalizer",
     "laplace_logp",
+    "noise_aware_data",
     "noise_aware_model",
     "sample_kng",
     "sample_laplace",

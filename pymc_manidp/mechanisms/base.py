@@ -456,5 +456,7 @@ class Mechanism:
             sampler=sampler,
             exact=sampler in EXACT_SAMPLERS,
             extra_notes=self.release_notes,
+            restricted=self.restricted,
+            domain=self.domain,
             **fields,
         )
