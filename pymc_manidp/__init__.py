@@ -27,6 +27,7 @@ _PUBLIC = {
     "ManifoldUniform": "pymc_manidp.laws",
     "noise_aware_data": "pymc_manidp.laws",
     "noise_aware_model": "pymc_manidp.laws",
+    "calibration_study": "pymc_manidp.mcmc",
     "Release": "pymc_manidp.privacy",
     "DiagnosticsError": "pymc_manidp.privacy",
     "LaplaceMechanism": "pymc_manidp.mechanisms",

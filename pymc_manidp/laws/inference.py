@@ -13,7 +13,7 @@ for the law on the whole space, a proper likelihood because ``Z`` does not depen
 
 for the law restricted to the public ball ``B_r(m0)`` (``x~`` in the ball), whose
 normalizer depends on ``eta``: it is computed in the graph by a fixed quadrature over the
-ball (:mod:`pymc_manidp.laws.restricted`; docs/architecture.md, math facts). Several
+ball (``pymc_manidp.laws.restricted``; docs/architecture.md, math facts). Several
 releases of the same data are independent given ``eta`` (each mechanism draws its own
 noise), so their likelihood is the product.
 

@@ -157,7 +157,7 @@ class Release:
         """What may be published: the value and its provenance, no data-dependent run.
 
         Besides the value, ε, δ, Δ, σ, ``n`` and how it was drawn, the record says
-        what the likelihood of the value needs (:func:`~pymc_manidp.noise_aware_model`):
+        what the likelihood of the value needs (:func:`~pymc_manidp.laws.noise_aware_model`):
         ``"manifold"`` (its ``repr``), ``"restricted"`` (whether the law lives on the
         public ball only) and ``"public_ball"`` (``center`` as nested lists,
         ``radius``; both public by the privacy rules). Each is ``None`` when unknown.
