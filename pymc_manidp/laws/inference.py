@@ -277,7 +277,7 @@ def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted
     Parameters
     ----------
     releases : Release, dict or list of them
-        What was published: ``Release.public()`` (or the :class:`~pymc_manidp.Release`,
+        What was published: ``Release.public()`` (or the :class:`~pymc_manidp.privacy.Release`,
         or the CLI's JSON document), with ``value``, ``mechanism`` (must be
         ``"manifold Laplace"``), ``sigma``, ``restricted`` and, when restricted,
         ``public_ball``; ``manifold`` is checked when present. A list: several releases

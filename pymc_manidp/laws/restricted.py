@@ -110,6 +110,7 @@ def ball_quadrature(manifold, center, radius, sigma, *, max_nodes=MAX_NODES):
     Returns
     -------
     BallQuadrature
+        The nodes and their log-weights.
 
     Examples
     --------

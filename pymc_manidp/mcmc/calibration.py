@@ -247,6 +247,8 @@ def calibration_study(
     Returns
     -------
     CalibrationResult
+        The ranks, their histogram and p-values, the coverage table, the divergences
+        per replicate and the truths.
 
     Examples
     --------
