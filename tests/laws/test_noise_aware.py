@@ -300,3 +300,31 @@ def test_three_releases_posterior_matches_the_product_quadrature():
     one = _grid_cdf(lambda e: log_post(e, 1), lambda e: S2.dist(xs[0], e))
     _, wrong, _ = mcmc_ks(d, one)
     assert wrong < ALPHA, wrong
+
+
+@pytest.mark.parametrize("d", [1, 3, 4])
+def test_ball_quadrature_in_any_dimension_against_closed_forms(d):
+    # flat R^d: vol(B_r) = pi^{d/2} r^d / Gamma(d/2 + 1), and at the center
+    # Z_B = vol(S^{d-1}) int_0^r e^{-t/sigma} t^{d-1} dt (a regularized gamma function)
+    from scipy import special
+
+    from pymc_manidp.laws.restricted import ball_quadrature, restricted_laplace_log_normalizer
+
+    E = pmd.Euclidean(dim=d)
+    r, sigma = 0.7, (0.2 if d <= 3 else 0.7)  # d = 4 at sigma = 0.2: 4 million nodes
+    q = ball_quadrature(E, np.zeros(d), r, sigma)
+    vol = np.pi ** (d / 2) * r**d / special.gamma(d / 2 + 1)
+    assert np.exp(np.logaddexp.reduce(q.log_weights)) == pytest.approx(vol, rel=1e-9)
+    sphere = 2 * np.pi ** (d / 2) / special.gamma(d / 2)
+    z_center = sphere * sigma**d * special.gamma(d) * special.gammainc(d, r / sigma)
+    got = restricted_laplace_log_normalizer(E, q, np.zeros(d), sigma).eval()
+    assert got == pytest.approx(np.log(z_center), abs=1e-8)
+
+
+def test_a_ball_too_fine_for_the_quadrature_is_refused_with_the_reason():
+    K = pmd.KendallShape(6)  # dimension 8
+    rec = _record(None, 0.05, True)
+    center = K.generic_point
+    rec.update(value=center, public_ball={"center": center, "radius": 0.3})
+    with pytest.raises(ValueError, match="quadrature nodes"):
+        pmd.noise_aware_model(rec, K)
