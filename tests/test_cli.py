@@ -105,6 +105,10 @@ def test_release_writes_public_json_with_provenance_and_never_the_seed(capsys, s
     mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.4)
     assert np.isclose(rel["sigma"], mech.sigma(200))  # the JSON states the true rate
     assert doc["public_ball"] == {"center": [0.0, 0.0, 1.0], "radius": 0.4}
+    # the release states what its likelihood needs, consistently with the document
+    assert rel["public_ball"] == doc["public_ball"] and rel["restricted"] is True
+    assert rel["restricted"] == doc["options"]["restrict"]
+    assert rel["manifold"] == doc["manifold"]["spec"]
     assert doc["provenance"]["source"] == "points.csv"
     assert doc["provenance"]["software"]["pymc-manidp"] == pmd.__version__
     text = json.dumps(doc)

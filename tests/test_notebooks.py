@@ -170,6 +170,15 @@ def check_noise_aware(ns):
     assert ns["median_post"] < ns["median_prior"]
     ranks = ns["ranks"]
     assert len(ranks) == 30 and np.all((0 <= ranks) & (ranks <= 100))
+    # two releases (one restricted to the ball of radius 0.3): a posterior in the ball,
+    # narrower than from one release
+    assert ns["divergences_both"] <= 5
+    assert ns["post_both_dist_max"] <= 0.3 + 1e-9
+    assert ns["spread"][1] < ns["spread"][0]
+    # the calibration study: 20 replicates, ranks among 2 x 50 draws, 4 levels x 3 coordinates
+    assert ns["study_ranks"].shape == (20, 3) and ns["study_n_draws"] == 100
+    assert np.all((0 <= ns["study_ranks"]) & (ns["study_ranks"] <= 100))
+    assert ns["study_coverage_shape"] == (4, 3)
 
 
 def check_mcmc_privacy(ns):
@@ -295,6 +304,12 @@ CHECKS = {
             "median_post": "float(np.median(d_post))",
             "median_prior": "float(np.median(d_prior))",
             "ranks": "np.asarray(ranks)",
+            "divergences_both": "int(idata_both.sample_stats['diverging'].sum())",
+            "post_both_dist_max": "float(S.dist(center, post_both).max())",
+            "spread": "(spread_one, spread_both)",
+            "study_ranks": "np.asarray(study.ranks)",
+            "study_n_draws": "study.n_draws",
+            "study_coverage_shape": "study.coverage.shape",
         },
         check_noise_aware,
     ),

@@ -27,7 +27,7 @@ from pymc_manidp.laws.exact import (
     sample_kng_median,
     sample_laplace,
 )
-from pymc_manidp.laws.inference import noise_aware_model
+from pymc_manidp.laws.inference import noise_aware_data, noise_aware_model
 
 __all__ = [
     "KNG",
@@ -45,6 +45,7 @@ __all__ = [
     "laplace_coords",
     "laplace_log_normalizer",
     "laplace_logp",
+    "noise_aware_data",
     "noise_aware_model",
     "pt_median_gradient_norm",
     "sample_kng",

@@ -8,6 +8,7 @@ which :func:`meeting_times` raises, is documented with the coupling estimate.
 """
 
 from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV, MCMC_MAX_SECONDS, check_mcmc_budget
+from pymc_manidp.mcmc.calibration import CalibrationResult, calibration_study
 from pymc_manidp.mcmc.kernels import (
     HMC,
     RWMH,
@@ -44,10 +45,12 @@ __all__ = [
     "RWMH",
     "SAMPLERS",
     "BatchTarget",
+    "CalibrationResult",
     "CompiledSampler",
     "MCMCSettings",
     "SamplerCache",
     "cache_dir",
+    "calibration_study",
     "check_mcmc_budget",
     "clear_cache",
     "compile_nutpie",

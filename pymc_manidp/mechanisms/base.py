@@ -551,6 +551,8 @@ class Mechanism:
             sampler=sampler,
             exact=sampler in EXACT_SAMPLERS,
             extra_notes=(*self.release_notes, *notes),
+            restricted=self.restricted,
+            domain=self.domain,
             **fields,
         )
 

@@ -104,6 +104,16 @@ class Release:
         **estimate** δ̂ (``privacy.coupling.coupled_release``), with its standard
         error. An estimate, not a proof, and computed from the data: for the curator
         only; ``delta`` stays ``None`` and :meth:`public` leaves it out.
+    restricted : bool or None
+        Whether the mechanism's law lives on the public ball only (KNG, the Laplace
+        with ``restrict=True``); ``None`` when the record's maker did not say. Public:
+        the likelihood of the value depends on it (issue 28).
+    center : ndarray or None
+        The public ball's center ``m0`` (shape ``point_shape``), a read-only copy.
+    radius : float or None
+        The public ball's radius ``r``.
+    manifold : str or None
+        The manifold released on, as its ``repr`` (e.g. ``"Sphere(dim=2, radius=1.0)"``).
     """
 
     value: np.ndarray
@@ -121,6 +131,11 @@ class Release:
     sampler_info: dict | None = None
     # issue 17: curator-side estimate of delta; never published (public() lists its keys)
     delta_estimate: dict | None = None
+    # issue 28: what a reader needs to write the value's likelihood (all public)
+    restricted: bool | None = None
+    center: np.ndarray | None = None
+    radius: float | None = None
+    manifold: str | None = None
 
     def __post_init__(self):
         # the record is immutable: a read-only copy, so neither the caller's array nor
@@ -128,6 +143,10 @@ class Release:
         value = np.array(self.value, dtype=float, copy=True)
         value.flags.writeable = False
         object.__setattr__(self, "value", value)
+        if self.center is not None:
+            center = np.array(self.center, dtype=float, copy=True)
+            center.flags.writeable = False
+            object.__setattr__(self, "center", center)
 
     @property
     def calibration(self) -> Calibration:
@@ -135,7 +154,18 @@ class Release:
         return Calibration(n=self.n, sensitivity=self.sensitivity, sigma=self.sigma)
 
     def public(self) -> dict:
-        """What may be published: the value and its provenance, no data-dependent run."""
+        """What may be published: the value and its provenance, no data-dependent run.
+
+        Besides the value, ε, δ, Δ, σ, ``n`` and how it was drawn, the record says
+        what the likelihood of the value needs (:func:`~pymc_manidp.laws.noise_aware_model`):
+        ``"manifold"`` (its ``repr``), ``"restricted"`` (whether the law lives on the
+        public ball only) and ``"public_ball"`` (``center`` as nested lists,
+        ``radius``; both public by the privacy rules). Each is ``None`` when unknown.
+        JSON-serializable.
+        """
+        ball = None
+        if self.center is not None and self.radius is not None:
+            ball = {"center": np.asarray(self.center).tolist(), "radius": float(self.radius)}
         return {
             "value": np.asarray(self.value).tolist(),
             "epsilon": self.epsilon,
@@ -148,6 +178,9 @@ class Release:
             "seed_policy": self.seed_policy,
             "opt_outs": list(self.opt_outs),
             "notes": list(self.notes),
+            "manifold": self.manifold,
+            "restricted": self.restricted,
+            "public_ball": ball,
         }
 
 
@@ -165,11 +198,15 @@ def build_release(
     sampler_info: dict | None = None,
     delta_estimate: dict | None = None,
     extra_notes: tuple = (),
+    restricted: bool | None = None,
+    domain=None,
 ) -> Release:
     """The one place a :class:`Release` is made: ``delta`` and the notes follow
     from whether the sampler is exact (``delta = 0``) or MCMC (``delta = None``);
     ``extra_notes`` come first (e.g. a baseline's own caveats). ``n``, Δ and σ come
-    from the release's ``calibration``.
+    from the release's ``calibration``; the manifold and the public ball from
+    ``domain`` (a ``DataDomain``), and ``restricted`` says whether the law lives on
+    that ball only.
 
     Examples
     --------
@@ -199,4 +236,8 @@ def build_release(
         notes=(*extra_notes, *(_EXACT_NOTES if exact else _MCMC_NOTES)),
         sampler_info=sampler_info,
         delta_estimate=delta_estimate,
+        restricted=None if restricted is None else bool(restricted),
+        center=None if domain is None else domain.center,
+        radius=None if domain is None else float(domain.radius),
+        manifold=None if domain is None else repr(domain.manifold),
     )

@@ -26,7 +26,7 @@ warnings.filterwarnings("ignore", message="Numba will use object mode")
 
 
 def _published(value, sigma):
-    return {"value": value, "mechanism": "manifold Laplace", "sigma": sigma}
+    return {"value": value, "mechanism": "manifold Laplace", "sigma": sigma, "restricted": False}
 
 
 def _posterior(model, draws, tune, chains, seed):
@@ -55,12 +55,13 @@ def test_uniform_prior_posterior_is_the_laplace_at_the_release():
     assert wrong < ALPHA
 
 
-def test_refuses_kng_and_restricted_releases():
+def test_refuses_kng_and_restricted_releases_without_their_ball():
+    # restricted releases with their ball: tests/laws/test_noise_aware.py
     rel = _published(np.array([0.0, 0.0, 1.0]), 0.1)
     with pytest.raises(ValueError, match="KNG"):
         pmd.noise_aware_model({**rel, "mechanism": "KNG"}, S2)
-    with pytest.raises(ValueError, match="restricted"):
-        pmd.noise_aware_model(rel, S2, restricted=True)
+    with pytest.raises(ValueError, match="restricted release's likelihood needs its public ball"):
+        pmd.noise_aware_model({**rel, "restricted": True}, S2)
 
 
 def test_user_prior_and_dims():
