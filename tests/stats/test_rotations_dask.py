@@ -44,6 +44,7 @@ def test_exact_release_over_dask_is_the_in_memory_law(cls):
         x_dask = mech.sample(lazy, size, random_seed=11)
         rel = mech.release(lazy, random_seed=5)
         assert rel.delta == 0.0 and rel.n == 6000 and rel.sampler == "exact"
+    assert seen, "no pass ran on the guarded scheduler: the data were read some other way"
     x_np = mech.sample(data, size, random_seed=12)
     ref = pmd.frechet_mean(M, data).mean
 
