@@ -244,8 +244,9 @@ class TVBound:
     def upper(self, z=2.0):
         """``min(1, raw + z * se)``: an approximate one-sided upper confidence limit.
 
-        Where no pair was late (``raw = 0``, so ``se = 0``), :func:`none_late_upper`
-        instead (about ``3/R``): ``R`` pairs cannot certify a TV of 0."""
+        Where no pair was late (``raw = 0``, so ``se = 0``),
+        :func:`~pymc_manidp.privacy.none_late_upper` instead (about ``3/R``): ``R``
+        pairs cannot certify a TV of 0."""
         floor = none_late_upper(self.meeting_times.size, z)
         return np.minimum(1.0, np.where(self.raw > 0, self.raw + z * self.se, floor))
 
@@ -394,7 +395,8 @@ class DeltaEstimate:
 
     def tv_upper(self, z=2.0) -> float:
         """``min(1, tv + z * tv_se)``; when every pair met in time (``tv = tv_se = 0``),
-        the upper limit :func:`none_late_upper` (about ``3/R``) instead of 0."""
+        the upper limit :func:`~pymc_manidp.privacy.none_late_upper` (about ``3/R``)
+        instead of 0."""
         if self.tv > 0 or self.tv_se > 0:
             return min(1.0, self.tv + z * self.tv_se)
         return none_late_upper(self.bound.meeting_times.size, z)
@@ -403,7 +405,7 @@ class DeltaEstimate:
         """``min(1, (1 + e^epsilon) * tv_upper(z))``: what a cautious curator would state.
 
         Never 0: with every one of ``R`` pairs met in time it is
-        ``(1 + e^epsilon)`` times about ``3/R`` (:func:`none_late_upper`)."""
+        ``(1 + e^epsilon)`` times about ``3/R`` (:func:`~pymc_manidp.privacy.none_late_upper`)."""
         return delta_from_tv(self.epsilon, self.tv_upper(z))
 
     def as_dict(self) -> dict:
