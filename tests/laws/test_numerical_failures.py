@@ -117,3 +117,28 @@ def test_pymc_nuts_on_spd3_runs_through_bad_steps(sigma, seed):
     )
     assert idata.posterior["x"].shape == (1, 300, 3, 3)
     assert np.all(np.isfinite(idata.posterior["x"].values))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["S2", "SPD2", "SPD3", "SPD5", "Kendall4", "R3", "S1(R=2)"])
+def test_extreme_chart_points_give_no_exception_on_any_manifold(name):
+    # the polar chart's extremes on every manifold, PyTensor's default (NUMBA) backend:
+    # log-radius from -745 (t underflows to 0) to 1e308 (overflows), directions zero,
+    # tiny and huge, and non-finite values. Every evaluation returns (no exception),
+    # and a finite log-density comes with a finite gradient
+    from tests.cases import MANIFOLDS, random_point
+
+    M = MANIFOLDS[name]
+    rng = np.random.default_rng(0)
+    with pm.Model() as model:
+        pmd.ManifoldLaplace("x", M, random_point(M, rng), 0.3)
+    func = model.logp_dlogp_function(ravel_inputs=True)
+    func.set_extra_values({})
+    size = next(iter(model.initial_point().values())).size
+    points = [np.full(size, v) for v in (np.nan, np.inf, -np.inf)]
+    for s in (-745.0, -50.0, 0.0, 5.4, 50.0, 700.0, 1e308):
+        for z in (rng.standard_normal(size - 1), np.zeros(size - 1), np.full(size - 1, 1e-300)):
+            points.append(np.append(z, s) if M.dim > 1 else np.array([s]))
+    for q in points:
+        logp, grad = func._pytensor_function(q)
+        assert not np.isfinite(logp) or np.all(np.isfinite(grad)), (q, logp, grad)
