@@ -28,6 +28,8 @@ meeting the density's cusp; observed values get no transform (``default_transfor
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
@@ -842,3 +844,39 @@ def _uniform_support_point(op, rv, rng, size):
 @_default_transform.register(ManifoldUniformRV)
 def _uniform_transform(op, rv):
     return NormalizedGaussian(op.manifold)
+
+
+# --- the NUMBA backend ------------------------------------------------------------------
+def _register_numba_draws():
+    """Draw the manifold laws in PyTensor's NUMBA backend without a warning per compile.
+
+    The draws are the exact samplers of :mod:`pymc_manidp.laws.exact` (NumPy and SciPy:
+    rejection sampling, special functions), which numba cannot compile, so the NUMBA
+    backend runs the Ops' ``perform`` in object mode, a whole batch per call: PyTensor's
+    generic fallback, which warns "Numba will use object mode" at every compilation
+    (each ``pm.draw``, each predictive sampling: dozens in a calibration study). We keep
+    the fallback and silence that one warning for these Ops only: running Python here
+    is by design, and no sampler's log-density graph holds a random variable, so MCMC
+    never runs it. (A numba core function per point, the other route PyTensor offers,
+    drew 2,000 SPD(3) points 12 times slower than the batch, and cannot serve
+    ``ManifoldUniform``, which has no parameter to vectorize over.)
+    """
+    from pytensor.link.numba.dispatch.basic import (
+        numba_funcify_and_cache_key,
+        register_funcify_and_cache_key,
+    )
+    from pytensor.tensor.random.op import RandomVariableWithCoreShape
+
+    generic = numba_funcify_and_cache_key.dispatch(RandomVariableWithCoreShape)
+
+    @register_funcify_and_cache_key(RandomVariableWithCoreShape)
+    def _random_variable(op, node, **kwargs):
+        [rv_node] = op.fgraph.apply_nodes
+        if not isinstance(rv_node.op, _ManifoldRV):
+            return generic(op, node, **kwargs)  # every other law: PyTensor's own
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Numba will use object mode to run")
+            return generic(op, node, **kwargs)
+
+
+_register_numba_draws()

@@ -30,6 +30,7 @@ from pymc_manidp.privacy.coupling import (
     TVBound,
     coupled_release,
     estimate_delta,
+    none_late_upper,
     plot_tv_bound,
     tv_bound,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "current_budget",
     "estimate_delta",
     "neighbour_pairs",
+    "none_late_upper",
     "plot_tv_bound",
     "quadrature_audit",
     "sample_test",

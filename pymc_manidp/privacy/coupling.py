@@ -79,6 +79,7 @@ __all__ = sorted(
         "coupled_release",
         "delta_from_tv",
         "estimate_delta",
+        "none_late_upper",
         "plot_tv_bound",
         "tv_bound",
     ]
@@ -169,6 +170,47 @@ def _capped(factor, x):
     return 0.0 if x == 0 else min(1.0, factor * x)
 
 
+def none_late_upper(reps, z=2.0) -> float:
+    r"""Upper confidence limit on the chance of a late pair when none of ``reps`` was late.
+
+    When every one of ``R`` pairs met in time (each term of :func:`tv_bound` is 0), the
+    estimate and its standard error are both 0, and ``tv + z se`` would claim a TV of
+    exactly 0. But ``R`` pairs cannot see a rare late pair: the exact one-sided upper
+    limit for a probability ``p`` after 0 events in ``R`` trials is
+
+    .. math:: 1 - \alpha^{1/R} \approx -\ln(\alpha)/R,
+
+    at the level :math:`\alpha = 2(1 - \Phi(z))` of the ``± z se`` band (``z = 1.96``:
+    :math:`\alpha = 0.05`, the rule of three, ``3/R``; ``z = 2``: ``3.09/R``). A late
+    pair contributes at least 1 to the L-lag sum, so this is the smallest TV bound the
+    ``R`` pairs can support; a tail of very late pairs (contributing several lags
+    each) is not excluded by any finite ``R``.
+
+    Parameters
+    ----------
+    reps : int
+        The number of pairs ``R``.
+    z : float
+        The width of the band in standard errors (``> 0``).
+
+    Returns
+    -------
+    float
+        The upper limit, in ``(0, 1)``.
+
+    Examples
+    --------
+    >>> round(none_late_upper(200, z=1.96) * 200, 2)  # the rule of three: about 3
+    2.97
+    >>> round(none_late_upper(200), 4)  # R = 200 cannot certify a TV below 1.5 %
+    0.0153
+    """
+    reps = check_positive_int(reps, "reps")
+    z = check_positive_real(z, "z")
+    alpha = math.erfc(z / math.sqrt(2.0))  # two-sided tail of the +-z band
+    return -math.expm1(math.log(alpha) / reps)
+
+
 # --------------------------------------------------------------------------- bounds
 
 
@@ -200,8 +242,13 @@ class TVBound:
     raw: np.ndarray = field(repr=False)
 
     def upper(self, z=2.0):
-        """``min(1, raw + z * se)``: an approximate one-sided upper confidence limit."""
-        return np.minimum(1.0, self.raw + z * self.se)
+        """``min(1, raw + z * se)``: an approximate one-sided upper confidence limit.
+
+        Where no pair was late (``raw = 0``, so ``se = 0``),
+        :func:`~pymc_manidp.privacy.none_late_upper` instead (about ``3/R``): ``R``
+        pairs cannot certify a TV of 0."""
+        floor = none_late_upper(self.meeting_times.size, z)
+        return np.minimum(1.0, np.where(self.raw > 0, self.raw + z * self.se, floor))
 
     def lower(self, z=2.0):
         """``min(1, max(0, raw - z * se))``: the other side of the band."""
@@ -346,9 +393,20 @@ class DeltaEstimate:
     bound: TVBound = field(repr=False)
     kernel: dict = field(default_factory=dict)
 
+    def tv_upper(self, z=2.0) -> float:
+        """``min(1, tv + z * tv_se)``; when every pair met in time (``tv = tv_se = 0``),
+        the upper limit :func:`~pymc_manidp.privacy.none_late_upper` (about ``3/R``)
+        instead of 0."""
+        if self.tv > 0 or self.tv_se > 0:
+            return min(1.0, self.tv + z * self.tv_se)
+        return none_late_upper(self.bound.meeting_times.size, z)
+
     def delta_upper(self, z=2.0) -> float:
-        """``min(1, (1 + e^epsilon) * (tv + z * tv_se))``: what a cautious curator would state."""
-        return delta_from_tv(self.epsilon, self.tv + z * self.tv_se)
+        """``min(1, (1 + e^epsilon) * tv_upper(z))``: what a cautious curator would state.
+
+        Never 0: with every one of ``R`` pairs met in time it is
+        ``(1 + e^epsilon)`` times about ``3/R`` (:func:`~pymc_manidp.privacy.none_late_upper`)."""
+        return delta_from_tv(self.epsilon, self.tv_upper(z))
 
     def as_dict(self) -> dict:
         """Plain values for ``Release.delta_estimate`` (curator side, never published)."""
@@ -362,6 +420,7 @@ class DeltaEstimate:
             "delta_hat": self.delta_hat,
             "delta_se": self.delta_se,
             "delta_upper_2se": self.delta_upper(2.0),
+            "tv_upper_2se": self.tv_upper(2.0),
             "lag": self.bound.lag,
             "reps": int(self.bound.meeting_times.size),
             "kernel": dict(self.kernel),
@@ -716,6 +775,6 @@ def _inside_the_ball(points, domain, est, record):
         tv_conditioned_hat=tv,
         delta_hat=_capped(factor, tv),
         delta_se=_capped(factor, 2.0 * est.tv_se / p),
-        delta_upper_2se=_capped(factor, min(1.0, 2.0 * (est.tv + 2.0 * est.tv_se) / p)),
+        delta_upper_2se=_capped(factor, min(1.0, 2.0 * est.tv_upper(2.0) / p)),
     )
     return points[int(np.argmax(inside))], record

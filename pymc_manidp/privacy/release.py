@@ -15,6 +15,7 @@ import numpy as np
 __all__ = [
     "EXACT_NOTE",
     "FLOATING_POINT_NOTE",
+    "MCMC_DELTA_ESTIMATED_NOTE",
     "MCMC_DELTA_NOTE",
     "Calibration",
     "Release",
@@ -26,6 +27,14 @@ MCMC_DELTA_NOTE = (
     "mechanism's law, the release is (epsilon, (1 + e^epsilon) * gamma)-DP; gamma is "
     "not bounded by any computation here, only supported by the convergence diagnostics"
 )
+MCMC_DELTA_ESTIMATED_NOTE = (
+    "approximate DP: if the sampled law is within total variation gamma of the "
+    "mechanism's law, the release is (epsilon, (1 + e^epsilon) * gamma)-DP; the value is "
+    "a chain's state after a fixed number of steps of a fixed kernel, for which gamma was "
+    "estimated by L-lag couplings (an estimate of an upper bound, with its standard "
+    "error, measured on these data and kept by the curator): evidence, not a proof, so "
+    "delta is not stated"
+)
 EXACT_NOTE = (
     "pure epsilon-DP (delta = 0): drawn exactly from the mechanism's law (closed-form "
     "noise or rejection sampling), without MCMC"
@@ -35,6 +44,7 @@ FLOATING_POINT_NOTE = (
 )
 _EXACT_NOTES = (FLOATING_POINT_NOTE, EXACT_NOTE)
 _MCMC_NOTES = (MCMC_DELTA_NOTE, FLOATING_POINT_NOTE)
+_ESTIMATED_NOTES = (MCMC_DELTA_ESTIMATED_NOTE, FLOATING_POINT_NOTE)
 
 
 @dataclass(frozen=True)
@@ -233,7 +243,7 @@ def build_release(
         seed_policy=seed_policy,
         diagnostics=diagnostics,
         opt_outs=tuple(opt_outs),
-        notes=(*extra_notes, *(_EXACT_NOTES if exact else _MCMC_NOTES)),
+        notes=(*extra_notes, *_notes(exact, delta_estimate)),
         sampler_info=sampler_info,
         delta_estimate=delta_estimate,
         restricted=None if restricted is None else bool(restricted),
@@ -241,3 +251,11 @@ def build_release(
         radius=None if domain is None else float(domain.radius),
         manifold=None if domain is None else repr(domain.manifold),
     )
+
+
+def _notes(exact, delta_estimate):
+    """The sampler's notes: exact; MCMC with gamma estimated (``estimate_delta=True``:
+    say what was estimated, not a number, which depends on the data); MCMC alone."""
+    if exact:
+        return _EXACT_NOTES
+    return _MCMC_NOTES if delta_estimate is None else _ESTIMATED_NOTES

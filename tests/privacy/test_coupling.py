@@ -15,10 +15,12 @@ import dataclasses
 import numpy as np
 import pymc as pm
 import pytest
+from scipy import stats
 
 import pymc_manidp as pmd
 from pymc_manidp import mcmc
 from pymc_manidp.privacy import coupling as cp
+from pymc_manidp.privacy.release import MCMC_DELTA_ESTIMATED_NOTE, MCMC_DELTA_NOTE
 
 ALPHA = 0.01
 
@@ -89,6 +91,31 @@ def test_tv_bound_matches_the_tail_sum_formula():
     assert np.all(np.diff(b.estimate) <= 0)  # a bound on a non-increasing TV
     with pytest.raises(ValueError, match="smaller than the lag"):
         cp.tv_bound(tau, lag + 100, ts)
+
+
+def test_upper_limit_when_no_pair_was_late_is_the_rule_of_three():
+    # oracle: the exact one-sided Clopper-Pearson limit after 0 events in R trials,
+    # Beta(1, R)'s (1 - alpha) quantile, alpha = 0.05 at z = 1.96 (the rule of three,
+    # ~3/R); at that p the chance of seeing no late pair in R is alpha exactly
+    alpha = 2 * stats.norm.sf(1.96)  # 0.05 to 4 digits
+    for reps in (20, 100, 200, 5000):
+        p = cp.none_late_upper(reps, z=1.96)
+        assert p == pytest.approx(stats.beta.ppf(1 - alpha, 1, reps), rel=1e-9)
+        assert (1 - p) ** reps == pytest.approx(alpha, rel=1e-9)
+        assert 2.7 < p * reps < 3.0  # the rule of three, 3/R (an upper bound of it)
+    assert 0.0149 < cp.none_late_upper(200) < 0.0156  # "R = 200: about 0.015"
+    # every pair met before t: estimate and se are 0, but the upper limits are not
+    lag, reps = 10, 200
+    tau = lag + np.arange(reps) % 5  # all meet within 5 steps after the lag
+    b = cp.tv_bound(tau, lag, [0, 50])
+    assert b.raw[1] == 0.0 and b.se[1] == 0.0
+    assert b.upper(2.0)[1] == cp.none_late_upper(reps)  # was 0.0 before issue 28
+    assert b.upper(2.0)[0] == pytest.approx(min(1.0, b.raw[0] + 2 * b.se[0]))  # unchanged
+    est = cp.DeltaEstimate(1.0, 50, 0.0, 0.0, 0.0, 0.0, b)
+    assert est.delta_upper() == pytest.approx((1 + np.e) * cp.none_late_upper(reps))
+    assert est.as_dict()["delta_upper_2se"] == est.delta_upper() > 0.0
+    with pytest.raises(ValueError, match="reps"):
+        cp.none_late_upper(0)
 
 
 # ------------------------------------------------------------- validation against the exact law
@@ -172,8 +199,12 @@ def test_estimate_catches_a_short_chain_and_clears_a_long_one():
     assert short.tv > 0.9 and short.delta_hat == 1.0
     at_5 = cp.tv_bound(short.bound.meeting_times, short.bound.lag, [5])
     assert (1 + np.e) * at_5.lower(2.0)[0] > 1.0
-    assert long.tv == 0.0 and long.delta_upper() == 0.0
+    # every pair met in time: TV_hat = 0 +- 0, but 100 pairs cannot certify 0; the
+    # stated upper limit is the rule of three's (issue 28, item 7)
+    assert long.tv == 0.0 and long.tv_se == 0.0
+    assert long.delta_upper() == pytest.approx((1 + np.e) * cp.none_late_upper(100))
     record = long.as_dict()
+    assert record["delta_upper_2se"] == long.delta_upper() > 0.0
     assert record["label"].startswith("ESTIMATE") and record["kernel"]["kernel"] == "RWMH"
     assert record["t"] == 1000 and record["lag"] == 1000 and record["reps"] == 100
 
@@ -357,7 +388,7 @@ def test_bound_vanishes_by_the_default_tune_length(case):
     est = cp.estimate_delta(
         mech.model(data), epsilon=1.0, t=1000, kernel=kind, reps=100, random_seed=13
     )
-    assert est.tv == 0.0 and est.delta_upper() == 0.0
+    assert est.tv == 0.0 and est.tv_upper() == cp.none_late_upper(100)
     assert est.bound.estimate[0] > 0.0
 
 
@@ -386,6 +417,9 @@ def test_release_records_delta_estimate_for_the_curator_only():
     public = rel.public()
     assert "delta_estimate" not in public and public["delta"] is None
     assert "delta_hat" not in str(public) and "ESTIMATE" not in str(public)
+    # the published notes say that gamma was estimated, and give no number (issue 28)
+    assert MCMC_DELTA_ESTIMATED_NOTE in rel.notes and MCMC_DELTA_NOTE not in rel.notes
+    assert "not bounded by any computation" not in str(public)
     with pytest.raises(ValueError, match="MCMC samplers"):
         mech.release(data, estimate_delta=True)
     # the curator report shows the estimate and its curve; a release without one does not

@@ -25,6 +25,13 @@ one call per stack, no per-matrix Python or Blockwise overhead.
 These functions run in both PyTensor backends: the Ops' ``perform`` (C and Python
 backends) calls them from Python, and their ``numba_funcify`` (NUMBA backend, nutpie)
 calls them from nopython code.
+
+Every kernel is compiled with ``error_model="numpy"``: a float division by zero gives
+``inf`` or ``nan``, as in NumPy and PyTensor's own Ops, never ``ZeroDivisionError``
+(numba's default, Python's rule). A sampler's leapfrog step far out (an SPD point at
+distance 60 from the footpoint, whose ``exp`` underflows an eigenvalue to 0) must give
+a non-finite log-density, which the sampler counts as a divergence; an exception
+stopped PyMC's NUTS instead (issue 28).
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ _ENTRY_COL = (0, 1, 2, 1, 2, 2)
 _SERIES = 1e-4  # |x| below it: 3-term series of sinh(x)/x and atanh(x)/x (error < 1e-26)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _jacobi_eigh(a, w, u):
     """Cyclic Jacobi: ``a`` (k, k) symmetric, overwritten; eigenvalues into ``w``,
     eigenvectors (columns) into ``u``. Unsorted.
@@ -112,7 +119,7 @@ def _jacobi_eigh(a, w, u):
         w[i] = a[i, i]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _negligible(apq, app, aqq):
     """Demmel–Veselić's test ``|a_pq| <= eps sqrt(|a_pp a_qq|)``, squared: no square
     root per test. For ``1e-100 <= |a_pq| <= 1e100`` the square neither overflows nor
@@ -126,7 +133,7 @@ def _negligible(apq, app, aqq):
     return abs(apq) <= _EPS * np.sqrt(abs(app * aqq))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _rotation(app, aqq, apq):
     """``(t, c, s)`` of the Jacobi rotation that zeroes ``a_pq`` (Rutishauser's angle)."""
     theta = (aqq - app) / (2.0 * apq)
@@ -140,7 +147,7 @@ def _rotation(app, aqq, apq):
     return t, c, t * c
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _jacobi_eigh3(a, w, u):
     """:func:`_jacobi_eigh` for ``3 x 3``, unrolled on scalars (kept in registers).
 
@@ -188,7 +195,7 @@ def _jacobi_eigh3(a, w, u):
     u[2, 0], u[2, 1], u[2, 2] = u20, u21, u22
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _eigh(a, w, u):
     if a.shape[0] == 3:
         _jacobi_eigh3(a, w, u)
@@ -200,7 +207,7 @@ def _eigh(a, w, u):
         u[:, :] = uu
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _scalar(code, x):
     if code == 0:
         return np.exp(x)
@@ -211,7 +218,7 @@ def _scalar(code, x):
     return 1.0 / np.sqrt(x)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _divided_difference(code, a, b):
     """``f[a, b]``, exact as ``a -> b`` (no ``0/0``, no cancellation)."""
     if code == 0:  # exp: e^{(a+b)/2} sinh(h)/h, h = (a-b)/2
@@ -236,7 +243,7 @@ def _divided_difference(code, a, b):
     return -1.0 / (ra * rb * (ra + rb))  # invsqrt
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _eigh_stack(x):
     """Eigenvalues ``(B, k)`` and eigenvectors ``(B, k, k)`` of each ``sym(x_b)``."""
     nb, k = x.shape[0], x.shape[1]
@@ -251,7 +258,7 @@ def _eigh_stack(x):
     return ws, us
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _function_stack(x, code):
     """``f(sym(x_b))`` for each ``b``, with the eigenvalues and eigenvectors it used."""
     nb, k = x.shape[0], x.shape[1]
@@ -271,7 +278,7 @@ def _function_stack(x, code):
     return out, ws, us
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _dk_pullback(w, u, g, code, out, gam, t1, t2):
     """Daleckii–Krein pullback of ``g`` (k, k) from the eigendecomposition ``(w, U)``
     into ``out``: ``sym(U (Gamma o U^T g U) U^T)``; ``gam``, ``t1``, ``t2`` are scratch."""
@@ -307,7 +314,7 @@ def _dk_pullback(w, u, g, code, out, gam, t1, t2):
             out[j, i] = 0.5 * acc
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pullback_stack(ws, us, g, code):
     """Daleckii–Krein pullback of each ``g_b`` from the eigendecomposition ``(w_b, U_b)``."""
     nb, k = us.shape[0], us.shape[1]
@@ -320,20 +327,20 @@ def _pullback_stack(ws, us, g, code):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _as_stack(x):
     k = x.shape[-1]
     nb = x.size // (k * k) if k > 0 else 0
     return np.ascontiguousarray(x).reshape((nb, k, k))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sym_function(x, code):
     """``f(sym(x))`` for ``x`` of shape ``(..., k, k)``; ``code`` from :data:`FUNC_CODES`."""
     return _function_stack(_as_stack(x), code)[0].reshape(x.shape)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sym_eigh(x):
     """Eigenvalues ``(..., k)`` and eigenvectors ``(..., k, k)`` of ``sym(x)``, unsorted
     (the Jacobi iteration's order): for functions symmetric in the eigenvalues."""
@@ -341,7 +348,7 @@ def sym_eigh(x):
     return ws.reshape(x.shape[:-1]), us.reshape(x.shape)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sym_function_eig(x, code):
     """``f(sym(x))`` and the eigendecomposition it used: ``(f, w, u)`` with shapes
     ``(..., k, k)``, ``(..., k)``, ``(..., k, k)`` (``sym(x) = u diag(w) u^T``, unsorted).
@@ -352,7 +359,7 @@ def sym_function_eig(x, code):
     return out.reshape(x.shape), ws.reshape(x.shape[:-1]), us.reshape(x.shape)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sym_function_pullback_eig(w, u, g, code):
     """Pullback of :func:`sym_function` for the cotangent ``g`` ``(..., k, k)``, from the
     eigendecomposition ``(w, u)`` that :func:`sym_function_eig` returned."""
@@ -362,14 +369,14 @@ def sym_function_pullback_eig(w, u, g, code):
     return _pullback_stack(ws, _as_stack(u), _as_stack(g), code).reshape(u.shape)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sym_function_pullback(x, g, code):
     """Pullback of :func:`sym_function` at ``x`` for the cotangent ``g`` (same shape)."""
     _, w, u = sym_function_eig(x, code)
     return sym_function_pullback_eig(w, u, g, code)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _congruence_sum_stack(a, d, code):
     """``sum_i f(sym(a_b d_i a_b))`` for each ``b``, with the eigendecompositions used."""
     nb, k, n = a.shape[0], a.shape[1], d.shape[0]
@@ -416,7 +423,7 @@ def _congruence_sum_stack(a, d, code):
     return out, ws, fws, us
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _congruence_sum_pullback_stack(a, d, ws, us, g, code):
     """Pullback to ``a_b`` of ``sum_i f(a_b d_i a_b)`` for the cotangents ``g_b``:
     ``sum_i (Gbar_i a_b d_i + d_i a_b Gbar_i)``, ``Gbar_i`` the Daleckii–Krein pullback
@@ -676,7 +683,7 @@ def _log_sum3_pullback(a, d, ws, fws, us, g):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def congruence_sum_eig(a, d, code):
     """``sum_i f(sym(a d_i a))`` for symmetric ``a`` ``(..., k, k)`` and ``d``
     ``(n, k, k)``, with the eigendecompositions it used: ``(s, w, fw, u)``, shapes
@@ -695,7 +702,7 @@ def congruence_sum_eig(a, d, code):
     )
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def congruence_sum_pullback_eig(a, d, w, fw, u, g, code):
     """Pullback to ``a`` of :func:`congruence_sum_eig` for the cotangent ``g``
     ``(..., k, k)``, from its eigendecompositions ``(w, fw, u)``."""
