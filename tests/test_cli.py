@@ -398,3 +398,194 @@ def test_every_exit_code_is_documented():
     codes = [0, cli.EXIT_AUDIT_FAILED, cli.EXIT_BAD_INPUT, cli.EXIT_INTERNAL, cli.EXIT_INTERRUPTED]
     for code in codes:
         assert f"| {code} |" in doc, code
+
+
+# --- rotations and hyperbolic space (issue 23): found by the registry, released, audited ------
+def _rotations_near_identity(n, radius, seed):
+    """Rotation matrices at angle < radius from I, by Rodrigues' formula (not the package)."""
+    rng = np.random.default_rng(seed)
+    axis = rng.normal(size=(n, 3))
+    axis /= np.linalg.norm(axis, axis=1, keepdims=True)
+    angle = rng.uniform(0, radius, n)
+    K = np.zeros((n, 3, 3))
+    K[:, 0, 1], K[:, 0, 2], K[:, 1, 2] = -axis[:, 2], axis[:, 1], -axis[:, 0]
+    K -= K.transpose(0, 2, 1)
+    s, c = np.sin(angle)[:, None, None], np.cos(angle)[:, None, None]
+    return np.eye(3) + s * K + (1 - c) * K @ K
+
+
+def _hyperboloid_near_origin(n, radius, seed):
+    """Points of H^2 at distance < radius from (1, 0, 0): (cosh t, sinh t u)."""
+    rng = np.random.default_rng(seed)
+    t, a = rng.uniform(0, radius, n), rng.uniform(0, 2 * np.pi, n)
+    return np.stack([np.cosh(t), np.sinh(t) * np.cos(a), np.sinh(t) * np.sin(a)], -1)
+
+
+def _rotation_angle(R):
+    return np.arccos(np.clip((np.trace(R) - 1) / 2, -1, 1))
+
+
+def _hyperbolic_dist(x, y):
+    return np.arccosh(max(1.0, x[0] * y[0] - x[1:] @ y[1:]))
+
+
+N_NEW, R_NEW = 40, 0.5
+# sigma from the theorems, written out here: SO(3) has kappa = 1/4, so
+# H = 2r sqrt(kappa) cot(2r sqrt(kappa)) = r cot r; H^2 has kappa_max = 0, so H = 1
+H_SO3 = R_NEW / np.tan(R_NEW)
+NEW_SPACES = {
+    # name: (records, distance to the center, Laplace sigma, KNG sigma) at eps = 1
+    "rotations": (
+        lambda: _rotations_near_identity(N_NEW, 0.45, 0),
+        lambda x: _rotation_angle(np.asarray(x)),
+        2 * R_NEW * (2 - H_SO3) / (N_NEW * H_SO3),  # homogeneous, unrestricted: Delta/eps
+        2 * 2 * R_NEW * (2 - H_SO3) / N_NEW,  # KNG: 2 Delta/eps
+    ),
+    "hyperbolic": (
+        lambda: _hyperboloid_near_origin(N_NEW, 0.45, 0),
+        lambda x: _hyperbolic_dist(np.array([1.0, 0, 0]), np.asarray(x)),
+        2 * R_NEW / N_NEW,
+        2 * 2 * R_NEW / N_NEW,
+    ),
+}
+
+
+def _new_release_args(path, name, mechanism, out, seed=True):
+    argv = ["release", str(path), "--manifold", name, "--epsilon", "1", "--center", "identity"]
+    argv += ["--radius", str(R_NEW), "--mechanism", mechanism, "--out", out]
+    return argv + ["--seed", "5", "--allow-fixed-seed"] * seed
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "kng"])
+@pytest.mark.parametrize("name", list(NEW_SPACES))
+def test_release_on_rotations_and_hyperbolic_writes_the_exact_release(
+    name, mechanism, capsys, tmp_path
+):
+    """An exact (pure eps-DP) release of .npy records written as JSON: sigma is the
+    theorems' (computed above), the value a point of the space, in the ball for KNG."""
+    records, dist_to_center, sigma_laplace, sigma_kng = NEW_SPACES[name]
+    path = tmp_path / "data.npy"
+    np.save(path, records())
+    target = tmp_path / "release.json"
+    code, out, err = run(_new_release_args(path, name, mechanism, str(target)), capsys)
+    assert code == 0, err
+    assert f"wrote {target}" in out
+    doc = json.loads(target.read_text())
+    rel = doc["release"]
+    assert rel["sampler"] == "exact" and rel["delta"] == 0.0 and rel["n"] == N_NEW
+    assert rel["mechanism"] == ("KNG" if mechanism == "kng" else "manifold Laplace")
+    sigma = sigma_kng if mechanism == "kng" else sigma_laplace
+    assert rel["sigma"] == pytest.approx(sigma, rel=1e-6)
+    assert (
+        doc["manifold"]["name"] == name
+        and doc["manifold"]["dim"] == {"rotations": 3, "hyperbolic": 2}[name]
+    )
+    x = np.array(rel["value"])
+    if name == "rotations":
+        assert x.shape == (3, 3) and np.allclose(x.T @ x, np.eye(3), atol=1e-9)
+        assert np.linalg.det(x) == pytest.approx(1.0)
+    else:
+        assert x.shape == (3,) and x[0] > 0
+        assert -(x[0] ** 2) + x[1:] @ x[1:] == pytest.approx(-1.0, abs=1e-9)
+    if mechanism == "kng":  # KNG lives on the public ball
+        assert dist_to_center(x) <= R_NEW + 1e-9
+    # nearby: a few sigma from the data's mean (all records lie within 0.45 of the center)
+    assert dist_to_center(x) <= 0.45 + 20 * sigma
+
+
+def test_rotations_csv_rows_are_the_nine_entries_and_hyperbolic_takes_coordinates(capsys, tmp_path):
+    rot = _rotations_near_identity(N_NEW, 0.45, 1)
+    path = tmp_path / "rot.csv"
+    np.savetxt(path, rot.reshape(N_NEW, 9), delimiter=",")
+    code, out, err = run(_new_release_args(path, "rotations", "kng", "-"), capsys)
+    assert code == 0, err
+    assert json.loads(out)["release"]["n"] == N_NEW
+    path = tmp_path / "hyp.csv"
+    np.savetxt(path, _hyperboloid_near_origin(N_NEW, 0.45, 1), delimiter=",")
+    argv = _new_release_args(path, "hyperbolic", "kng", "-")
+    argv[argv.index("--center") + 1] = "1,0,0"  # the origin by its coordinates
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    rel = json.loads(out)["release"]
+    assert rel["n"] == N_NEW
+    assert _hyperbolic_dist(np.array([1.0, 0, 0]), np.array(rel["value"])) <= R_NEW + 1e-9
+
+
+def _bad_rotations(k):
+    data = _rotations_near_identity(N_NEW, 0.45, 2)
+    return {
+        "a reflection": (np.diag([1.0, 1.0, -1.0]), "reflections"),
+        "not orthogonal": (1.1 * data[k], "not rotation matrices"),
+        "outside the ball": (np.array([[0.0, -1, 0], [1, 0, 0], [0, 0, 1]]), "outside"),
+    }, data
+
+
+def _bad_hyperbolic(k):
+    data = _hyperboloid_near_origin(N_NEW, 0.45, 2)
+    off = data[k].copy()
+    off[0] = 2.0
+    far = np.array([np.cosh(1.0), np.sinh(1.0), 0.0])
+    return {
+        "off the hyperboloid": (off, "not on the hyperboloid"),
+        "lower sheet": (-data[k], "hyperboloid"),
+        "outside the ball": (far, "outside"),
+    }, data
+
+
+@pytest.mark.parametrize("name", ["rotations", "hyperbolic"])
+def test_a_bad_record_on_the_new_spaces_exits_2_naming_its_row(name, capsys, tmp_path):
+    k = 17
+    cases, data = (_bad_rotations if name == "rotations" else _bad_hyperbolic)(k)
+    for case, (record, expected) in cases.items():
+        bad = data.copy()
+        bad[k] = record
+        path = tmp_path / f"{name}.npy"
+        np.save(path, bad)
+        for mechanism in ("laplace", "kng"):
+            argv = _new_release_args(path, name, mechanism, "-", seed=False)
+            code, out, err = run(argv, capsys)
+            _one_line_error(code, out, err)
+            assert out == "" and expected in err and f"row {k}" in err, (case, err)
+
+
+# resolutions below the classes' defaults (SO(3): 60 per axis, 13 s; H^2: 200) keep these
+# runs to about a second each; the grid error is printed and stays below 0.01 here
+NEW_AUDITS = {
+    ("rotations", "kng"): ["--resolution", "16"],
+    ("rotations", "laplace"): ["--resolution", "16"],
+    ("rotations", "laplace-ball"): ["--resolution", "16"],
+    ("hyperbolic", "kng"): ["--resolution", "40"],
+    ("hyperbolic", "laplace-ball"): ["--resolution", "40"],
+    # the unrestricted law lives on all of H^2: truncated at 1 around each mode
+    ("hyperbolic", "laplace"): ["--resolution", "40", "--t-max", "1"],
+}
+
+
+@pytest.mark.parametrize(("name", "mechanism"), list(NEW_AUDITS))
+def test_audit_on_rotations_and_hyperbolic_passes_and_fails_sigma_over_4(name, mechanism, capsys):
+    """The audit passes the mechanism (eps = 1, n = 10, each space's public ball) and
+    fails the variant with sigma / 4: for the unrestricted Laplace (homogeneous spaces,
+    a normalizer free of the footpoint) the loss is the mean's shift over sigma, four
+    times as large; on the ball the normalizers take some of it back."""
+    argv = ["audit", "--manifold", name, "--mechanism", mechanism, *NEW_AUDITS[name, mechanism]]
+    code, out, err = run(argv, capsys)
+    assert code == 0 and "PASSED" in out, out + err
+    ratio = float(out.split("ratio to eps ")[1].split(";")[0])
+    assert 0.5 < ratio <= 1.0
+    if name == "hyperbolic" and mechanism == "laplace":
+        # H^2 is homogeneous and the boundary pair moves one record across a geodesic
+        # through the center: the mean moves by exactly 2r/n = Delta, so the loss is eps
+        assert "ratio to eps 1.000" in out
+    code, out, err = run([*argv, "--sigma-divisor", "4"], capsys)
+    assert code == 1 and "FAILED" in out and "sigma / 4" in out, out + err
+    broken = float(out.split("ratio to eps ")[1].split(";")[0])
+    if mechanism == "laplace":
+        assert broken == pytest.approx(4 * ratio, rel=1e-3)
+    else:
+        assert broken > 2.0
+
+
+def test_audit_of_the_unrestricted_laplace_on_hyperbolic_needs_t_max(capsys):
+    code, out, err = run(["audit", "--manifold", "hyperbolic", "--mechanism", "laplace"], capsys)
+    _one_line_error(code, out, err)
+    assert "--t-max" in err and "Hyperbolic(dim=2)" in err

@@ -1,7 +1,8 @@
 """Benchmark (issue 12): one NUTS release against one supplement-MH release, per manifold.
 
-For each target (KNG and Laplace, epsilon = 1, on S^2, SPD(2), SPD(3), Kendall(8); n =
-100 and 1,000 points uniform in radius in the public ball), in one process, same data:
+For each target (KNG and Laplace, epsilon = 1, on S^2, SPD(2), SPD(3), Kendall(8), SO(3)
+and the hyperbolic plane H^2; n = 100 and 1,000 points uniform in radius in the public
+ball), in one process, same data:
 
 - **NUTS**: ``mech.release(data, sampler="nuts")`` with its defaults (4 chains, 1,000
   tuning steps, 2,000 draws, diagnostics gate). Release 1 compiles the model; release 2,
@@ -18,8 +19,8 @@ For each target (KNG and Laplace, epsilon = 1, on S^2, SPD(2), SPD(3), Kendall(8
 ESS/s ratio (NUTS ESS / NUTS seconds) / (1 / MH seconds).
 
 Run:  PYTHONPATH=. .venv/bin/python docs/benchmarks/bench_releases.py [case ...]
-      cases like "KNG:SPD2:1000"; none: all 16. Set PYMC_MANIDP_NUTS_BACKEND=pymc to
-      time PyMC's NUTS with nutpie installed.
+      cases like "KNG:SPD2:1000" or "Laplace:SO3:100"; none: all 24. Set
+      PYMC_MANIDP_NUTS_BACKEND=pymc to time PyMC's NUTS with nutpie installed.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ MANIFOLDS = {
     "SPD2": lambda: (pmd.SPD(k=2), np.eye(2), 1.5),
     "SPD3": lambda: (pmd.SPD(k=3), np.eye(3), 1.5),
     "Kendall8": lambda: (pmd.KendallShape(k_landmarks=8), _octagon(), np.pi / 16),
+    # issue 23: the public balls of radius pi/8, as on S^2
+    "SO3": lambda: (pmd.Rotations(), np.eye(3), np.pi / 8),
+    "H2": lambda: (pmd.Hyperbolic(dim=2), pmd.Hyperbolic(dim=2).origin, np.pi / 8),
 }
 MECHS = {"KNG": pmd.KNGMechanism, "Laplace": pmd.LaplaceMechanism}
 

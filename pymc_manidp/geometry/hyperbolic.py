@@ -523,7 +523,9 @@ class Hyperbolic(ManifoldBase):
         q, w = _gap(x, np.asarray(data, float))
         rho = 2.0 * np.arcsinh(0.5 * np.sqrt(q))
         fac = weights / sinhc(rho)
-        g = fac @ w - 0.5 * float(fac @ q) * x
+        # not fac @ q: a 1-D product of a block's ~10^4 rows is OpenBLAS's threaded ddot,
+        # which cost 12 ms instead of 0.02 ms per call on 2 loaded cores (12x the pass)
+        g = fac @ w - 0.5 * float(np.sum(fac * q)) * x
         energy = 0.5 * float(np.sum(weights * rho**2))
         return g, energy
 

@@ -1,0 +1,219 @@
+"""The Fréchet median and its KNG release on SO(3) and hyperbolic space (issues 23, 24).
+
+The geometry is written here again, apart from the package: SO(3) through SciPy's
+rotation vectors (the bi-invariant metric ½ tr(AᵀB) makes |rotvec(R₁ᵀR₂)| the distance),
+the hyperboloid through its closed forms. Oracles: an independent Weiszfeld, the
+median of a set closed under an isometry that fixes a point (that point), and the
+exact median release's law against a quadrature of its density (KS at α = 0.01 on the
+distance to the median, σ × 1.3 refuted by the same draws).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.spatial.transform import Rotation as Rot
+
+import pymc_manidp as pmd
+
+SO3 = pmd.Rotations()
+H2 = pmd.Hyperbolic(dim=2)
+H3 = pmd.Hyperbolic(dim=3)
+ALPHA = 0.01
+
+
+# --- the geometry, written here -------------------------------------------------------------
+def _so3_units(x, data):
+    """Unit log maps from x to the records as body rotation vectors, and the distances."""
+    w = Rot.from_matrix(np.swapaxes(x, -1, -2) @ data).as_rotvec()
+    rho = np.linalg.norm(w, axis=-1)
+    return w / rho[..., None], rho
+
+
+def _so3_step(x, v):
+    return x @ Rot.from_rotvec(v).as_matrix()
+
+
+def _minkowski(u, v):
+    return np.sum(u * v, -1) - 2 * u[..., 0] * v[..., 0]
+
+
+def _hyp_units(x, data):
+    """Unit log maps on the hyperboloid: (y - cosh(rho) x)/sinh(rho), and rho."""
+    rho = np.arccosh(np.maximum(-_minkowski(x, data), 1.0))
+    leg = data - np.cosh(rho)[..., None] * x
+    return leg / np.sinh(rho)[..., None], rho
+
+
+def _hyp_step(x, v):
+    t = np.sqrt(max(float(_minkowski(v, v)), 0.0))
+    y = np.cosh(t) * x + (np.sinh(t) / t if t > 0 else 1.0) * v
+    y[0] = np.sqrt(1.0 + y[1:] @ y[1:])  # back onto the sheet
+    return y
+
+
+def _hyperboloid(c):
+    """exp at the origin of the coordinates c (..., d): (cosh|c|, sinh|c| c/|c|)."""
+    t = np.linalg.norm(c, axis=-1, keepdims=True)
+    return np.concatenate([np.cosh(t), np.sinh(t) * c / np.where(t > 0, t, 1.0)], -1)
+
+
+SPACES = {
+    # name: (space, center, radius, units(x, data), step(x, v), records from coordinates)
+    "rotations": (
+        SO3,
+        np.eye(3),
+        0.6,
+        _so3_units,
+        _so3_step,
+        lambda c: Rot.from_rotvec(c).as_matrix(),
+    ),
+    "hyperbolic2": (H2, H2.origin, 1.0, _hyp_units, _hyp_step, _hyperboloid),
+    "hyperbolic3": (H3, H3.origin, 1.0, _hyp_units, _hyp_step, _hyperboloid),
+}
+
+
+def _ball_records(name, n, seed):
+    M, _, r, _, _, records = SPACES[name]
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(n, M.dim))
+    c *= r * rng.uniform(0.05, 1.0, (n, 1)) / np.linalg.norm(c, axis=-1, keepdims=True)
+    return records(c)
+
+
+def _weiszfeld(name, data, x, iters=4000):
+    """Plain Weiszfeld (Fletcher et al. 2009) with the geometry above."""
+    _, _, _, units, step, _ = SPACES[name]
+    for _ in range(iters):
+        u, rho = units(x, data)
+        x = step(x, np.sum(u, 0) / np.sum(1 / rho))  # sum log/rho over sum 1/rho
+    return x
+
+
+def _grad_norm(name, x, data):
+    """|(1/n) sum_i unit(log_x(x_i))| (SO(3): body vectors, |w| is the metric norm)."""
+    _, _, _, units, _, _ = SPACES[name]
+    u, _ = units(x, data)
+    g = u.mean(0)
+    return np.sqrt(_minkowski(g, g)) if name != "rotations" else np.linalg.norm(g)
+
+
+# --- the statistic ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(SPACES))
+def test_median_matches_an_independent_weiszfeld(name):
+    M = SPACES[name][0]
+    data = _ball_records(name, 40, seed=1)
+    res = pmd.frechet_median(M, data)
+    assert res.converged
+    # the test is about an interior median: off every record
+    assert float(np.min(M.dist(res.median, data))) > 1e-3
+    # its own start: next to a record, off the package's iterates
+    if name == "rotations":
+        start = data[0] @ Rot.from_rotvec([0.01, 0.0, 0.0]).as_matrix()
+    else:
+        start = data[0].copy()
+        start[1] += 0.01
+        start[0] = np.sqrt(1.0 + start[1:] @ start[1:])
+    ref = _weiszfeld(name, data, start)
+    assert float(M.dist(res.median, ref)) < 1e-7
+    assert _grad_norm(name, res.median, data) < 1e-9
+    # a minimum of F: small moves raise it
+    F = np.sum(M.dist(res.median, data))
+    for c in np.random.default_rng(0).normal(size=(5, M.dim)) * 1e-4:
+        assert np.sum(M.dist(M.exp_coords(res.median, c), data)) > F
+
+
+@pytest.mark.parametrize("name", list(SPACES))
+def test_median_of_a_set_closed_under_a_point_reflection_is_that_point(name):
+    """SO(3): R -> R^T fixes I and is an isometry of the bi-invariant metric; H^d:
+    x -> (x0, -x1:) fixes the origin. The median (unique: the records are not on one
+    geodesic) is fixed by it, so it is the center."""
+    M, center = SPACES[name][:2]
+    half = _ball_records(name, 15, seed=4)
+    mirror = (
+        np.swapaxes(half, -1, -2) if name == "rotations" else half * np.r_[1.0, -np.ones(M.dim)]
+    )
+    res = pmd.frechet_median(M, np.concatenate([half, mirror]))
+    assert res.converged and float(M.dist(res.median, center)) < 1e-8
+
+
+@pytest.mark.parametrize("name", list(SPACES))
+def test_a_record_with_more_than_half_the_weight_is_the_median(name):
+    M = SPACES[name][0]
+    data = _ball_records(name, 9, seed=3)
+    w = np.ones(9)
+    w[4] = 9.0  # 9/17 > 1/2: |R_4| <= 8/17 < w_4
+    res = pmd.frechet_median(M, data, weights=w)
+    assert res.converged and res.grad_norm == 0.0
+    assert float(M.dist(res.median, data[4])) < 1e-12
+
+
+# --- the private median ----------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(SPACES))
+def test_exact_median_release_is_pure_dp_in_the_ball_with_the_median_sigma(name):
+    M, center, r = SPACES[name][:3]
+    data = _ball_records(name, 30, seed=5)
+    mech = pmd.KNGMechanism(M, epsilon=2.0, center=center, radius=r, statistic="median")
+    rel = mech.release(data, random_seed=2)
+    assert rel.delta == 0 and rel.sampler == "exact" and rel.mechanism == "KNG-median"
+    # Delta = 2/n on every space (a mean of unit vectors), sigma = 2 Delta / eps
+    assert rel.sensitivity == pytest.approx(2 / 30) and rel.sigma == pytest.approx(4 / 60)
+    assert float(M.dist(center, M.validate(rel.value))) <= r
+    # logp is minus the median gradient norm over sigma, computed here
+    xs = _ball_records(name, 4, seed=6)
+    want = [-_grad_norm(name, x, data) / rel.sigma for x in xs]
+    np.testing.assert_allclose(mech.logp(xs, data), want, rtol=1e-9)
+
+
+def _so3_cdf(data, sigma, med, nt=40, npol=20, naz=40):
+    """CDF of rho(median, x) under exp(-|grad F|/sigma) on B_r(I) in SO(3), by a midpoint
+    rule in rotation vectors at I (Haar volume 4 sin^2(t/2) dt d omega)."""
+    r = SPACES["rotations"][2]
+    t = (np.arange(nt) + 0.5) * r / nt
+    th = (np.arange(npol) + 0.5) * np.pi / npol
+    ph = (np.arange(naz) + 0.5) * 2 * np.pi / naz
+    T, TH, PH = np.meshgrid(t, th, ph, indexing="ij")
+    v = T[..., None] * np.stack([np.sin(TH) * np.cos(PH), np.sin(TH) * np.sin(PH), np.cos(TH)], -1)
+    vol = (4 * np.sin(T / 2) ** 2 * np.sin(TH)).ravel()
+    x = Rot.from_rotvec(v.reshape(-1, 3)).as_matrix()
+    w = Rot.from_matrix((np.swapaxes(x, -1, -2)[:, None] @ data[None]).reshape(-1, 3, 3))
+    w = w.as_rotvec().reshape(len(x), len(data), 3)
+    g = np.linalg.norm(np.mean(w / np.linalg.norm(w, axis=-1, keepdims=True), axis=1), axis=-1)
+    s = np.linalg.norm(Rot.from_matrix(np.swapaxes(x, -1, -2) @ med).as_rotvec(), axis=-1)
+    return _cdf(s, vol * np.exp(-g / sigma))
+
+
+def _h2_cdf(data, sigma, med, nt=400, nphi=400):
+    """The same on H^2, polar coordinates at the origin (area sinh t dt dphi)."""
+    r = SPACES["hyperbolic2"][2]
+    t = (np.arange(nt) + 0.5) * r / nt
+    phi = (np.arange(nphi) + 0.5) * 2 * np.pi / nphi
+    T, P = np.meshgrid(t, phi, indexing="ij")
+    x = _hyperboloid(np.stack([T * np.cos(P), T * np.sin(P)], -1).reshape(-1, 2))
+    u, _ = _hyp_units(x[:, None], data[None])
+    g = u.mean(1)
+    g = np.sqrt(np.maximum(_minkowski(g, g), 0.0))
+    s = np.arccosh(np.maximum(-_minkowski(x, med), 1.0))
+    return _cdf(s, np.sinh(T).ravel() * np.exp(-g / sigma))
+
+
+def _cdf(s, w):
+    order = np.argsort(s)
+    cum = np.cumsum(w[order]) / w.sum()
+    return lambda v: np.interp(v, s[order], cum, left=0.0, right=1.0)
+
+
+@pytest.mark.parametrize(("name", "n_draws"), [("hyperbolic2", 2000), ("rotations", 1000)])
+def test_exact_median_kng_matches_its_density_by_quadrature(name, n_draws):
+    M, center, r = SPACES[name][:3]
+    data = _ball_records(name, 20, seed=8)
+    mech = pmd.KNGMechanism(M, epsilon=1.0, center=center, radius=r, statistic="median")
+    sigma = mech.sigma(20)  # 0.2: the law spreads over the ball
+    med = pmd.frechet_median(M, data).median
+    draws = mech.sample(data, n_draws, random_seed=7)
+    cdf = _so3_cdf if name == "rotations" else _h2_cdf
+    dist = M.dist(med, draws)
+    assert stats.kstest(dist, cdf(data, sigma, med)).pvalue > ALPHA
+    # the deliberately wrong law: sigma 30% larger, refuted by the same draws
+    assert stats.kstest(dist, cdf(data, 1.3 * sigma, med)).pvalue < ALPHA
