@@ -724,6 +724,7 @@ class KNG(Continuous):
 @_logprob.register(KNGRV)
 def _kng_logprob(op, values, rng, size, data, sigma, **kwargs):
     (value,) = values
+    data = _core_data(op.manifold, data)
     logp = kng_logp(op.manifold, value, data, sigma, op.domain, op.statistic)
     if _is_constant(data) or op.domain is None:
         return check_parameters(logp, *_sigma_conditions(sigma), msg="sigma > 0")
@@ -735,6 +736,26 @@ def _kng_logprob(op, values, rng, size, data, sigma, **kwargs):
         inside,
         msg=f"sigma > 0 and every datum inside the public ball B_r(m0), r = {dom.radius:.6g}",
     )
+
+
+def _core_data(manifold, data):
+    """The records ``(n, *point_shape)`` of a KNG variable with a batch shape.
+
+    PyMC broadcasts every parameter to the variable's batch shape (an observed batch
+    of releases), so the records arrive as ``(1, ..., n, *point_shape)``: one data set,
+    which the density uses once for every value. A batch of different data sets is
+    refused (each would be its own KNG variable).
+    """
+    data = pt.as_tensor_variable(data)
+    extra = data.ndim - 1 - len(manifold.point_shape)
+    if extra <= 0:
+        return data
+    if not all(data.type.broadcastable[:extra]):
+        raise NotImplementedError(
+            "KNG with a batch of different data sets: give each data set its own KNG "
+            "variable (the records must have shape (n, *point_shape))"
+        )
+    return data.reshape(tuple(data.shape[extra:]), ndim=data.ndim - extra)
 
 
 def _kng_center(op, data):

@@ -297,3 +297,23 @@ def test_kng_data_as_pm_data_is_checked_in_the_graph():
     assert m.compile_logp()({}) == -np.inf
     with pytest.raises(ParameterValueError, match="public ball"):
         pm.logp(m["k"], x).eval()
+
+
+@pytest.mark.parametrize("statistic", ["mean", "median"])
+def test_kng_observed_batch_of_releases(statistic):
+    """Several observed KNG values of one data set: PyMC broadcasts the records to the
+    batch (1, n, 3); each value's log-density is the formula written here, per value."""
+    dom = pmd.DataDomain(S2, NORTH, 0.4)
+    rng = np.random.default_rng(8)
+    data = S2.exp_coords(NORTH, rng.uniform(-0.1, 0.1, size=(15, 2)))
+    x = S2.exp_coords(NORTH, rng.uniform(-0.05, 0.05, size=(4, 2)))
+    with pm.Model() as m:
+        pmd.KNG("k", S2, data, 0.1, dom, statistic=statistic, observed=x)
+    (logp,) = m.compile_logp(sum=False)({})
+    logs = S2.log(x[:, None, :], data[None])  # (4, 15, 3)
+    if statistic == "mean":
+        expected = -np.linalg.norm(logs.sum(1), axis=-1) / (0.1 * 15)
+    else:
+        units = logs / np.linalg.norm(logs, axis=-1, keepdims=True)
+        expected = -np.linalg.norm(units.mean(1), axis=-1) / 0.1
+    np.testing.assert_allclose(logp, expected, rtol=1e-9)
