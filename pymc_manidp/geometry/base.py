@@ -466,14 +466,17 @@ class ManifoldBase:
 
     def pt_log_frame(self, frame, x):
         """Chart coordinates of points ``x``: ``pt_log`` at the frame's ``origin``,
-        read in its ``basis`` (the frame of :meth:`chart_frame`)."""
+        read in its orthonormal ``basis`` with ``pt_inner`` (the frame of
+        :meth:`chart_frame`)."""
         import pytensor.tensor as pt
 
         origin = pt.as_tensor_variable(frame["origin"])
         basis = pt.as_tensor_variable(frame["basis"])
         v = self.pt_log(origin, x)
         n = len(self.point_shape)
-        return pt.tensordot(v, basis, axes=[list(range(-n, 0)), list(range(1, n + 1))])
+        # read in the metric, not the ambient dot product: they differ by a factor on
+        # SO(3) (1/2 tr) and everywhere but I on SPD
+        return self.pt_inner(origin, pt.shape_padaxis(v, -n - 1), basis)
 
     def pt_point_checks(self, x):
         """``[isfinite(x)]``: a space with a cheap test of its own overrides it."""

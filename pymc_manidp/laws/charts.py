@@ -87,7 +87,7 @@ class ChartTransform(Transform):
         self.origin = manifold.validate(origin)
         self.scale = check_positive_real(scale, "scale")
         self.ndim_supp = len(manifold.point_shape)
-        self._basis = manifold.tangent_basis(self.origin)
+        self._frame = manifold.chart_frame(self.origin)
 
     @property
     def center(self) -> np.ndarray:
@@ -107,10 +107,9 @@ class ChartTransform(Transform):
         return self.manifold.pt_exp_coords(self.origin, self.coords(value))
 
     def forward(self, value, *inputs):
-        n = self.ndim_supp
-        v = self.manifold.pt_log(pt.as_tensor_variable(self.origin), value)
-        c = pt.tensordot(v, self._basis, axes=[list(range(-n, 0)), list(range(1, n + 1))])
-        return c / self.scale
+        # the inverse of backward's chart, in the manifold's own metric (a Euclidean
+        # product with the frame is right only where the metric is, e.g. at SPD's I)
+        return chart_coords(self.manifold, self._frame, value) / self.scale
 
     def log_jac_det(self, value, *inputs):
         d = self.manifold.dim

@@ -209,3 +209,35 @@ def test_chart_transform_old_attribute_and_both_names():
         np.testing.assert_array_equal(t.center, t.origin)
     with pytest.raises(TypeError, match="once"), pytest.warns(FutureWarning):
         ChartTransform(S, origin=[0.0, 0.6, 0.8], scale=0.2, center=[0.0, 0.0, 1.0])
+
+
+def _chart_origins():
+    from pymc_manidp.geometry.hyperbolic import from_poincare
+
+    rot = pmd.Rotations()
+    return {
+        "S2": (pmd.Sphere(dim=2), np.array([0.0, 0.6, 0.8])),
+        "SPD2": (pmd.SPD(k=2), np.diag([2.0, 0.5])),
+        "SPD3": (pmd.SPD(k=3), np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 0.5]])),
+        "Kendall4": (
+            pmd.KendallShape(k_landmarks=4),
+            np.array([[0.0, 0.0], [1.0, 0.2], [1.0, 1.0], [0.0, 1.0]]),
+        ),
+        "SO3": (rot, rot.from_rotvecs([0.3, 0.1, -0.5])),
+        "H2": (pmd.Hyperbolic(dim=2), from_poincare(np.array([0.3, -0.2]))),
+        "R2": (pmd.Euclidean(dim=2), np.array([1.0, 2.0])),
+    }
+
+
+@pytest.mark.parametrize("case", list(_chart_origins()))
+def test_chart_forward_inverts_backward_away_from_the_origin(case):
+    """forward(backward(u)) = u at an origin other than the space's own, and the
+    chart's scaled coordinates have the geodesic distance as their length (the metric,
+    not the ambient dot product: a factor 2 on SO(3), anything but I on SPD)."""
+    M, origin = _chart_origins()[case]
+    t = ChartTransform(M, origin=origin, scale=0.1)
+    u = np.linspace(-0.7, 0.5, M.dim)
+    x = t.backward(pt.as_tensor(u)).eval()
+    back = t.forward(pt.as_tensor(x)).eval()
+    np.testing.assert_allclose(back, u, atol=1e-10)
+    assert np.isclose(0.1 * np.linalg.norm(back), M.dist(M.validate(origin), x), rtol=1e-10)
