@@ -27,7 +27,7 @@ warnings.filterwarnings("ignore", message="Numba will use object mode")
 
 
 def _published(value, sigma):
-    return {"value": value, "mechanism": "manifold Laplace", "sigma": sigma}
+    return {"value": value, "mechanism": "manifold Laplace", "sigma": sigma, "restricted": False}
 
 
 def test_noise_aware_model_of_a_rotation_release():

@@ -415,7 +415,12 @@ def _sbc_ranks(sigma_model, replicates, seed, sigma=0.3, prior_sigma=0.5, draws=
     from pymc_manidp.laws.exact import sample_laplace as draw
 
     rng = np.random.default_rng(seed)
-    published = {"value": O2, "mechanism": "manifold Laplace", "sigma": sigma_model}
+    published = {
+        "value": O2,
+        "mechanism": "manifold Laplace",
+        "sigma": sigma_model,
+        "restricted": False,
+    }
 
     def prior(name, **kw):
         return pmd.ManifoldLaplace(name, H2, O2, prior_sigma, **kw)
@@ -458,8 +463,11 @@ def test_noise_aware_sbc_passes_and_catches_half_sigma():
 
 def test_noise_aware_model_builds_with_a_prior():
     published = {"value": H2.exp_coords(O2, [0.1, 0.2]), "mechanism": "manifold Laplace",
-                 "sigma": 0.3}  # fmt: skip
-    with pytest.raises(ValueError, match=r"ManifoldUniform needs a compact manifold.*infinite"):
+                 "sigma": 0.3, "restricted": False}  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"default prior is uniform, which needs a compact manifold.*infinite volume",
+    ):
         pmd.noise_aware_model(published, H2)  # no uniform prior on a non-compact space
     m = pmd.noise_aware_model(
         published, H2, prior=lambda n, **kw: pmd.ManifoldLaplace(n, H2, O2, 0.5, **kw)
