@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--center",
         required=True,
-        help="center of the public ball: comma-separated coordinates, 'identity' (spd) "
+        help="center of the public ball: comma-separated coordinates, 'identity' (the space's "
+        "origin: I on spd and rotations) "
         "or a .npy/.csv file",
     )
     p.add_argument("--radius", required=True, type=float, help="radius of the public ball")

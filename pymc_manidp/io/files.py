@@ -281,8 +281,8 @@ def parse_center(text: str, manifold) -> np.ndarray:
             values = np.array([float(v) for v in text.replace(";", ",").split(",")])
         except ValueError:
             raise ValueError(
-                f"center must be comma-separated numbers, 'identity' (spd) or a .npy/.csv "
-                f"file, got {text!r}"
+                "center must be comma-separated numbers, 'identity' (the space's origin) or "
+                f"a .npy/.csv file, got {text!r}"
             ) from None
     if values.size != math.prod(shape):
         raise ValueError(
