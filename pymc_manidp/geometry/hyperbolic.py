@@ -340,7 +340,8 @@ class Hyperbolic(ManifoldBase):
     .. math:: \left(\frac{\sinh t}{t}\right)^{d-1},
 
     so the Laplace :math:`e^{-\rho/\sigma}` is normalizable iff ``sigma < 1/(d-1)``
-    (:func:`hyperbolic_laplace_log_normalizer`). ``H^1`` is the line (flat).
+    (:func:`~pymc_manidp.geometry.hyperbolic.hyperbolic_laplace_log_normalizer`).
+    ``H^1`` is the line (flat).
 
     Examples
     --------
@@ -445,8 +446,8 @@ class Hyperbolic(ManifoldBase):
 
     @property
     def pt_laplace_log_normalizer(self):
-        """:func:`hyperbolic_laplace_log_normalizer` for this ``dim`` (a function of
-        ``sigma``): closed form up to the edge."""
+        """The closed form up to the edge, a function of ``sigma`` for this ``dim``
+        (:func:`~pymc_manidp.geometry.hyperbolic.hyperbolic_laplace_log_normalizer`)."""
         return lambda sigma: hyperbolic_laplace_log_normalizer(self.dim, sigma)
 
     @property

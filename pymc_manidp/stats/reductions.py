@@ -370,6 +370,16 @@ def zero_distance(M) -> float:
     it has one, else 1): closer records have no well-defined direction at working
     precision, and the Weiszfeld step and the median's gradient treat them as
     coincident.
+
+    Parameters
+    ----------
+    M : Manifold
+        The manifold (its ``radius`` attribute, if any, sets the length scale).
+
+    Returns
+    -------
+    float
+        The distance, ``256 eps`` times the length scale.
     """
     return 256.0 * np.finfo(float).eps * float(getattr(M, "radius", 1.0))
 
