@@ -651,6 +651,18 @@ def _kng_shells(M, sigma, H, r, rho_data, e, t_max, rho_weights=None):
     return edges, slopes, offsets, log_weights
 
 
+def _kng_arguments(M, data, sigma, size, rng, domain, max_attempts):
+    """The checked arguments of a KNG sampler (mean or median): its law lives on the ball."""
+    _check_exact_manifold(M)
+    if domain is None:
+        raise ValueError("KNG's law lives on the public ball: pass domain=DataDomain(...)")
+    domain = _check_domain(M, domain)
+    sigma = check_sigma(sigma)
+    size = _check_size(size)
+    max_attempts = _check_max_attempts(max_attempts)
+    return domain, domain.check(data), sigma, size, max_attempts, as_generator(rng)
+
+
 def sample_kng(
     M,
     data,
@@ -725,15 +737,9 @@ def sample_kng(
     >>> out.points.shape, 0.4 < out.acceptance_rate <= 1
     ((200, 3), True)
     """
-    _check_exact_manifold(M)
-    if domain is None:
-        raise ValueError("KNG's law lives on the public ball: pass domain=DataDomain(...)")
-    domain = _check_domain(M, domain)
-    sigma = check_sigma(sigma)
-    size = _check_size(size)
-    max_attempts = _check_max_attempts(max_attempts)
-    data = domain.check(data)
-    rng = as_generator(rng)
+    domain, data, sigma, size, max_attempts, rng = _kng_arguments(
+        M, data, sigma, size, rng, domain, max_attempts
+    )
     env = _KNGEnvelope.build(M, data, sigma, domain, max_attempts)
     stats = {"inside": 0, "proposals": 0}
     propose = _kng_proposer(env, data, rng, stats)
@@ -1074,15 +1080,9 @@ def sample_kng_median(
     >>> sample_kng_median(S, data, 0.2, 50, rng=1, domain=dom).points.shape
     (50, 3)
     """
-    _check_exact_manifold(M)
-    if domain is None:
-        raise ValueError("KNG's law lives on the public ball: pass domain=DataDomain(...)")
-    domain = _check_domain(M, domain)
-    sigma = check_sigma(sigma)
-    size = _check_size(size)
-    max_attempts = _check_max_attempts(max_attempts)
-    data = domain.check(data)
-    rng = as_generator(rng)
+    domain, data, sigma, size, max_attempts, rng = _kng_arguments(
+        M, data, sigma, size, rng, domain, max_attempts
+    )
     d, r = M.dim, domain.radius
     growth = M.log_volume_growth  # log J(c) <= G |c| <= G r on the ball
     m0 = domain.center
