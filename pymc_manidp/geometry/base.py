@@ -270,6 +270,31 @@ class PyTensorTwins(Protocol):
     #: 1 suffices); ``None`` with ``gaussian_shape``.
     pt_to_gaussian: object
 
+    #: Shape of the tangent noise ``w`` of the moving chart (a footpoint that is itself a
+    #: random variable): ``pt_exp_noise(x, w)`` is ``exp_x(P_x w)`` for a linear map
+    #: ``P_x`` onto ``T_x`` that is smooth in ``x`` everywhere (a projection, a parallel
+    #: transport from a fixed point, a congruence) and under which a standard normal
+    #: ``w`` is standard normal on ``(T_x, metric)``; ``None`` where none is written.
+    noise_shape: object
+
+    #: ``pt_exp_noise(x, w)``: ``exp_x(P_x w)`` for footpoints ``x`` ``(..., *point_shape)``
+    #: and noise ``w`` ``(..., *noise_shape)``, a tensor of points; ``None`` with
+    #: ``noise_shape``.
+    pt_exp_noise: object
+
+    #: ``pt_noise_norm(x, w)``: ``|P_x w|_x``, a tensor ``(...)``; ``None`` with
+    #: ``noise_shape``.
+    pt_noise_norm: object
+
+    #: ``pt_log_noise(x, y)``: a noise ``w`` with ``P_x w = log_x(y)`` (the one of least
+    #: norm), ``(..., *noise_shape)``; the inverse of ``pt_exp_noise``; ``None`` with
+    #: ``noise_shape``.
+    pt_log_noise: object
+
+    def pt_log_volume_density_noise(self, x, w):
+        """Log volume density of ``exp_x`` at the tangent vector ``P_x w``, a tensor
+        ``(...)`` (the one of :meth:`pt_log_volume_density` in an orthonormal frame)."""
+
 
 def _member_docs() -> dict[str, str]:
     docs = {}
@@ -308,6 +333,10 @@ class ManifoldBase:
     gaussian_shape = None
     pt_from_gaussian = None
     pt_to_gaussian = None
+    noise_shape = None
+    pt_exp_noise = None
+    pt_noise_norm = None
+    pt_log_noise = None
 
     #: The space's name in data files and on the command line (``--manifold``), found
     #: there through :func:`pymc_manidp.geometry.manifold_class`; ``None``: not offered.
@@ -477,6 +506,16 @@ class ManifoldBase:
         # read in the metric, not the ambient dot product: they differ by a factor on
         # SO(3) (1/2 tr) and everywhere but I on SPD
         return self.pt_inner(origin, pt.shape_padaxis(v, -n - 1), basis)
+
+    def pt_log_volume_density_noise(self, x, w):
+        """Log volume density of ``exp_x`` at ``P_x w``: where it is radial (a function
+        of the length only), :meth:`pt_log_volume_density` of the one coordinate
+        ``|P_x w|_x``; a space whose density is not radial (SPD) overrides it."""
+        import pytensor.tensor as pt
+
+        if not self.volume_is_radial:
+            raise NotImplementedError(f"{self} has no radial volume density: override this")
+        return self.pt_log_volume_density(pt.shape_padright(self.pt_noise_norm(x, w)))
 
     def pt_point_checks(self, x):
         """``[isfinite(x)]``: a space with a cheap test of its own overrides it."""

@@ -54,6 +54,7 @@ class Euclidean(ManifoldBase):
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))
         object.__setattr__(self, "point_shape", (self.dim,))
+        object.__setattr__(self, "noise_shape", (self.dim,))
 
     @property
     def injectivity_radius(self) -> float:
@@ -123,6 +124,19 @@ class Euclidean(ManifoldBase):
 
     def pt_log(self, x, y):
         return pt.as_tensor_variable(y) - x
+
+    # the moving chart (random footpoints): the noise is the tangent vector
+    def pt_exp_noise(self, x, w):
+        """``x + w``."""
+        return pt.as_tensor_variable(x) + w
+
+    def pt_noise_norm(self, x, w):
+        """``|w|``."""
+        return pt.sqrt(pt.sum(pt.as_tensor_variable(w) ** 2, axis=-1) + 1e-300)
+
+    def pt_log_noise(self, x, y):
+        """``y - x``."""
+        return self.pt_log(x, y)
 
     def pt_dist(self, x, y):
         return pt.sqrt(pt.sum((pt.as_tensor_variable(y) - x) ** 2, axis=-1) + 1e-300)

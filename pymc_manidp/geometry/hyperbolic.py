@@ -65,7 +65,7 @@ def minkowski_inner(u, v):
     Parameters
     ----------
     u, v : array_like, shape ``(..., d+1)``
-        Vectors of :math:`\mathbb R^{d+1}` (broadcast).
+        Vectors of ``R^(d+1)`` (broadcast).
 
     Returns
     -------
@@ -374,6 +374,7 @@ class Hyperbolic(ManifoldBase):
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))
         object.__setattr__(self, "point_shape", (self.dim + 1,))
+        object.__setattr__(self, "noise_shape", (self.dim,))
 
     # --- the registry's members ---------------------------------------------------------
     @classmethod
@@ -603,6 +604,35 @@ class Hyperbolic(ManifoldBase):
         a2 = 0.25 * q
         fac = _pt_asinhc_sq(a2) / pt.sqrt(1.0 + a2)
         return pt.shape_padright(fac) * u
+
+    # the moving chart (random footpoints): transport from the origin, the frame of
+    # hyperbolic_basis
+    def pt_exp_noise(self, x, w):
+        """``exp_x(P_x w)``, ``P_x w = sum_a w_a E_a`` in the boosted frame
+        ``E_a = (x_a, e_a + x_a xbar/(1 + x_0))`` (:func:`hyperbolic_basis`):
+        orthonormal, so a standard normal ``w`` of ``R^d`` is standard
+        normal on ``T_x``."""
+        x = pt.as_tensor_variable(x)
+        v = self._pt_transport(x, w)
+        s = pt.sum(pt.as_tensor_variable(w) ** 2, axis=-1, keepdims=True)
+        return ptn.cosh_sqrt(s) * x + ptn.sinhc_sqrt(s) * v
+
+    def pt_noise_norm(self, x, w):
+        """``|w|`` (the frame is orthonormal)."""
+        return pt.sqrt(pt.sum(pt.as_tensor_variable(w) ** 2, axis=-1) + 1e-300)
+
+    def pt_log_noise(self, x, y):
+        """``<log_x(y), E_a>_L = vbar - xbar v_0/(1 + x_0)`` (``v`` tangent at ``x``)."""
+        x = pt.as_tensor_variable(x)
+        v = self.pt_log(x, y)
+        return v[..., 1:] - x[..., 1:] * pt.shape_padright(v[..., 0] / (1.0 + x[..., 0]))
+
+    @staticmethod
+    def _pt_transport(x, w):
+        w = pt.as_tensor_variable(w)
+        xw = pt.shape_padright(pt.sum(x[..., 1:] * w, axis=-1))
+        rest = w + xw * x[..., 1:] / pt.shape_padright(1.0 + x[..., 0])
+        return pt.concatenate([xw, rest], axis=-1)
 
     def pt_dist(self, x, y):
         q, _ = _pt_gap(pt.as_tensor_variable(x), pt.as_tensor_variable(y))

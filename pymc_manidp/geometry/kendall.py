@@ -210,6 +210,7 @@ class KendallShape(ManifoldBase):
         object.__setattr__(self, "point_shape", (k, 2))
         # the uniform law's Gaussian lives in Helmert coordinates (centered configurations)
         object.__setattr__(self, "gaussian_shape", (k - 1, 2))
+        object.__setattr__(self, "noise_shape", (k, 2))
 
     @property
     def injectivity_radius(self) -> float:
@@ -329,6 +330,33 @@ class KendallShape(ManifoldBase):
         amp = pt.sqrt(q**2 + ww**2)
         cos_arg = pt.clip((np.cos(r) ** 2 - p) / amp, -1.0, 1.0)
         return (pt.arctan2(ww, q) + pt.arccos(cos_arg)) / 2
+
+    # the moving chart (random footpoints): the horizontal projection of ambient noise
+    def pt_exp_noise(self, x, w):
+        """``exp_x(P_x w)``: ``P_x`` centers ``w`` ``(..., k, 2)`` and removes its
+        components along ``x`` and ``i x`` (the horizontal space at the pre-shape
+        ``x``), so a standard normal ``w`` gives a standard normal on ``T_x``."""
+        x = pt.as_tensor_variable(x)
+        v = self._pt_horizontal(x, w)
+        s = pt.sum(v**2, axis=(-2, -1), keepdims=True)
+        return ptn.cos_sqrt(s) * x + ptn.sinc_sqrt(s) * v
+
+    def pt_noise_norm(self, x, w):
+        """``|P_x w|``."""
+        return pt.sqrt(pt.sum(self._pt_horizontal(x, w) ** 2, axis=(-2, -1)) + 1e-300)
+
+    def pt_log_noise(self, x, y):
+        """``log_x(y)``: horizontal vectors are their own least-norm noise."""
+        return self.pt_log(x, y)
+
+    @staticmethod
+    def _pt_horizontal(x, w):
+        x, w = pt.as_tensor_variable(x), pt.as_tensor_variable(w)
+        w = w - pt.mean(w, axis=-2, keepdims=True)
+        ix = pt.stack([-x[..., 1], x[..., 0]], axis=-1)  # the rotation's direction
+        for e in (x, ix):  # orthonormal (x is a unit pre-shape): one pass each
+            w = w - pt.sum(w * e, axis=(-2, -1), keepdims=True) * e
+        return w
 
     def pt_from_gaussian(self, z):
         """``H^T z/|z|`` for ``z`` ``(..., k-1, 2)``, ``H`` the Helmert sub-matrix: the

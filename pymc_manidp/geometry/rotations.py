@@ -262,7 +262,7 @@ def rotations_laplace_log_normalizer(sigma):
 
     from :math:`2\sin^2(t/2) = 1 - \cos t` and
     :math:`\int_0^\pi e^{-t/\sigma}\cos t\,dt = \sigma(1 + e^{-\pi/\sigma})/(1 + \sigma^2)`.
-    It tends to :math:`8\pi\sigma^3` (the Laplace on :math:`\mathbb R^3`) as
+    It tends to :math:`8\pi\sigma^3` (the Laplace on ``R^3``) as
     ``sigma -> 0`` and to the volume :math:`8\pi^2` as ``sigma -> inf``. Written
     without overflow or cancellation for every normal ``sigma`` and differentiable in
     it (a random ``sigma`` in noise-aware models).
@@ -371,6 +371,7 @@ class Rotations(ManifoldBase):
     homogeneous = True
     volume_is_radial = True
     gaussian_shape = (4,)
+    noise_shape = (3,)
 
     # --- the registry's members ------------------------------------------------------
     @classmethod
@@ -543,7 +544,14 @@ class Rotations(ManifoldBase):
         origin = pt.as_tensor_variable(frame["origin"])
         basis = pt.as_tensor_variable(frame["basis"])
         v = pt.tensordot(pt.as_tensor_variable(coords), basis, axes=[[-1], [0]])
-        w = _pt_vee(_pt_t_matmul(origin, v))
+        return self.pt_exp_noise(origin, _pt_vee(_pt_t_matmul(origin, v)))
+
+    # the moving chart (random footpoints): P_x w = x hat(w), the frame x hat(e_k)
+    def pt_exp_noise(self, x, w):
+        """``x expm(hat(w))`` by Rodrigues' formula: ``P_x w = x hat(w)`` has norm
+        ``|w|`` in the metric ``1/2 tr``, so a standard normal ``w`` of
+        ``R^3`` is standard normal on ``T_x``."""
+        x, w = pt.as_tensor_variable(x), pt.as_tensor_variable(w)
         s = pt.sum(w**2, axis=-1)[..., None, None]
         ww = pt.shape_padright(w) * pt.shape_padaxis(w, -2)
         rot = (
@@ -551,7 +559,16 @@ class Rotations(ManifoldBase):
             + ptn.sinc_sqrt(s) * _pt_hat(w)
             + 0.5 * ptn.sinc_sqrt(s / 4.0) ** 2 * ww
         )
-        return _pt_matmul(origin, rot)
+        return _pt_matmul(x, rot)
+
+    def pt_noise_norm(self, x, w):
+        """``|w|``."""
+        return pt.sqrt(pt.sum(pt.as_tensor_variable(w) ** 2, axis=-1) + 1e-300)
+
+    def pt_log_noise(self, x, y):
+        """``vee(x^T log_x(y))``."""
+        x = pt.as_tensor_variable(x)
+        return _pt_vee(_pt_t_matmul(x, self.pt_log(x, y)))
 
     def pt_log(self, x, y):
         """``x hat(theta/sin(theta) v)``, ``v = vee(x^T y) = sin(theta) axis``: the

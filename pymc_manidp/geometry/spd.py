@@ -163,6 +163,7 @@ class SPD(ManifoldBase):
         object.__setattr__(self, "dim", k * (k + 1) // 2)
         object.__setattr__(self, "point_shape", (k, k))
         object.__setattr__(self, "_frame", identity_frame(k))
+        object.__setattr__(self, "noise_shape", (k, k))
 
     @property
     def injectivity_radius(self) -> float:
@@ -346,6 +347,31 @@ class SPD(ManifoldBase):
         s_inv = pt.linalg.inv(s)
         w = ptn.logm(ptn.sym(s_inv @ x @ s_inv))
         return pt.tensordot(w, self._frame, axes=[[-2, -1], [1, 2]])
+
+    # the moving chart (random footpoints): the congruence by x^{1/2}, smooth in x
+    def pt_exp_noise(self, x, w):
+        """``x^{1/2} expm(sym(w)) x^{1/2}``: ``P_x w = x^{1/2} sym(w) x^{1/2}`` has norm
+        ``|sym(w)|_F`` at ``x``, and the symmetric part of a standard normal ``w``
+        ``(..., k, k)`` is standard normal on ``Sym(k)`` (off-diagonal entries of
+        variance 1/2, i.e. 1 along ``(E_ij + E_ji)/sqrt 2``)."""
+        s = ptn.sqrtm(pt.as_tensor_variable(x), k=self.k)
+        return ptn.sym(s @ ptn.expm(ptn.sym(pt.as_tensor_variable(w)), k=self.k) @ s)
+
+    def pt_noise_norm(self, x, w):
+        """``|sym(w)|_F``."""
+        return pt.sqrt(pt.sum(ptn.sym(pt.as_tensor_variable(w)) ** 2, axis=(-2, -1)) + 1e-300)
+
+    def pt_log_noise(self, x, y):
+        """``logm(x^{-1/2} y x^{-1/2})``."""
+        xi = ptn.invsqrtm(pt.as_tensor_variable(x), k=self.k)
+        return ptn.logm(ptn.sym(xi @ pt.as_tensor_variable(y) @ xi), k=self.k)
+
+    def pt_log_volume_density_noise(self, x, w):
+        """The eigenvalue-pair product of the volume density, at ``sym(w)``."""
+        w_mat = ptn.sym(pt.as_tensor_variable(w))
+        if self.k == 2:
+            return ptn.log_sinhc_sqrt(ptn.sym2_parts(w_mat)[-1])
+        return ptn.spectral_sum(_pt_pair_log_sinhc, w_mat)
 
     def pt_point_checks(self, x):
         """Symmetric to ``1e-8`` relative (positivity is checked where the

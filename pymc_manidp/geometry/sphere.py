@@ -142,6 +142,7 @@ class Sphere(ManifoldBase):
         object.__setattr__(self, "radius", check_positive_real(self.radius, "radius"))
         object.__setattr__(self, "point_shape", (self.dim + 1,))
         object.__setattr__(self, "gaussian_shape", (self.dim + 1,))
+        object.__setattr__(self, "noise_shape", (self.dim + 1,))
 
     # --- constants ---------------------------------------------------------------
     @property
@@ -297,6 +298,27 @@ class Sphere(ManifoldBase):
     def pt_to_gaussian(self, x):
         """``x/R``."""
         return pt.as_tensor_variable(x) / self.radius
+
+    # the moving chart (random footpoints): the tangent projection of ambient noise
+    def pt_exp_noise(self, x, w):
+        """``exp_x(P_x w)``, ``P_x w = w - <w, x> x/R^2`` (a standard normal ``w`` of
+        ``R^(d+1)`` projects to a standard normal on ``T_x``)."""
+        x = pt.as_tensor_variable(x)
+        v = self._pt_project(x, w)
+        s = pt.sum(v**2, axis=-1, keepdims=True) / self.radius**2
+        return ptn.cos_sqrt(s) * x + ptn.sinc_sqrt(s) * v
+
+    def pt_noise_norm(self, x, w):
+        """``|P_x w|``."""
+        return pt.sqrt(pt.sum(self._pt_project(x, w) ** 2, axis=-1) + 1e-300)
+
+    def pt_log_noise(self, x, y):
+        """``log_x(y)``: tangent vectors are their own least-norm noise."""
+        return self.pt_log(x, y)
+
+    def _pt_project(self, x, w):
+        x, w = pt.as_tensor_variable(x), pt.as_tensor_variable(w)
+        return w - pt.sum(w * x, axis=-1, keepdims=True) * x / self.radius**2
 
     def pt_log(self, x, y):
         x, y = pt.as_tensor_variable(x), pt.as_tensor_variable(y)

@@ -31,6 +31,7 @@ from pymc_manidp.geometry.validation import check_positive_real
 
 __all__ = [
     "ChartTransform",
+    "MovingPolarChart",
     "NormalizedGaussian",
     "PolarChart",
     "ball_exit",
@@ -216,12 +217,7 @@ class PolarChart(Transform):
         """``t(s)`` and ``log dt/ds``; ``big_t`` caps the radius (tensor or float)."""
         if big_t is None:
             big_t = self.manifold.injectivity_radius
-        if not (isinstance(big_t, float) and not np.isfinite(big_t)):
-            y = scale * pt.exp(s) / big_t
-            log_sech2 = 2.0 * (np.log(2.0) - y - pt.log1p(pt.exp(-2.0 * y)))
-            return big_t * pt.tanh(y), pt.log(scale) + s + log_sech2
-        t = scale * pt.exp(s)
-        return t, pt.log(t)
+        return polar_radius(s, scale, big_t)
 
     def _coords(self, value, inputs):
         value = pt.as_tensor_variable(value)
@@ -269,15 +265,192 @@ class PolarChart(Transform):
         big_t = self._cap(z)
         if big_t is None:
             big_t = self.manifold.injectivity_radius
-        if not (isinstance(big_t, float) and not np.isfinite(big_t)):
-            s = pt.log(big_t * pt.arctanh(pt.minimum(t / big_t, 1 - 1e-16)) / scale)
-        else:
-            s = pt.log(t / scale)
+        s = polar_log_radius(t, scale, big_t)
         return pt.concatenate([z, s[..., None]], axis=-1)
 
     def log_jac_det(self, value, *inputs):
         c, log_jac = self._coords(value, inputs)
         return log_jac + self.manifold.pt_log_volume_density(c)
+
+
+class MovingPolarChart(Transform):
+    r"""Polar normal coordinates at a random footpoint: the non-centred form.
+
+    For a Laplace-like variable whose footpoint ``x`` is itself a random variable (a
+    group mean around a population mean), the chart follows the footpoint. The
+    unconstrained value is ``(w, s)`` in :math:`\mathbb R^{m+1}`, ``w`` a noise of
+    ``manifold.noise_shape`` (``m`` numbers) and ``s`` a log-radius:
+
+    .. math:: u = \frac{P_x w}{|P_x w|_x}, \quad t = \text{scale}\cdot e^{s}, \quad
+              y = \exp_x(t\,u),
+
+    ``P_x`` the manifold's linear map of noise onto :math:`T_x` (``pt_exp_noise``: a
+    tangent projection on spheres and shapes, the congruence by :math:`x^{1/2}` on SPD,
+    the boosted frame on hyperbolic space), smooth in ``x`` everywhere (no frame is
+    needed, which a sphere does not have globally), under which a standard normal
+    ``w`` is standard normal on :math:`T_x`. On compact manifolds
+    ``t = T tanh(scale e^s/T)`` with ``T`` the injectivity radius, as in
+    :class:`PolarChart`. The log-Jacobian w.r.t. the Riemannian volume,
+
+    .. math:: (d-1)\log t + \log\frac{dt}{ds} + \log J_x(t u) - \tfrac12|w|^2
+              - \tfrac m2\log 2\pi + \log\mathrm{vol}(S^{d-1}),
+
+    makes ``w`` standard normal, so ``u`` is uniform on the unit sphere of
+    :math:`T_x` and independent of ``|w|`` and of the components of ``w`` that ``P_x``
+    removes (free auxiliaries); the target on ``(w, s)`` integrates to the law's mass.
+
+    Why: a law :math:`e^{-\rho(x, y)/\tau}` has its cusp at ``y = x``. A chart fixed in
+    space (the normalized Gaussian of :func:`_global_chart`) meets that cusp wherever the
+    sampler moves ``x``, and the coupling of ``y`` to ``x`` at small ``τ`` is the funnel
+    of hierarchical models. Here the cusp sits at ``s = -inf`` for every ``x``, and on a
+    homogeneous space the law of ``(w, s)`` does not depend on ``x`` at all: ``x`` and
+    ``(w, s)`` are independent a priori (the non-centred parametrization).
+
+    For ``d = 1`` a direction is a sign, which no smooth map gives: there the chart is
+    the tangent line, ``y = exp_x(h(|P_x w|) P_x w/|P_x w|)`` with the odd map
+    ``h(a) = T tanh(scale a/T)`` (``scale a`` when ``T`` is infinite), and log-Jacobian
+    ``log h'(|P_x w|) + log J - (|w|^2 - |P_x w|^2)/2 - (m - 1)/2 log 2π``.
+
+    Not a bijection (the auxiliaries): :meth:`forward` returns the representative with
+    ``|w| = 1`` and no removed component.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        A manifold with a noise map (``noise_shape``, ``pt_exp_noise``,
+        ``pt_noise_norm``, ``pt_log_noise``): every built-in one.
+    footpoint_input, scale_input : int
+        Indices of the footpoint and of ``sigma`` among the random variable's inputs
+        (``ManifoldLaplace``: 2 and 3).
+
+    Raises
+    ------
+    ValueError
+        If ``manifold`` has no noise map.
+
+    Examples
+    --------
+    >>> import numpy as np, pytensor.tensor as pt
+    >>> import pymc_manidp as pmd
+    >>> S = pmd.Sphere(dim=2)
+    >>> t = MovingPolarChart(S)
+    >>> x = pt.as_tensor([0.0, 0.0, 1.0])
+    >>> y = t.backward(pt.as_tensor([3.0, 4.0, 7.0, np.log(0.2)]), None, None, x, 1.0).eval()
+    >>> bool(np.isclose(S.dist([0.0, 0.0, 1.0], y), np.pi * np.tanh(0.2 / np.pi)))
+    True
+    """
+
+    name = "moving"
+
+    def __init__(self, manifold, footpoint_input: int = 2, scale_input: int = 3):
+        if manifold.noise_shape is None:
+            raise ValueError(f"{manifold} has no noise map (noise_shape): no moving chart")
+        self.manifold = manifold
+        self.footpoint_input = footpoint_input
+        self.scale_input = scale_input
+        self.ndim_supp = len(manifold.point_shape)
+        self._m = int(np.prod(manifold.noise_shape))
+
+    def _split(self, value, inputs):
+        value = pt.as_tensor_variable(value)
+        x = pt.as_tensor_variable(inputs[self.footpoint_input])
+        scale = pt.as_tensor_variable(inputs[self.scale_input])
+        batch = [value.shape[i] for i in range(value.ndim - 1)]
+        w = pt.reshape(value[..., : self._m], (*batch, *self.manifold.noise_shape))
+        return x, scale, w, value[..., self._m]
+
+    def _radius(self, s, scale):
+        big_t = self.manifold.injectivity_radius
+        return polar_radius(s, scale, big_t)
+
+    def _point(self, value, inputs):
+        """The point and the log-Jacobian of the value."""
+        M, d = self.manifold, self.manifold.dim
+        x, scale, w, s = self._split(value, inputs)
+        n = len(M.noise_shape)
+        pad = (lambda a: a) if n == 0 else (lambda a: pt.shape_padright(a, n))
+        norm_w2 = pt.sum(pt.reshape(w, (*[w.shape[i] for i in range(w.ndim - n)], -1)) ** 2, -1)
+        norm_pw = M.pt_noise_norm(x, w)
+        if d == 1:  # a sign has no smooth parametrization: the tangent line itself
+            # h(a) = T tanh(scale a/T) is odd, so y is smooth in w, and caps the line
+            # at T: an uncapped line would wrap around a circle infinitely often
+            t, log_dt_ds = self._radius(pt.log(norm_pw), scale)
+            w_t = pad(t / norm_pw) * w
+            log_jac = (
+                log_dt_ds
+                - pt.log(norm_pw)
+                + M.pt_log_volume_density_noise(x, w_t)
+                - 0.5 * (norm_w2 - norm_pw**2)
+                - 0.5 * (self._m - 1) * np.log(2.0 * np.pi)
+            )
+            return M.pt_exp_noise(x, w_t), log_jac
+        t, log_dt_ds = self._radius(s, scale)
+        w_t = pad(t / norm_pw) * w  # P_x w_t = t u
+        log_jac = (
+            (d - 1) * pt.log(t)
+            + log_dt_ds
+            + M.pt_log_volume_density_noise(x, w_t)
+            - 0.5 * norm_w2
+            - 0.5 * self._m * np.log(2.0 * np.pi)
+            + log_unit_sphere_volume(d)
+        )
+        return M.pt_exp_noise(x, w_t), log_jac
+
+    def backward(self, value, *inputs):
+        return self._point(value, inputs)[0]
+
+    def forward(self, value, *inputs):
+        M = self.manifold
+        n = len(M.noise_shape)
+        x = pt.as_tensor_variable(inputs[self.footpoint_input])
+        scale = pt.as_tensor_variable(inputs[self.scale_input])
+        v = M.pt_log_noise(x, value)
+        t_exact = M.pt_noise_norm(x, v)
+        # the footpoint itself (s = -inf, no direction) is sent 1e-6 scale away along a
+        # fixed generic noise: forward only gives starting points, and a finite one is
+        # what a sampler needs
+        at_x = pt.shape_padright(t_exact < 1e-100, n)
+        v = pt.switch(at_x, pt.as_tensor_variable(generic_noise(M)), v)
+        t = pt.maximum(t_exact, 1e-6 * scale)
+        u = v / pt.shape_padright(M.pt_noise_norm(x, v) / t, n)  # P_x u = t direction
+        if M.dim == 1:  # invert h: |P_x w| = exp(s(t))
+            a = pt.exp(polar_log_radius(t, scale, M.injectivity_radius))
+            w = u * pt.shape_padright(a / t, n)
+            return pt.reshape(w, (*[w.shape[i] for i in range(w.ndim - n)], -1))
+        u = u / pt.shape_padright(t, n)
+        flat = pt.reshape(u, (*[u.shape[i] for i in range(u.ndim - n)], -1))
+        s_val = polar_log_radius(t, scale, M.injectivity_radius)
+        return pt.concatenate([flat, s_val[..., None]], axis=-1)
+
+    def log_jac_det(self, value, *inputs):
+        return self._point(value, inputs)[1]
+
+
+def generic_noise(manifold) -> np.ndarray:
+    """A fixed noise ``(*noise_shape)`` in no special position (not along a coordinate
+    axis, not a multiple of a symmetric point), of unit norm: a direction to start a
+    moving chart from when the value sits at its footpoint."""
+    m = int(np.prod(manifold.noise_shape))
+    w = np.sqrt(np.arange(2, m + 2)) * (-1.0) ** np.arange(m)
+    return (w / np.linalg.norm(w)).reshape(manifold.noise_shape)
+
+
+def polar_radius(s, scale, big_t):
+    """``t(s)`` and ``log dt/ds`` of the polar charts: ``scale e^s``, or capped at
+    ``big_t`` (a float, or a tensor of caps) as ``big_t tanh(scale e^s/big_t)``."""
+    if not (isinstance(big_t, float) and not np.isfinite(big_t)):
+        y = scale * pt.exp(s) / big_t
+        log_sech2 = 2.0 * (np.log(2.0) - y - pt.log1p(pt.exp(-2.0 * y)))
+        return big_t * pt.tanh(y), pt.log(scale) + s + log_sech2
+    t = scale * pt.exp(s)
+    return t, pt.log(t)
+
+
+def polar_log_radius(t, scale, big_t):
+    """The inverse of :func:`polar_radius`: ``s`` of a radius ``t``."""
+    if not (isinstance(big_t, float) and not np.isfinite(big_t)):
+        return pt.log(big_t * pt.arctanh(pt.minimum(t / big_t, 1 - 1e-16)) / scale)
+    return pt.log(t / scale)
 
 
 class NormalizedGaussian(Transform):

@@ -45,8 +45,10 @@ from pytensor.tensor.random.op import RandomVariable
 from pymc_manidp.geometry.validation import check_positive_real
 from pymc_manidp.laws.charts import (
     ChartTransform,
+    MovingPolarChart,
     NormalizedGaussian,
     PolarChart,
+    generic_noise,
     log_volume,
 )
 from pymc_manidp.laws.normalizers import has_laplace_normalizer, laplace_log_normalizer
@@ -593,6 +595,13 @@ def _laplace_support_point(op, rv, rng, size, footpoint, sigma):
     center = _value_of(footpoint)
     if center is not None and center.shape == tuple(op.manifold.point_shape):
         point = _off_center(op.manifold, center, sigma)
+    elif op.manifold.noise_shape is not None:  # the moving chart's footpoint is no start
+        noise = pt.as_tensor_variable(generic_noise(op.manifold))
+        n = len(op.manifold.noise_shape)
+        scale = pt.shape_padright(pt.as_tensor_variable(sigma), n) / pt.shape_padright(
+            op.manifold.pt_noise_norm(footpoint, noise), n
+        )
+        point = op.manifold.pt_exp_noise(footpoint, scale * noise)
     else:
         point = footpoint
     return pt.broadcast_to(point, rv.shape)
@@ -628,6 +637,10 @@ def _laplace_transform(op, rv):
     center = _value_of(footpoint)
     if center is not None and center.shape == tuple(op.manifold.point_shape):
         return _polar(op.manifold, center, op.domain)
+    if op.domain is None and op.manifold.noise_shape is not None:
+        # a footpoint that moves (a random variable, or one per batch member): the chart
+        # moves with it, the non-centred form (docs/mechanisms.md, hierarchical models)
+        return MovingPolarChart(op.manifold, footpoint_input=2, scale_input=3)
     return _global_chart(op.manifold)
 
 
