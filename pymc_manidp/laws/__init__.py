@@ -6,7 +6,7 @@ distributions (``laws/distributions.py``) and the noise-aware model of a release
 (``laws/inference.py``), all imported from here.
 """
 
-from pymc_manidp.laws.charts import ChartTransform, NormalizedGaussian, PolarChart
+from pymc_manidp.laws.charts import ChartTransform, MovingPolarChart, NormalizedGaussian, PolarChart
 from pymc_manidp.laws.distributions import (
     KNG,
     ManifoldLaplace,
@@ -36,6 +36,7 @@ __all__ = [
     "ExactSamplingError",
     "ManifoldLaplace",
     "ManifoldUniform",
+    "MovingPolarChart",
     "NormalizedGaussian",
     "PolarChart",
     "euclidean_laplace",
