@@ -624,20 +624,28 @@ def _kng_shells(M, sigma, H, r, rho_data, e, t_max, rho_weights=None):
     kappa = M.curvature_bounds[1]
     d = M.dim
 
+    rho_data = np.asarray(rho_data, float)
+
     def lam(tau):
-        h = _h(np.minimum(2.0 * r, rho_data + e + tau), kappa)
-        return max(float(np.mean(h) if rho_weights is None else np.dot(rho_weights, h)), H)
+        """``λ(τ)`` at each grid point of ``tau`` ``(m,)``: one array pass for all of
+        them (a row per τ, reduced along the row as the 1-D mean was: same numbers)."""
+        h = _h(np.minimum(2.0 * r, rho_data[None, :] + e + tau[:, None]), kappa)
+        if rho_weights is None:
+            lam = np.mean(h, axis=-1)
+        else:  # a dot per row (a matrix product sums in another order: other ulps)
+            lam = np.array([np.dot(rho_weights, row) for row in h])
+        return np.maximum(lam, H)
 
     # grid in u = t - e: doubling from a fraction of the law's scale
     tau = [0.0]
-    step = min(sigma / lam(0.0) / 4.0, t_max / 256.0)
+    step = min(sigma / float(lam(np.zeros(1))[0]) / 4.0, t_max / 256.0)
     # at least one shell: when e >= t_max (H tiny, r just below r*) the bound
     # g(t) = slope (t - e) <= 0 on [0, t_max] is trivially valid
     while tau[-1] + e < t_max or len(tau) == 1:
         tau.append(min(tau[-1] + step, t_max - e) if tau[-1] + step + e < t_max else t_max - e)
         step *= 1.5
     tau = np.array(tau)
-    slopes = np.array([lam(t) for t in tau[1:]])
+    slopes = lam(tau[1:])
     G = np.concatenate([[0.0], np.cumsum(slopes * np.diff(tau))])[:-1]
     offsets = G - slopes * (e + tau[:-1])
     edges = tau + e
