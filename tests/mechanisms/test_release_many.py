@@ -1,0 +1,196 @@
+"""Many releases in one call (issue 26 item 1): ``Mechanism.release_many``.
+
+The oracle for the law is the single release's own exact sampler: each value of
+``release_many`` must follow the law of ``release(data)``, i.e. of ``mech.sample(data,
+size)`` (i.i.d. draws of the same law, the samplers tested against quadrature and
+closed forms in tests/laws/). Two-sample Kolmogorov–Smirnov tests on distances, α =
+0.01, N = 2,000 draws on each side; a mechanism with a 30% smaller ε (a wider law) is
+refuted by the same test, so the test has power.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import pymc_manidp as pmd
+from pymc_manidp.laws.exact import ExactSamplingError
+from pymc_manidp.stats.domain import DomainError
+
+ALPHA = 0.01
+N = 2_000
+S2 = pmd.Sphere(dim=2)
+NORTH = np.array([0.0, 0.0, 1.0])
+P2 = pmd.SPD(k=2)
+
+
+def _sphere_data(n, r, seed):
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(n, 2)) * 0.3 * r + np.array([0.3 * r, 0.0])
+    c = c * np.minimum(1.0, 0.95 * r / np.linalg.norm(c, axis=-1))[:, None]
+    return S2.exp_coords(NORTH, c)
+
+
+def _spd_data(n, r, seed):
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(n, 3)) * 0.3 * r + np.array([0.2 * r, 0.0, 0.0])
+    c = c * np.minimum(1.0, 0.95 * r / np.linalg.norm(c, axis=-1))[:, None]
+    return P2.exp_coords(np.eye(2), c)
+
+
+def _ks(a, b):
+    return stats.ks_2samp(a, b).pvalue
+
+
+CASES = {
+    "KNG on S2": (lambda eps: pmd.KNGMechanism(S2, epsilon=eps, center=NORTH, radius=0.5), 0),
+    "KNG on SPD(2)": (
+        lambda eps: pmd.KNGMechanism(P2, epsilon=eps, center=np.eye(2), radius=1.0),
+        1,
+    ),
+    "Laplace on S2": (
+        lambda eps: pmd.LaplaceMechanism(S2, epsilon=eps, center=NORTH, radius=0.5),
+        0,
+    ),
+    "restricted Laplace on SPD(2)": (
+        lambda eps: pmd.LaplaceMechanism(
+            P2, epsilon=eps, center=np.eye(2), radius=1.0, restrict=True
+        ),
+        1,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_value_has_the_single_release_law(case):
+    """R = N replicates of one data set (n = 30, ε = 0.5): the N values of one call
+    against N i.i.d. draws of the single release's law, on the distance to the ball's
+    center and to the first record."""
+    make, kind = CASES[case]
+    mech = make(0.5)
+    r = mech.domain.radius
+    data = _sphere_data(30, r, 1) if kind == 0 else _spd_data(30, r, 1)
+    M, m0 = mech.manifold, mech.domain.center
+    got = mech.release_many(np.broadcast_to(data, (N, *data.shape)), random_seed=2).values
+    ref = mech.sample(data, N, random_seed=3)
+    wrong = make(0.5 * 0.7).sample(data, N, random_seed=3)
+    for point in (m0, data[0]):
+        assert _ks(M.dist(point, got), M.dist(point, ref)) > ALPHA
+    # the same test refutes a 30% smaller epsilon
+    assert _ks(M.dist(m0, got), M.dist(m0, wrong)) < ALPHA
+
+
+def test_a_list_of_data_sets_of_different_sizes():
+    """Data sets of n = 20 and n = 60, interleaved in a list: each value follows its own
+    data set's law (σ of its own n) and the records come back in the list's order."""
+    mech = pmd.KNGMechanism(S2, epsilon=0.5, center=NORTH, radius=0.5)
+    a, b = _sphere_data(20, 0.5, 4), _sphere_data(60, 0.5, 5)
+    rels = mech.release_many([a, b] * (N // 2), random_seed=6)
+    assert [r.n for r in rels[:4]] == [20, 60, 20, 60]
+    assert rels[0].sigma == mech.sigma(20) and rels[1].sigma == mech.sigma(60)
+    vals = rels.values
+    for data, got in ((a, vals[0::2]), (b, vals[1::2])):
+        ref = mech.sample(data, N // 2, random_seed=7)
+        assert _ks(S2.dist(NORTH, got), S2.dist(NORTH, ref)) > ALPHA
+    # the two laws differ enough to tell apart: the grouping matters
+    assert _ks(S2.dist(NORTH, vals[0::2]), S2.dist(NORTH, vals[1::2])) < ALPHA
+
+
+def test_records_are_releases_of_their_own():
+    mech = pmd.LaplaceMechanism(P2, epsilon=1.0, center=np.eye(2), radius=1.0)
+    stack = np.stack([_spd_data(25, 1.0, s) for s in range(3)])
+    rels = mech.release_many(stack, random_seed=0)
+    cal = mech.calibrate(25)
+    assert isinstance(rels, tuple) and len(rels) == 3
+    for rel in rels:
+        assert (rel.n, rel.sigma, rel.sensitivity) == (25, cal.sigma, cal.sensitivity)
+        assert rel.delta == 0.0 and rel.sampler == "exact" and rel.seed_policy == "fixed seed"
+        assert rel.sampler_info["proposals"] >= 1
+        assert "sampler_info" not in rel.public()
+    assert rels.values.shape == (3, 2, 2)
+    assert len(rels.public()) == 3
+
+
+@pytest.mark.parametrize("statistic", ["mean", "median"])
+def test_the_same_seed_gives_the_same_values(statistic):
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5, statistic=statistic)
+    stack = np.stack([_sphere_data(15, 0.5, s) for s in range(4)])
+    one = mech.release_many(stack, random_seed=11).values
+    two = mech.release_many(stack, random_seed=11).values
+    other = mech.release_many(stack, random_seed=12).values
+    assert np.array_equal(one, two)
+    assert not np.array_equal(one, other)
+    assert one.shape == (4, 3)
+
+
+def test_a_bad_data_set_refuses_the_whole_call_before_any_draw(monkeypatch):
+    """Data set 5 (in the second size group) has a record outside the ball: nothing
+    is drawn, not even for the first group, and the error names it."""
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5)
+    datasets = [_sphere_data(10, 0.5, s) for s in range(4)] + [
+        _sphere_data(12, 0.5, s) for s in range(4)
+    ]
+    datasets[5] = datasets[5].copy()
+    datasets[5][3] = S2.exp_coords(NORTH, np.array([0.9, 0.0]))
+    drawn = []
+    monkeypatch.setattr(mech, "exact_draws_stack", lambda *a: drawn.append(a))
+    with pytest.raises(DomainError, match=r"data set 5 of release_many: .*first at row 3"):
+        mech.release_many(datasets, random_seed=0)
+    assert drawn == []
+    # with clip=True the same call releases, and every record says so
+    monkeypatch.undo()
+    rels = mech.release_many(datasets, random_seed=0, clip=True)
+    assert all(r.opt_outs == ("clip",) for r in rels)
+
+
+def test_the_budget_is_charged_once_per_data_set():
+    mech = pmd.KNGMechanism(S2, epsilon=0.5, center=NORTH, radius=0.5)
+    stack = np.stack([_sphere_data(10, 0.5, s) for s in range(4)])
+    budget = pmd.PrivacyBudget(epsilon=3.0)
+    rels = mech.release_many(stack, random_seed=0, budget=budget)
+    assert budget.spent.epsilon == pytest.approx(4 * 0.5)
+    assert [e["status"] for e in budget.entries] == ["released"] * 4
+    assert [e["release"]["value"] for e in budget.entries] == [r.public()["value"] for r in rels]
+    # five more (2.5) would overspend the 1.0 left: refused before any charge is made
+    with pytest.raises(pmd.BudgetExceededError):
+        mech.release_many(np.concatenate([stack, stack[:1]]), random_seed=0, budget=budget)
+    assert len(budget.entries) == 4
+    with budget:  # the budget entered is charged too
+        mech.release_many(stack[:2], random_seed=0)
+    assert budget.spent.epsilon == pytest.approx(3.0)
+
+
+def test_a_failure_after_the_charges_marks_them_failed(monkeypatch):
+    mech = pmd.KNGMechanism(S2, epsilon=0.5, center=NORTH, radius=0.5)
+    stack = np.stack([_sphere_data(10, 0.5, s) for s in range(3)])
+    budget = pmd.PrivacyBudget(epsilon=3.0)
+
+    def boom(*a):
+        raise ExactSamplingError("stopped")
+
+    monkeypatch.setattr(mech, "exact_draws_stack", boom)
+    with pytest.raises(ExactSamplingError):
+        mech.release_many(stack, random_seed=0, budget=budget)
+    assert [e["status"] for e in budget.entries] == ["failed"] * 3
+    assert budget.spent.epsilon == pytest.approx(1.5)  # the charges stand
+
+
+def test_what_is_refused():
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5)
+    with pytest.raises(ValueError, match=r"stack \(R, n, 3\) or a list"):
+        mech.release_many(_sphere_data(10, 0.5, 0), random_seed=0)
+    with pytest.raises(ValueError, match="data set 1 must have shape"):
+        mech.release_many([_sphere_data(10, 0.5, 0), np.zeros((4, 2))])
+    with pytest.raises(ValueError, match="empty"):
+        mech.release_many([])
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(ValueError, match="Dask"):
+        mech.release_many(da.from_array(np.stack([_sphere_data(10, 0.5, 0)] * 2)))
+
+    class OtherSphere(pmd.Sphere):  # may change the geometry: no exact sampler
+        pass
+
+    other = pmd.KNGMechanism(OtherSphere(dim=2), epsilon=1.0, center=NORTH, radius=0.5)
+    with pytest.raises(ValueError, match="no 'exact' sampler"):
+        other.release_many(np.stack([_sphere_data(10, 0.5, 0)] * 2))
