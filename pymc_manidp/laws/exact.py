@@ -1376,6 +1376,7 @@ def _sample_kng_checked_stack(M, stack, sigma, rng, domain, max_attempts):
             edges[j, : k + 1], slopes[j, :k], offsets[j, :k] = ed, sl, of
             w = np.exp(lw - np.max(lw))
             cum[j, :k] = np.cumsum(w / w.sum())
+            cum[j, k - 1 :] = 1.0  # the rounding of the sum must not leave a gap at the top
     used = np.zeros(R, int)
     out = np.empty((R, *M.point_shape))
     pending = np.ones(R, bool)
@@ -1393,8 +1394,10 @@ def _sample_kng_checked_stack(M, stack, sigma, rng, domain, max_attempts):
         rep = np.repeat(rows, k)
         m = len(rep)
         if curved:
-            u = rng.random(m)
-            shell = np.minimum((cum[rep] < u[:, None]).sum(axis=1), K - 1)
+            # the first shell whose cumulative weight reaches u, u uniform on (0, 1]: a
+            # shell of zero weight is never chosen (as rng.choice(p=weights) would not)
+            u = 1.0 - rng.random(m)
+            shell = (cum[rep] < u[:, None]).sum(axis=1)
             lo, hi = edges[rep, shell], edges[rep, shell + 1]
             t = _gamma_shells(d, sigma / slopes[rep, shell], lo, hi, rng)
             ok = rng.random(m) < np.exp(_radial_log_ratio(M, t))
