@@ -1146,18 +1146,67 @@ def sample_kng_median(
 
 
 # --- many data sets at once (issue 26 item 1) ------------------------------------------------
-def _first_accepted(acc):
-    """Per row of the boolean grid ``acc`` ``(rows, k)``: whether a proposal was
-    accepted, the column of the first one, and the proposals used (up to it, or k)."""
-    has = acc.any(axis=1)
-    first = np.argmax(acc, axis=1)
-    return has, first, np.where(has, first + 1, acc.shape[1])
+def _row_random(rng, R):
+    """``(generator, None)`` for one random source shared by the ``R`` rows, or
+    ``(None, generators)`` for a sequence of ``R`` sources, one per row."""
+    if isinstance(rng, (list, tuple)):
+        if len(rng) != R:
+            raise ValueError(f"give one random source per data set: {R} expected, got {len(rng)}")
+        return None, [as_generator(g) for g in rng]
+    return as_generator(rng), None
 
 
-def _batch_width(accepted, proposed, cap=64):
-    """Proposals per pending row in the next round, from the acceptance so far."""
-    rate = max((accepted + 0.5) / (proposed + 1.0), 1e-3)
-    return int(min(cap, max(1, np.ceil(1.0 / rate))))
+def _first_accepted(ok, k_rows):
+    """Per row (its proposals a segment of ``ok`` of length ``k_rows[i]``, in order):
+    whether one was accepted, the flat index of the first one, and the proposals used
+    (up to it, or all of the segment)."""
+    starts = np.concatenate([[0], np.cumsum(k_rows)[:-1]])
+    idx = np.where(ok, np.arange(len(ok)), len(ok))
+    first = np.minimum.reduceat(idx, starts)
+    has = first < starts + k_rows
+    return has, first, np.where(has, first - starts + 1, k_rows)
+
+
+def _widths(single, accepted, proposed, rounds, cap=64):
+    """Proposals per pending row this round. One shared source: from the acceptance so
+    far over all rows. One source per row: from the row's own rounds only (2, 4, 8,
+    ...), so that what a row draws does not depend on the other rows."""
+    if single:
+        rate = max((accepted + 0.5) / (proposed + 1.0), 1e-3)
+        return np.full(len(rounds), int(min(cap, max(1, np.ceil(1.0 / rate)))))
+    return np.minimum(cap, 2 ** (rounds + 1))
+
+
+def _uniforms(g, gens, rows, k_rows, cols):
+    """Uniforms ``(sum(k_rows), cols)`` on [0, 1): from the shared source, or each row's
+    block from its own source."""
+    if gens is None:
+        return g.random((int(k_rows.sum()), cols))
+    return np.concatenate([gens[j].random((k, cols)) for j, k in zip(rows, k_rows, strict=True)])
+
+
+def _row_directions(g, gens, rows, k_rows, d):
+    """Uniform directions ``(sum(k_rows), d)`` (normalized standard normals), from the
+    shared source or each row's block from its own."""
+    if gens is None:
+        return _directions(g, int(k_rows.sum()), d)
+    return np.concatenate([_directions(gens[j], k, d) for j, k in zip(rows, k_rows, strict=True)])
+
+
+def _row_coords(M, sigma, g, gens, rows, k_rows, t_max, max_attempts, what):
+    """Normal coordinates of the Laplace law with scale ``sigma``, ``k_rows[i]`` for row
+    ``rows[i]``, truncated to ``t_max[row]`` (or the largest of them with one source)."""
+    if gens is None:
+        top = None if t_max is None else float(np.max(t_max[rows]))
+        return _laplace_coords(M, sigma, int(k_rows.sum()), g, top, max_attempts, what)[0]
+    return np.concatenate(
+        [
+            _laplace_coords(
+                M, sigma, k, gens[j], None if t_max is None else t_max[j], max_attempts, what
+            )[0]
+            for j, k in zip(rows, k_rows, strict=True)
+        ]
+    )
 
 
 def sample_laplace_stack(
@@ -1170,9 +1219,10 @@ def sample_laplace_stack(
     coordinates of all rows are drawn in one call of the radial sampler (the law is
     isotropic and the same at every footpoint) and mapped through each row's
     exponential chart. Restricted (``domain``): each row proposes from the law
-    truncated to ``B_T(η_j)``, ``T = max_j ρ(η_j, m0) + r`` (a ball containing
-    ``B_r(m0)`` for every row, so the law kept inside the ball is the same), and
-    keeps its first proposal inside ``B_r(m0)``.
+    truncated to ``B_T(η_j)``, ``T = ρ(η_j, m0) + r`` (with one shared random source
+    the largest ``T`` of the rows: a ball containing ``B_r(m0)`` for every row, so the
+    law kept inside the ball is the same), and keeps its first proposal inside
+    ``B_r(m0)``.
 
     Parameters
     ----------
@@ -1182,8 +1232,9 @@ def sample_laplace_stack(
         The footpoints ``η_j``.
     sigma : float
         The scale ``σ > 0`` (the same for every row).
-    rng : Generator, int or None
-        Random source.
+    rng : Generator, int, None, or a sequence of them
+        Random source: one for all rows, or one per row (a row then draws from its own
+        source only, so its value does not depend on the other rows).
     domain : DataDomain, optional
         Restrict each law to ``B_r(m0)``.
     max_attempts : int
@@ -1211,15 +1262,15 @@ def sample_laplace_stack(
     sigma = check_sigma(sigma)
     max_attempts = _check_max_attempts(max_attempts)
     domain = _check_domain(M, domain)
-    rng = as_generator(rng)
     R = len(feet)
+    g, gens = _row_random(rng, R)
     if domain is None:
-        c, _ = _laplace_coords(M, sigma, R, rng, None, max_attempts)
+        c = _row_coords(M, sigma, g, gens, np.arange(R), np.ones(R, int), None, max_attempts, None)
         return _proposal_points(M, feet, c, "the Laplace sampler"), np.ones(R, int)
     what = f"the restricted Laplace on {M} (ball of radius {domain.radius:.6g})"
-    t_max = max(_ball_cover(M, f, domain) for f in feet)
+    t_max = np.array([_ball_cover(M, f, domain) for f in feet])
     out = np.empty_like(feet)
-    used = np.zeros(R, int)
+    used, rounds = np.zeros(R, int), np.zeros(R, int)
     pending = np.ones(R, bool)
     accepted = proposed = 0
     while pending.any():
@@ -1229,14 +1280,14 @@ def sample_laplace_stack(
                 f"{what}: a data set's draw was not accepted after {max_attempts} "
                 f"proposals. {_REMEDY}"
             )
-        k = _batch_width(accepted, proposed)
-        rep = np.repeat(rows, k)
-        c, _ = _laplace_coords(M, sigma, len(rep), rng, t_max, max_attempts, what)
+        k_rows = _widths(gens is None, accepted, proposed, rounds[rows])
+        rep = np.repeat(rows, k_rows)
+        c = _row_coords(M, sigma, g, gens, rows, k_rows, t_max, max_attempts, what)
         x = _proposal_points(M, feet[rep], c, what)
-        acc = (domain.distances(x) <= domain.radius).reshape(len(rows), k)
-        has, first, n_used = _first_accepted(acc)
+        has, first, n_used = _first_accepted(domain.distances(x) <= domain.radius, k_rows)
         used[rows] += n_used
-        out[rows[has]] = x.reshape((len(rows), k, *x.shape[1:]))[has, first[has]]
+        rounds[rows] += 1
+        out[rows[has]] = x[first[has]]
         pending[rows[has]] = False
         accepted += int(has.sum())
         proposed += int(n_used.sum())
@@ -1250,16 +1301,16 @@ def _stack_grad_norms(M, x, data):
     return M.norm(x, g)
 
 
-def _gamma_shells(d, scale, lo, hi, rng):
-    """One draw of ``Gamma(d, scale)`` conditioned on ``lo < t <= hi`` per element.
+def _gamma_shells(d, scale, lo, hi, u):
+    """``Gamma(d, scale)`` conditioned on ``lo < t <= hi``, elementwise, from uniforms
+    ``u`` on [0, 1).
 
-    Inverse CDF, elementwise: the lower tail (``gammaincinv``) on shells that start at
-    0, the upper tail (``gammainccinv``) on the others, each accurate where its shells
-    lie (the same two formulas as :func:`_gamma_interval`).
+    Inverse CDF: the lower tail (``gammaincinv``) on shells that start at 0, the upper
+    tail (``gammainccinv``) on the others, each accurate where its shells lie (the same
+    two formulas as :func:`_gamma_truncated` and :func:`_gamma_interval`).
     """
     t = np.empty(len(scale))
     first = lo <= 0.0
-    u = rng.random(len(scale))
     if first.any():
         s, h = scale[first], hi[first]
         p = special.gammainc(d, h / s)
@@ -1290,7 +1341,8 @@ def sample_kng_stack(M, data, sigma, rng=None, *, n, domain, max_attempts=DEFAUL
     the inverse CDF on every shell (the single sampler draws the first shell by plain
     rejection when it holds most of the mass: the same law). Without curvature, the
     envelope's truncation ball is the largest of the pending rows' ``B_T(x̂_j)`` (each
-    contains ``B_r(m0)``, outside of which nothing is kept: the same law).
+    contains ``B_r(m0)``, outside of which nothing is kept: the same law); with one
+    source per row, each row's own.
 
     Parameters
     ----------
@@ -1300,8 +1352,9 @@ def sample_kng_stack(M, data, sigma, rng=None, *, n, domain, max_attempts=DEFAUL
         ``R`` data sets of ``n`` records each, end to end, all inside ``domain``.
     sigma : float
         KNG's scale ``2Δ/ε`` (the same ``n`` for every data set, so the same σ).
-    rng : Generator, int or None
-        Random source.
+    rng : Generator, int, None, or a sequence of them
+        Random source: one for all rows, or one per row (a row then draws from its own
+        source only, so its value does not depend on the other rows).
     n : int
         Records per data set.
     domain : DataDomain
@@ -1341,13 +1394,14 @@ def sample_kng_stack(M, data, sigma, rng=None, *, n, domain, max_attempts=DEFAUL
         raise ValueError(f"{len(data)} records do not split into data sets of n = {n}")
     stack = np.asarray(data).reshape((len(data) // n, n, *M.point_shape))
     return _sample_kng_checked_stack(
-        M, stack, check_sigma(sigma), as_generator(rng), domain, _check_max_attempts(max_attempts)
+        M, stack, check_sigma(sigma), rng, domain, _check_max_attempts(max_attempts)
     )
 
 
 def _sample_kng_checked_stack(M, stack, sigma, rng, domain, max_attempts):
     """:func:`sample_kng_stack` for a stack already checked against ``domain``."""
     R, n = stack.shape[:2]
+    g, gens = _row_random(rng, R)
     r, H, d = domain.radius, domain.curvature_factor, M.dim
     what = f"KNG's exact sampler on {M}"
     res = frechet_means(M, stack, tol=1e-12, atol=1e-3 * sigma * H, warn=False)
@@ -1377,7 +1431,7 @@ def _sample_kng_checked_stack(M, stack, sigma, rng, domain, max_attempts):
             w = np.exp(lw - np.max(lw))
             cum[j, :k] = np.cumsum(w / w.sum())
             cum[j, k - 1 :] = 1.0  # the rounding of the sum must not leave a gap at the top
-    used = np.zeros(R, int)
+    used, rounds = np.zeros(R, int), np.zeros(R, int)
     out = np.empty((R, *M.point_shape))
     pending = np.ones(R, bool)
     accepted = proposed = 0
@@ -1390,25 +1444,30 @@ def _sample_kng_checked_stack(M, stack, sigma, rng, domain, max_attempts):
                 f"{what}: a data set's draw was not accepted after {max_attempts} "
                 f"proposals. {_REMEDY}"
             )
-        k = min(_batch_width(accepted, proposed), max(1, row_cap // len(rows)))
-        rep = np.repeat(rows, k)
+        k_rows = _widths(gens is None, accepted, proposed, rounds[rows])
+        if gens is None:  # the round's size stays within the cap
+            k_rows = np.minimum(k_rows, max(1, row_cap // len(rows)))
+        rep = np.repeat(rows, k_rows)
         m = len(rep)
         if curved:
+            # per proposal: shell, radius, the volume step, direction (each row's block
+            # from its own source when there is one per row)
+            U = _uniforms(g, gens, rows, k_rows, 3)
             # the first shell whose cumulative weight reaches u, u uniform on (0, 1]: a
             # shell of zero weight is never chosen (as rng.choice(p=weights) would not)
-            u = 1.0 - rng.random(m)
-            shell = (cum[rep] < u[:, None]).sum(axis=1)
+            shell = (cum[rep] < (1.0 - U[:, 0])[:, None]).sum(axis=1)
             lo, hi = edges[rep, shell], edges[rep, shell + 1]
-            t = _gamma_shells(d, sigma / slopes[rep, shell], lo, hi, rng)
-            ok = rng.random(m) < np.exp(_radial_log_ratio(M, t))
-            c = t[:, None] * _directions(rng, m, d)
+            t = _gamma_shells(d, sigma / slopes[rep, shell], lo, hi, U[:, 1])
+            ok = U[:, 2] < np.exp(_radial_log_ratio(M, t))
+            c = t[:, None] * _row_directions(g, gens, rows, k_rows, d)
             bound = offsets[rep, shell] + slopes[rep, shell] * t
         else:
-            c, _ = _laplace_coords(M, sigma / H, m, rng, float(t_max[rows].max()), max_attempts)
+            c = _row_coords(M, sigma / H, g, gens, rows, k_rows, t_max, max_attempts, what)
             bound = H * (np.linalg.norm(c, axis=-1) - e[rep])
             ok = np.ones(m, bool)
         x = _proposal_points(M, x_hat[rep], c, what)
         ok &= domain.distances(x) <= r
+        accept_u = _uniforms(g, gens, rows, k_rows, 1)[:, 0]  # KNG's ratio step
         idx = np.flatnonzero(ok)
         if len(idx):
             gn = _stack_grad_norms(M, x[idx], stack[rep[idx]])
@@ -1419,10 +1478,11 @@ def _sample_kng_checked_stack(M, stack, sigma, rng, domain, max_attempts):
                     f"{float(log_ratio.max() * sigma):.3g}: a premise (data in the ball, "
                     "r < r*) failed at working precision, so nothing is released"
                 )
-            ok[idx] = rng.random(len(idx)) < np.exp(log_ratio)
-        has, first, n_used = _first_accepted(ok.reshape(len(rows), k))
+            ok[idx] = accept_u[idx] < np.exp(log_ratio)
+        has, first, n_used = _first_accepted(ok, k_rows)
         used[rows] += n_used
-        out[rows[has]] = x.reshape((len(rows), k, *x.shape[1:]))[has, first[has]]
+        rounds[rows] += 1
+        out[rows[has]] = x[first[has]]
         pending[rows[has]] = False
         accepted += int(has.sum())
         proposed += int(n_used.sum())

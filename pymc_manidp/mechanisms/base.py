@@ -240,16 +240,18 @@ class Mechanism:
         """One exact draw for each of ``R`` checked data sets of ``n`` records.
 
         ``data`` holds them end to end, ``(R * n, *point_shape)``, as the check
-        returned them. Returns ``(points, infos)``: ``points`` ``(R, *point_shape)``,
-        row ``j`` a draw of the law for data set ``j`` at scale ``sigma``, independent
-        of the other rows; ``infos`` one ``sampler_info`` dict per row (for the
-        curator). This default draws data set by data set with :meth:`exact_draws`;
-        mechanisms whose sampler vectorizes across data sets override it (the
-        Laplace, KNG on the mean).
+        returned them; ``rng`` is one Generator, or a list of ``R``, one per data set
+        (each row then draws from its own only). Returns ``(points, infos)``:
+        ``points`` ``(R, *point_shape)``, row ``j`` a draw of the law for data set
+        ``j`` at scale ``sigma``, independent of the other rows; ``infos`` one
+        ``sampler_info`` dict per row (for the curator). This default draws data set
+        by data set with :meth:`exact_draws`; mechanisms whose sampler vectorizes
+        across data sets override it (the Laplace, KNG on the mean).
         """
         points, infos = [], []
-        for s in range(0, len(data), n):
-            out = self.exact_draws(data[s : s + n], sigma, 1, rng)
+        for j, s in enumerate(range(0, len(data), n)):
+            source = rng[j] if isinstance(rng, list) else rng
+            out = self.exact_draws(data[s : s + n], sigma, 1, source)
             points.append(out.points[0])
             infos.append({"proposals": out.proposals, **out.info})
         return np.stack(points), infos
@@ -455,10 +457,14 @@ class Mechanism:
             sets ``(n_j, *point_shape)`` of any sizes (grouped by size, each group
             drawn as a stack). In memory: a Dask array is refused (use
             :meth:`release`, which reads it in passes).
-        random_seed : int, Generator or None
+        random_seed : int, Generator, None, or a sequence of them
             One seed for the whole call (tests and simulation studies only: whoever
             guesses it reproduces every release's noise); the same seed gives the same
-            values. ``None``: OS entropy.
+            values, which then depend on all the data sets of the call. A sequence of
+            ``R`` seeds (ints, Generators or None), one per data set: each release
+            draws from its own only, so its value does not depend on the other data
+            sets or on how a study splits them into calls (the experiments' rule). Each
+            release records its own seed policy. ``None``: OS entropy.
         clip : bool
             Move outside records onto the ball's boundary (recorded in each release)
             instead of refusing.
@@ -500,8 +506,15 @@ class Mechanism:
         """
         self._check_sampler("exact")
         clip = check_bool(clip, "clip")
-        rng, policy = resolve_rng(random_seed)
         groups, total = self._dataset_groups(datasets)
+        if isinstance(random_seed, (list, tuple)):
+            if len(random_seed) != total:
+                raise ValueError(
+                    f"random_seed: give one seed per data set ({total}), got {len(random_seed)}"
+                )
+            rng, policy = map(list, zip(*(resolve_rng(s) for s in random_seed), strict=True))
+        else:
+            rng, policy = resolve_rng(random_seed)
         if budget is None:
             budget = current_budget()
         elif not isinstance(budget, PrivacyBudget):
@@ -590,15 +603,23 @@ class Mechanism:
             (pos, stack.shape[1], self._checked_stack(pos, stack, clip)) for pos, stack in groups
         ]
         records: list = [None] * total
-        fields = {"seed_policy": policy, "opt_outs": ("clip",) if clip else (), "notes": ()}
+        per_set = isinstance(rng, list)  # one random source per data set
+        fields = {"opt_outs": ("clip",) if clip else (), "notes": ()}
         for pos, n, data in checked:
             cal = self.calibrate(n)  # once per n: the same public numbers for each
-            points, infos = self.exact_draws_stack(data, n, cal.sigma, rng)
+            source = [rng[j] for j in pos] if per_set else rng
+            points, infos = self.exact_draws_stack(data, n, cal.sigma, source)
             if self.value_on_manifold:  # validated as one array, not value by value
                 points = self.manifold.validate(points)
             for j, value, info in zip(pos, points, infos, strict=True):
                 records[j] = self._record(
-                    value, cal, "exact", sampler_info=info, validated=True, **fields
+                    value,
+                    cal,
+                    "exact",
+                    sampler_info=info,
+                    validated=True,
+                    seed_policy=policy[j] if per_set else policy,
+                    **fields,
                 )
         return Releases(records)
 

@@ -62,17 +62,27 @@ CASES = {
 }
 
 
+def _seeds(per_set, count, seed):
+    """One seed for the call, or one per data set (children of one SeedSequence)."""
+    if not per_set:
+        return seed
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(count)]
+
+
+@pytest.mark.parametrize("per_set", [False, True], ids=["one seed", "a seed per data set"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_each_value_has_the_single_release_law(case):
+def test_each_value_has_the_single_release_law(case, per_set):
     """R = N replicates of one data set (n = 30, ε = 0.5): the N values of one call
     against N i.i.d. draws of the single release's law, on the distance to the ball's
-    center and to the first record."""
+    center and to the first record; with one random source for the call and with one
+    per data set (another path through the samplers)."""
     make, kind = CASES[case]
     mech = make(0.5)
     r = mech.domain.radius
     data = _sphere_data(30, r, 1) if kind == 0 else _spd_data(30, r, 1)
     M, m0 = mech.manifold, mech.domain.center
-    got = mech.release_many(np.broadcast_to(data, (N, *data.shape)), random_seed=2).values
+    stack = np.broadcast_to(data, (N, *data.shape))
+    got = mech.release_many(stack, random_seed=_seeds(per_set, N, 2)).values
     ref = mech.sample(data, N, random_seed=3)
     wrong = make(0.5 * 0.7).sample(data, N, random_seed=3)
     for point in (m0, data[0]):
@@ -194,3 +204,44 @@ def test_what_is_refused():
     other = pmd.KNGMechanism(OtherSphere(dim=2), epsilon=1.0, center=NORTH, radius=0.5)
     with pytest.raises(ValueError, match="no 'exact' sampler"):
         other.release_many(np.stack([_sphere_data(10, 0.5, 0)] * 2))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5),
+        lambda: pmd.KNGMechanism(P2, epsilon=1.0, center=np.eye(2), radius=1.0),
+        lambda: pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5, statistic="median"),
+        lambda: pmd.LaplaceMechanism(P2, epsilon=1.0, center=np.eye(2), radius=1.0, restrict=True),
+    ],
+    ids=["KNG S2", "KNG SPD(2)", "KNG median S2", "restricted Laplace SPD(2)"],
+)
+def test_a_seed_per_data_set_makes_each_value_independent_of_the_others(make):
+    """With one seed per data set, a data set's value is the same whatever else is in the
+    call and however the call is split (what the experiments need to give the same
+    numbers for any chunking of their replicates)."""
+    mech = make()
+    M = mech.manifold
+    gen = _sphere_data if isinstance(M, pmd.Sphere) else _spd_data
+    datasets = [gen(12, mech.domain.radius, s) for s in range(5)] + [gen(20, mech.domain.radius, 9)]
+    seeds = list(range(100, 106))
+    whole = mech.release_many(datasets, random_seed=seeds).values
+    alone = [
+        mech.release_many([d], random_seed=[s]).values[0]
+        for d, s in zip(datasets, seeds, strict=True)
+    ]
+    split = np.concatenate(
+        [
+            mech.release_many(datasets[:2], random_seed=seeds[:2]).values,
+            mech.release_many(datasets[2:], random_seed=seeds[2:]).values,
+        ]
+    )
+    np.testing.assert_array_equal(whole, np.stack(alone))
+    np.testing.assert_array_equal(whole, split)
+    # the seeds matter: others give other values
+    other = mech.release_many(datasets, random_seed=[s + 50 for s in seeds]).values
+    assert not np.allclose(whole, other)
+    rels = mech.release_many(datasets, random_seed=[None, *seeds[1:]])
+    assert [r.seed_policy for r in rels[:2]] == ["OS entropy", "fixed seed"]
+    with pytest.raises(ValueError, match="one seed per data set"):
+        mech.release_many(datasets, random_seed=seeds[:3])
