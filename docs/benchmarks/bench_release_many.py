@@ -11,12 +11,19 @@ Both produce R ``Release`` records of the same law (tests/mechanisms/
 test_release_many.py). Each is run ``REPEATS`` times, alternating, and the best time
 is kept (the machine is shared). Prints a Markdown table.
 
-Run:  .venv/bin/python docs/benchmarks/bench_release_many.py      (about 2 minutes)
+With ``--experiment``: one chunk of ``kng2022_fig1`` (its ``_chunk``, which releases
+through ``release_many`` with a seed per replicate) against the per-replicate loop it
+replaced (``_loop_chunk`` below, that loop as it was, with ``mech.sample`` and
+``exact.sample_kng``), on the same replicates, at the full run's chunk sizes.
+
+Run:  .venv/bin/python docs/benchmarks/bench_release_many.py [--experiment]
+      (about 2 minutes, and 1 more with --experiment)
 """
 
 from __future__ import annotations
 
 import platform
+import sys
 import time
 
 import numpy as np
@@ -64,7 +71,11 @@ CASES = [
 def main():
     print(f"# R = {R} data sets per case; {platform.processor() or platform.machine()}")
     print()
-    print("| mechanism | space | n | loop of release (releases/s) | release_many (releases/s) | ratio |")
+    print(
+        "| mechanism | space | n | loop of release (releases/s) | release_many (releases/s) ",
+        end="",
+    )
+    print("| ratio |")
     print("|---|---|---|---|---|---|")
     for kind, space, n in CASES:
         stack = _stack(space, n)
@@ -84,5 +95,75 @@ def main():
         print(f"| {kind} | {space} | {n} | {a:,.0f} | {b:,.0f} | {b / a:.1f}× |", flush=True)
 
 
+def _loop_chunk(space, n, epsilon, jobs):
+    """``kng2022_fig1._chunk`` before issue 26: one replicate, one mechanism at a time."""
+    from pymc_manidp.experiments import _common as C
+    from pymc_manidp.experiments import kng2022_fig1 as F
+    from pymc_manidp.laws import exact
+    from pymc_manidp.mechanisms.baselines import knorm_noise, vech
+
+    M, gen, mechs = F._setup(space, epsilon)
+    amb = vech if space == "SPD(2)" else np.asarray
+    kng = mechs[F.KNG]
+    rows = []
+    for rng, x, fm, base in C.replicate_data(jobs, gen, M, n, space):
+        for name, mech in mechs.items():
+            summary = (
+                fm if name in (F.KNG, F.LAPLACE) else mech.manifold.from_ambient(mech.summary(x))
+            )
+            if name == F.PROJECTED:
+                summary = summary / np.linalg.norm(summary)
+            rel = mech.sample(x, 1, random_seed=rng)[0]
+            rows.append(
+                {**base, "method": name, "dist": float(np.linalg.norm(amb(rel) - amb(summary)))}
+            )
+        sigma = F.paper_sigma(space, F.KNG_PAPER, n, epsilon)
+        rel = exact.sample_kng(M, x, sigma, 1, rng, domain=kng.domain).points[0]
+        rows.append(
+            {**base, "method": F.KNG_PAPER, "dist": float(np.linalg.norm(amb(rel) - amb(fm)))}
+        )
+        if space == "S2":
+            sigma = F.paper_sigma(space, F.LAPLACE_PAPER, n, epsilon)
+            rel = exact.sample_laplace(M, fm, sigma, 1, rng)
+            rows.append(
+                {
+                    **base,
+                    "method": F.LAPLACE_PAPER,
+                    "dist": float(np.linalg.norm(rel.points[0] - fm)),
+                }
+            )
+            y = fm + knorm_noise(rng, 3, mechs[F.PROJECTED].sigma(n), ())
+            d = float(np.linalg.norm(y / np.linalg.norm(y) - fm))
+            rows.append({**base, "method": F.PROJECTED_PAPER, "dist": d})
+    return rows
+
+
+def experiment():
+    from pymc_manidp.experiments import _common as C
+    from pymc_manidp.experiments import kng2022_fig1 as F
+
+    print("| space | n | replicates (one chunk) | loop (s) | release_many (s) | ratio |")
+    print("|---|---|---|---|---|---|")
+    for space, size in (("S2", 100), ("SPD(2)", 25)):  # the full run's chunk sizes
+        for n in (10, 1000):
+            seeds = C.child_seeds(1, 0, 0, count=size)
+            job = (space, n, 1.0, [(j, seeds[j]) for j in range(size)])
+            F._chunk(*job)  # warm-up
+            _loop_chunk(*job)
+            old, new = [], []
+            for _ in range(REPEATS):
+                t = time.perf_counter()
+                _loop_chunk(*job)
+                old.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                F._chunk(*job)
+                new.append(time.perf_counter() - t)
+            a, b = min(old), min(new)
+            print(f"| {space} | {n} | {size} | {a:.2f} | {b:.2f} | {a / b:.1f}× |", flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    if "--experiment" in sys.argv[1:]:
+        experiment()
+    else:
+        main()
