@@ -16,8 +16,9 @@ For each, the total and the top functions by cumulative time and by own time
 Markdown. Wrappers every call passes through (the top-level call itself, the
 experiments' task runner) are left out of the cumulative lists.
 
-Run:  .venv/bin/python docs/benchmarks/profile_issue26.py [--experiments]
-      (the releases take seconds; the experiments about 6 minutes on 2 cores)
+Run:  .venv/bin/python docs/benchmarks/profile_issue26.py               (the releases, seconds)
+      .venv/bin/python docs/benchmarks/profile_issue26.py --experiments [NAME ...]
+      (the experiments' quick runs, about 6 minutes on 2 idle cores; or only NAMEs)
 """
 
 from __future__ import annotations
@@ -88,10 +89,10 @@ def _releases():
         _report(f"{title}, {RELEASES} releases, {1e3 * total / RELEASES:.2f} ms each", prof, total)
 
 
-def _experiments():
+def _experiments(names):
     from pymc_manidp import experiments
 
-    for name in experiments.EXPERIMENTS:
+    for name in names or experiments.EXPERIMENTS:
         prof = cProfile.Profile()
         t = time.perf_counter()
         prof.enable()
@@ -101,6 +102,8 @@ def _experiments():
 
 
 if __name__ == "__main__":
-    _releases()
-    if "--experiments" in sys.argv[1:]:
-        _experiments()
+    args = sys.argv[1:]
+    if "--experiments" in args:  # optionally followed by names: only those
+        _experiments(args[args.index("--experiments") + 1 :])
+    else:
+        _releases()
