@@ -44,8 +44,11 @@ def _name(func):
     path, line, name = func
     if path == "~":
         return name
-    short = path.split("pymc_manidp/")[-1] if "pymc_manidp/" in path else path.split("/")[-1]
-    return f"{short}:{line}({name})"
+    if "pymc_manidp/" in path:
+        return f"{path.split('pymc_manidp/')[-1]}:{line}({name})"
+    # another package's module, by its dotted name (not a file of this repository)
+    module = path.split("site-packages/")[-1].removesuffix(".py").replace("/", ".")
+    return f"{module}:{line}({name})"
 
 
 def _report(title, prof, total):
