@@ -245,3 +245,33 @@ def test_a_seed_per_data_set_makes_each_value_independent_of_the_others(make):
     assert [r.seed_policy for r in rels[:2]] == ["OS entropy", "fixed seed"]
     with pytest.raises(ValueError, match="one seed per data set"):
         mech.release_many(datasets, random_seed=seeds[:3])
+
+
+K5 = pmd.KendallShape(k_landmarks=5)
+_T = np.linspace(0, 2 * np.pi, 5, endpoint=False)
+K5_CENTER = K5.validate(np.stack([np.cos(_T), 0.5 * np.sin(_T)], -1))
+OTHER = {
+    "KNG on Kendall(5)": (pmd.KNGMechanism, K5, K5_CENTER, 0.3),
+    "Laplace on SO(3)": (pmd.LaplaceMechanism, pmd.Rotations(), np.eye(3), 0.8),
+    "KNG on H2": (pmd.KNGMechanism, pmd.Hyperbolic(dim=2), np.eye(3)[0], 1.0),
+}
+
+
+@pytest.mark.parametrize("case", list(OTHER))
+def test_the_law_on_other_spaces(case):
+    """As above (one seed per data set), on spaces whose stack gradient is the generic
+    one: curved with a non-spherical volume (Kendall), compact (SO(3)), negatively
+    curved (H2). N = 2,000, α = 0.01, the distance to the ball's center; a 30% smaller ε
+    is refuted."""
+    cls, M, center, r = OTHER[case]
+    rng = np.random.default_rng(21)
+    c = rng.normal(size=(30, M.dim))
+    c *= 0.9 * r * rng.uniform(0, 1, (30, 1)) / np.linalg.norm(c, axis=1, keepdims=True)
+    data = M.validate(M.exp_coords(np.broadcast_to(center, (30, *center.shape)), c))
+    mech = cls(M, epsilon=0.5, center=center, radius=r)
+    stack = np.broadcast_to(data, (N, *data.shape))
+    got = mech.release_many(stack, random_seed=_seeds(True, N, 22)).values
+    ref = mech.sample(data, N, random_seed=23)
+    wrong = cls(M, epsilon=0.35, center=center, radius=r).sample(data, N, random_seed=23)
+    assert _ks(M.dist(center, got), M.dist(center, ref)) > ALPHA
+    assert _ks(M.dist(center, got), M.dist(center, wrong)) < ALPHA

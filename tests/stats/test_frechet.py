@@ -241,3 +241,28 @@ def test_frechet_means_flag_the_rows_that_do_not_converge():
     assert res.iterations.tolist() == [0, 1, 1]
     with pytest.raises(ValueError, match=r"shape \(R, n, 3\)"):
         frechet_means(M, stack[0])
+
+
+@pytest.mark.parametrize(
+    ("M", "center", "r"),
+    [
+        (pmd.Rotations(), np.eye(3), 0.8),
+        (pmd.Hyperbolic(dim=3), np.eye(4)[0], 1.5),
+        (pmd.Euclidean(dim=2), np.zeros(2), 1.0),
+    ],
+    ids=["SO(3)", "H3", "R2"],
+)
+def test_frechet_means_on_the_other_spaces(M, center, r):
+    # their stack gradient is the generic log-then-average one; the oracle is
+    # frechet_mean data set by data set (the closed form on R2)
+    from pymc_manidp.stats.frechet import frechet_means
+
+    rng = np.random.default_rng(16)
+    c = rng.normal(size=(3 * 40, M.dim))
+    c *= r * rng.uniform(0, 1, (len(c), 1)) / np.linalg.norm(c, axis=1, keepdims=True)
+    feet = np.broadcast_to(center, (len(c), *center.shape))
+    stack = M.validate(M.exp_coords(feet, c)).reshape((3, 40, *M.point_shape))
+    res = frechet_means(M, stack, tol=1e-10)
+    assert res.converged.all()
+    for j in range(3):
+        assert M.dist(res.means[j], pmd.frechet_mean(M, stack[j], tol=1e-10).mean) < 1e-9
