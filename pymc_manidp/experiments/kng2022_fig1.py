@@ -113,7 +113,13 @@ def paper_sigma(space: str, method: str, n: int, epsilon: float) -> float:
 def _chunk(space, n, epsilon, jobs):
     from pymc_manidp.laws import exact
     from pymc_manidp.mechanisms.baselines import knorm_noise, vech
+    from pymc_manidp.privacy.budget import current_budget
 
+    if current_budget() is not None:  # as Mechanism.sample refused before release_many
+        raise ValueError(
+            "the experiments release simulated replicates, not charged to a privacy "
+            "budget: run them outside 'with budget:'"
+        )
     M, gen, mechs = _setup(space, epsilon)
     amb = vech if space == "SPD(2)" else np.asarray
     kng = mechs[KNG]
