@@ -113,22 +113,42 @@ def paper_sigma(space: str, method: str, n: int, epsilon: float) -> float:
 def _chunk(space, n, epsilon, jobs):
     from pymc_manidp.laws import exact
     from pymc_manidp.mechanisms.baselines import knorm_noise, vech
+    from pymc_manidp.privacy.budget import current_budget
 
+    if current_budget() is not None:  # as Mechanism.sample refused before release_many
+        raise ValueError(
+            "the experiments release simulated replicates, not charged to a privacy "
+            "budget: run them outside 'with budget:'"
+        )
     M, gen, mechs = _setup(space, epsilon)
     amb = vech if space == "SPD(2)" else np.asarray
     kng = mechs[KNG]
+    reps = list(C.replicate_data(jobs, gen, M, n, space))
+    # each mechanism releases every replicate of the chunk in one call (issue 26), each
+    # replicate from its own generator, in the order the loop below used to: the
+    # numbers do not depend on how the replicates are chunked
+    rngs = [rng for rng, *_ in reps]
+    stack = np.stack([x for _, x, _, _ in reps])
+    released = {
+        name: mech.release_many(stack, random_seed=rngs).values for name, mech in mechs.items()
+    }
+    released[KNG_PAPER] = exact.sample_kng_stack(
+        M,
+        stack.reshape((-1, *M.point_shape)),
+        paper_sigma(space, KNG_PAPER, n, epsilon),
+        rngs,
+        n=n,
+        domain=kng.domain,
+    )[0]
     rows = []
-    for rng, x, fm, base in C.replicate_data(jobs, gen, M, n, space):
+    for j, (rng, x, fm, base) in enumerate(reps):
         for name, mech in mechs.items():
             summary = fm if name in (KNG, LAPLACE) else mech.manifold.from_ambient(mech.summary(x))
             if name == PROJECTED:
                 summary = summary / np.linalg.norm(summary)
-            rel = mech.sample(x, 1, random_seed=rng)[0]
-            d = float(np.linalg.norm(amb(rel) - amb(summary)))
+            d = float(np.linalg.norm(amb(released[name][j]) - amb(summary)))
             rows.append({**base, "method": name, "dist": d})
-        rel = exact.sample_kng(
-            M, x, paper_sigma(space, KNG_PAPER, n, epsilon), 1, rng, domain=kng.domain
-        ).points[0]
+        rel = released[KNG_PAPER][j]
         rows.append(
             {**base, "method": KNG_PAPER, "dist": float(np.linalg.norm(amb(rel) - amb(fm)))}
         )

@@ -478,6 +478,22 @@ class ManifoldBase:
         energy = 0.5 * float(np.sum(weights * self.norm(x, logs) ** 2))
         return g, energy
 
+    def stack_frechet_gradient(self, x, data):
+        r"""Mean log vectors and Fréchet energies of many data sets at once.
+
+        Returns ``(g, energy)``: ``g[j] = (1/n) sum_i log_{x_j}(x_{ji})`` (minus the
+        gradient of ``F_j``) with shape ``(m, *point_shape)`` and ``energy[j] = F_j(x_j)
+        = 1/(2n) sum_i rho(x_j, x_{ji})^2`` with shape ``(m,)``, for points ``x``
+        ``(m, *point_shape)`` and data sets ``data`` ``(m, n, *point_shape)``: what
+        :meth:`frechet_gradient` gives for one (equal weights), for a stack of them
+        in one array pass (:func:`~pymc_manidp.stats.frechet.frechet_means`, the
+        exact samplers of many releases). Manifolds may override it with a cheaper
+        route (Sphere and SPD do).
+        """
+        xb = np.expand_dims(np.asarray(x, float), 1)
+        logs = self.log(xb, np.asarray(data, float))
+        return np.mean(logs, axis=1), 0.5 * np.mean(self.norm(xb, logs) ** 2, axis=1)
+
     def log_coords(self, x, y):
         """Chart coordinates at ``x`` of ``log_x(y)``: the inverse of :meth:`exp_coords`."""
         return self.to_coords(x, self.log(x, y))

@@ -310,6 +310,16 @@ class SPD(ManifoldBase):
         energy = 0.5 * float(np.sum(weights * np.sum(lw**2, axis=-1)))
         return g, energy
 
+    def stack_frechet_gradient(self, x, data):
+        """:meth:`frechet_gradient`'s route (one eigendecomposition per record, the sum
+        in whitened coordinates) for a stack."""
+        s, si = _sqrt_invsqrt(np.asarray(x, float))
+        w, u = sym_eigh(si[:, None] @ np.asarray(data, float) @ si[:, None])
+        lw = np.log(w)
+        white = (u * lw[..., None, :]) @ np.swapaxes(u, -1, -2)
+        g = sym(s @ sym(white.mean(axis=1)) @ s)
+        return g, 0.5 * np.mean(np.sum(lw**2, axis=-1), axis=1)
+
     def tangent_basis(self, x):
         """Frame ``p^{1/2} E p^{1/2}`` at ``x``: shape ``(..., dim, k, k)``."""
         s, _ = _sqrt_invsqrt(np.asarray(x, float))

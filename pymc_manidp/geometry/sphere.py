@@ -241,6 +241,19 @@ class Sphere(ManifoldBase):
         energy = 0.5 * float(np.sum(weights * (self.radius * theta) ** 2))
         return g, energy
 
+    def stack_frechet_gradient(self, x, data):
+        """:meth:`frechet_gradient`'s route (``atan2`` of the two legs) for a stack."""
+        x, data = np.asarray(x, float), np.asarray(data, float)
+        c = np.einsum("mnj,mj->mn", data, x) / self.radius**2
+        u = data - c[..., None] * x[:, None, :]
+        su = np.sqrt(np.sum(u * u, axis=-1)) / self.radius
+        theta = np.arctan2(su, c)
+        if np.any(np.pi - theta < _CUT_TOL):
+            raise ValueError("log is undefined for antipodal points (the cut locus)")
+        fac = np.where(su > 0, theta / np.where(su > 0, su, 1.0), 1.0)
+        g = np.einsum("mn,mnj->mj", fac, u) / data.shape[1]
+        return g, 0.5 * np.mean((self.radius * theta) ** 2, axis=1)
+
     def tangent_basis(self, x):
         """Orthonormal frame at ``x``: shape ``(..., dim, dim+1)``."""
         return sphere_basis(np.asarray(x, float), self.radius)

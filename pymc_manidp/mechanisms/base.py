@@ -44,10 +44,10 @@ from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
 from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
-from pymc_manidp.privacy.release import Calibration, Release, build_release
+from pymc_manidp.privacy.release import Calibration, Release, Releases, build_release
 from pymc_manidp.rng import resolve_rng
 from pymc_manidp.stats import reductions
-from pymc_manidp.stats.domain import DataDomain
+from pymc_manidp.stats.domain import DataDomain, DomainError
 from pymc_manidp.stats.sensitivity import calibrated_sigma
 
 __all__ = ["EXACT_SAMPLERS", "Mechanism", "available_samplers"]
@@ -236,6 +236,26 @@ class Mechanism:
         for checked ``data``."""
         raise NotImplementedError
 
+    def exact_draws_stack(self, data, n, sigma, rng):
+        """One exact draw for each of ``R`` checked data sets of ``n`` records.
+
+        ``data`` holds them end to end, ``(R * n, *point_shape)``, as the check
+        returned them; ``rng`` is one Generator, or a list of ``R``, one per data set
+        (each row then draws from its own only). Returns ``(points, infos)``:
+        ``points`` ``(R, *point_shape)``, row ``j`` a draw of the law for data set
+        ``j`` at scale ``sigma``, independent of the other rows; ``infos`` one
+        ``sampler_info`` dict per row (for the curator). This default draws data set
+        by data set with :meth:`exact_draws`; mechanisms whose sampler vectorizes
+        across data sets override it (the Laplace, KNG on the mean).
+        """
+        points, infos = [], []
+        for j, s in enumerate(range(0, len(data), n)):
+            source = rng[j] if isinstance(rng, list) else rng
+            out = self.exact_draws(data[s : s + n], sigma, 1, source)
+            points.append(out.points[0])
+            infos.append({"proposals": out.proposals, **out.info})
+        return np.stack(points), infos
+
     def mcmc_inputs(self, data):  # pragma: no cover - abstract
         """``(mode, inputs)`` for checked data: the density's mode (private; the
         polar chart's origin) and its data-dependent inputs, named as the
@@ -410,6 +430,199 @@ class Mechanism:
             )
         return self._record(value, cal, sampler, diagnostics=idata, sampler_info=info, **fields)
 
+    def release_many(self, datasets, *, random_seed=None, clip=False, budget=None) -> Releases:
+        r"""Release each of many data sets, in one call: a :class:`Releases` table.
+
+        For simulation studies (issue 26): ``R`` data sets, each released as its own
+        pure ε-DP release with the exact sampler, exactly as ``release(data)`` would
+        (its own check, calibration, draw and :class:`~pymc_manidp.Release`), with
+        the arithmetic shared across data sets: one domain pass over all of them, σ
+        computed once per ``n``, and for the Laplace and KNG on the mean one array
+        pass per step of the Fréchet means (:func:`~pymc_manidp.stats.frechet.
+        frechet_means`) and per round of proposals for every data set still waiting
+        (:func:`~pymc_manidp.laws.exact.sample_laplace_stack`,
+        :func:`~pymc_manidp.laws.exact.sample_kng_stack`). Other mechanisms (KNG on
+        the median, the Euclidean baselines) draw data set by data set inside the
+        call. The releases are independent: releasing the same records twice spends
+        ε twice; each data set is assumed to be its own (e.g. replicates of a
+        simulation), and nothing is composed across them.
+
+        Exact sampler only: MCMC releases are refused (each is a run with its own
+        diagnostics gate: call :meth:`release` in a loop).
+
+        Parameters
+        ----------
+        datasets : array of shape ``(R, n, *point_shape)``, or a sequence of arrays
+            A stack of ``R`` data sets of ``n`` records, or a list (or tuple) of data
+            sets ``(n_j, *point_shape)`` of any sizes (grouped by size, each group
+            drawn as a stack). In memory: a Dask array is refused (use
+            :meth:`release`, which reads it in passes).
+        random_seed : int, Generator, None, or a sequence of them
+            One seed for the whole call (tests and simulation studies only: whoever
+            guesses it reproduces every release's noise); the same seed gives the same
+            values, which then depend on all the data sets of the call. A sequence of
+            ``R`` seeds (ints, Generators or None), one per data set: each release
+            draws from its own only, so its value does not depend on the other data
+            sets or on how a study splits them into calls (the experiments' rule). Each
+            release records its own seed policy. ``None``: OS entropy.
+        clip : bool
+            Move outside records onto the ball's boundary (recorded in each release)
+            instead of refusing.
+        budget : PrivacyBudget, optional
+            Charged ε once **per data set** (default: the budget entered with
+            ``with budget:``), all before any data are read. With basic composition a
+            call whose ``R`` charges would overspend is refused before any is made;
+            with optimal composition the charges are made one by one, and the one that
+            would overspend raises :class:`~pymc_manidp.privacy.budget.BudgetExceededError`
+            (the earlier ones are marked failed: no data were read, but the charges
+            stand). A call that fails after its charges marks them all failed.
+
+        Returns
+        -------
+        Releases
+            A tuple of ``R`` :class:`~pymc_manidp.Release`, in the order of
+            ``datasets``; ``.values`` stacks the values ``(R, *point_shape)``.
+
+        Raises
+        ------
+        ValueError, DomainError
+            A data set that fails its check (non-finite, off the manifold, outside
+            the public ball without ``clip``) refuses the **whole call** before any
+            value is drawn; the message names the data set and its row.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import pymc_manidp as pmd
+        >>> S = pmd.Sphere(dim=2)
+        >>> mech = pmd.KNGMechanism(S, epsilon=1.0, center=[0, 0, 1.0], radius=0.5)
+        >>> noise = np.random.default_rng(0).normal(size=(4, 100, 2)) * 0.1
+        >>> stack = S.exp_coords(np.array([0, 0, 1.0]), np.clip(noise, -0.3, 0.3))
+        >>> rels = mech.release_many(stack, random_seed=1)
+        >>> len(rels), rels.values.shape, rels[0].n, rels[0].delta
+        (4, (4, 3), 100, 0.0)
+        >>> bool(np.array_equal(mech.release_many(stack, random_seed=1).values, rels.values))
+        True
+        """
+        self._check_sampler("exact")
+        clip = check_bool(clip, "clip")
+        groups, total = self._dataset_groups(datasets)
+        if isinstance(random_seed, (list, tuple)):
+            if len(random_seed) != total:
+                raise ValueError(
+                    f"random_seed: give one seed per data set ({total}), got {len(random_seed)}"
+                )
+            rng, policy = map(list, zip(*(resolve_rng(s) for s in random_seed), strict=True))
+        else:
+            rng, policy = resolve_rng(random_seed)
+        if budget is None:
+            budget = current_budget()
+        elif not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+        charges = []
+        if budget is not None:  # one charge per data set, before any data are read
+            if budget.composition == "basic":
+                budget.check(self.epsilon * total)
+            try:
+                for _ in range(total):
+                    charges.append(self._charge(budget, None, False, False, "exact")[1][0])
+            except BaseException as err:
+                for index in charges:
+                    budget.fail(index, err)
+                raise
+        try:
+            records = self._release_groups(groups, total, rng, policy, clip)
+        except BaseException as err:
+            for index in charges:
+                budget.fail(index, err)
+            raise
+        for index, rel in zip(charges, records, strict=False):  # none without a budget
+            budget.settle(index, rel)
+        return records
+
+    def _dataset_groups(self, datasets):
+        """``([(positions, stack), ...], R)``: the data sets grouped by size, unchecked."""
+        shape = tuple(self.manifold.point_shape)
+        if reductions.is_dask(datasets) or (
+            isinstance(datasets, (list, tuple)) and any(reductions.is_dask(d) for d in datasets)
+        ):
+            raise ValueError(
+                "release_many takes data sets in memory: release a Dask array with "
+                "release(), which reads it in passes"
+            )
+        if isinstance(datasets, (list, tuple)):
+            if not datasets:
+                raise ValueError("datasets is empty: nothing to release")
+            arrays = [np.asarray(d) for d in datasets]
+            for j, a in enumerate(arrays):
+                if a.ndim != len(shape) + 1 or a.shape[1:] != shape:
+                    raise ValueError(
+                        f"data set {j} must have shape (n, {', '.join(map(str, shape))}), "
+                        f"got {a.shape}"
+                    )
+            sizes = sorted({len(a) for a in arrays})
+            groups = []
+            for n in sizes:
+                pos = [j for j, a in enumerate(arrays) if len(a) == n]
+                groups.append((np.array(pos), np.stack([arrays[j] for j in pos])))
+            return groups, len(arrays)
+        stack = np.asarray(datasets)
+        if stack.ndim != len(shape) + 2 or stack.shape[2:] != shape:
+            raise ValueError(
+                f"datasets must be a stack (R, n, {', '.join(map(str, shape))}) or a list of "
+                f"data sets (n, {', '.join(map(str, shape))}), got an array of shape "
+                f"{stack.shape}"
+            )
+        if len(stack) == 0:
+            raise ValueError("datasets is empty: nothing to release")
+        return [(np.arange(len(stack)), stack)], len(stack)
+
+    def _checked_stack(self, positions, stack, clip):
+        """The stack's records checked against the public ball in one pass, end to end
+        ``(R * n, *point_shape)``; on failure the error of the first failing data set,
+        named by its position."""
+        shape = tuple(self.manifold.point_shape)
+        R, n = stack.shape[:2]
+        try:
+            flat = self.domain.check(stack.reshape((R * n, *shape)), clip=clip)
+        except (ValueError, TypeError):
+            for j, data in enumerate(stack):  # name the first data set that fails
+                try:
+                    self.domain.check(data, clip=clip)
+                except (DomainError, ValueError, TypeError) as err:
+                    raise type(err)(
+                        f"data set {int(positions[j])} of release_many: {err} Nothing was released."
+                    ) from None
+            raise
+        return flat
+
+    def _release_groups(self, groups, total, rng, policy, clip) -> Releases:
+        """Check every group, then calibrate and draw each: the Releases in input order."""
+        # every data set is checked before any is drawn: one bad one refuses the call
+        checked = [
+            (pos, stack.shape[1], self._checked_stack(pos, stack, clip)) for pos, stack in groups
+        ]
+        records: list = [None] * total
+        per_set = isinstance(rng, list)  # one random source per data set
+        fields = {"opt_outs": ("clip",) if clip else (), "notes": ()}
+        for pos, n, data in checked:
+            cal = self.calibrate(n)  # once per n: the same public numbers for each
+            source = [rng[j] for j in pos] if per_set else rng
+            points, infos = self.exact_draws_stack(data, n, cal.sigma, source)
+            if self.value_on_manifold:  # validated as one array, not value by value
+                points = self.manifold.validate(points)
+            for j, value, info in zip(pos, points, infos, strict=True):
+                records[j] = self._record(
+                    value,
+                    cal,
+                    "exact",
+                    sampler_info=info,
+                    validated=True,
+                    seed_policy=policy[j] if per_set else policy,
+                    **fields,
+                )
+        return Releases(records)
+
     def _charge(self, budget, delta, is_mcmc, estimate_delta, sampler):
         """Charge the release to ``budget`` (or the current one) before any data are read.
 
@@ -541,10 +754,13 @@ class Mechanism:
         # the record carries its own note; Release.notes are published, the estimate is not
         return np.asarray(value), record
 
-    def _record(self, value, cal, sampler, notes=(), **fields) -> Release:
-        """The Release of ``value`` (validated when it is a point of the manifold)."""
+    def _record(self, value, cal, sampler, notes=(), validated=False, **fields) -> Release:
+        """The Release of ``value`` (validated when it is a point of the manifold,
+        unless the caller ``validated`` it already)."""
         return build_release(
-            value=self.manifold.validate(value) if self.value_on_manifold else value,
+            value=self.manifold.validate(value)
+            if self.value_on_manifold and not validated
+            else value,
             mechanism=self.name,
             epsilon=self.epsilon,
             calibration=cal,

@@ -149,3 +149,13 @@ class KNGMechanism(Mechanism):
                 self.manifold, data, sigma, size, rng, domain=self.domain
             )
         return exact.sample_kng(self.manifold, data, sigma, size, rng, domain=self.domain)
+
+    def exact_draws_stack(self, data, n, sigma, rng):
+        """KNG on the mean: :func:`~pymc_manidp.laws.exact.sample_kng_stack`, every data
+        set at once; on the median, data set by data set (the base's loop)."""
+        if self.statistic == "median":
+            return super().exact_draws_stack(data, n, sigma, rng)
+        points, used = exact.sample_kng_stack(
+            self.manifold, data, sigma, rng, n=n, domain=self.domain
+        )
+        return points, [{"proposals": int(u), "acceptance_rate": 1.0 / u} for u in used]

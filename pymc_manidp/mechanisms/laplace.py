@@ -22,7 +22,7 @@ from pymc_manidp.geometry.validation import check_bool, check_nonnegative_real
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import ManifoldLaplace
 from pymc_manidp.mechanisms.base import Mechanism
-from pymc_manidp.stats.frechet import frechet_mean
+from pymc_manidp.stats.frechet import frechet_mean, frechet_means
 
 __all__ = ["LaplaceMechanism", "spd_laplace_max_sigma"]
 
@@ -140,3 +140,24 @@ class LaplaceMechanism(Mechanism):
         eta = self._mean_of_checked(data)
         domain = self.domain if self.restrict else None
         return exact.sample_laplace(self.manifold, eta, sigma, size, rng, domain=domain)
+
+    def exact_draws_stack(self, data, n, sigma, rng):
+        """Every data set's footpoint at once (:func:`~pymc_manidp.stats.frechet.
+        frechet_means`, the same tolerances and refusals as :meth:`exact_draws`),
+        then :func:`~pymc_manidp.laws.exact.sample_laplace_stack`."""
+        M = self.manifold
+        stack = np.asarray(data).reshape((-1, n, *M.point_shape))
+        res = frechet_means(M, stack, tol=1e-10, atol=self.grad_tol, warn=False)
+        bad = ~(res.converged & (res.grad_norms <= self.grad_tol))
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise ValueError(
+                f"the Fréchet mean of {int(bad.sum())} data set(s) (first: row {j} of the "
+                f"data sets of {n} records) did not converge to |grad F| <= "
+                f"{self.grad_tol:.3g} (got {float(res.grad_norms[j]):.3g}): nothing is released"
+            )
+        if not np.all(self.domain.distances(res.means) <= self.domain.radius):
+            raise ValueError("a computed Fréchet mean lies outside the public ball")
+        domain = self.domain if self.restrict else None
+        points, used = exact.sample_laplace_stack(M, res.means, sigma, rng, domain=domain)
+        return points, [{"proposals": int(u), "acceptance_rate": 1.0 / u} for u in used]

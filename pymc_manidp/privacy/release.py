@@ -19,6 +19,7 @@ __all__ = [
     "MCMC_DELTA_NOTE",
     "Calibration",
     "Release",
+    "Releases",
     "build_release",
 ]
 
@@ -259,3 +260,33 @@ def _notes(exact, delta_estimate):
     if exact:
         return _EXACT_NOTES
     return _MCMC_NOTES if delta_estimate is None else _ESTIMATED_NOTES
+
+
+class Releases(tuple):
+    """The releases of one ``Mechanism.release_many`` call: a tuple of
+    :class:`Release`, one per data set, in the order given, with a table view.
+
+    Each element is a release of its own (its own ε, Δ, σ, n and sampler
+    statistics); nothing is shared between them but the call.
+
+    Examples
+    --------
+    >>> cal = Calibration(n=10, sensitivity=0.05, sigma=0.1)
+    >>> rel = [build_release(value=[0.0, float(i)], mechanism="KNG", epsilon=1.0,
+    ...                      calibration=cal, sampler="exact", seed_policy="fixed seed",
+    ...                      exact=True) for i in range(3)]
+    >>> table = Releases(rel)
+    >>> table.values.shape, len(table), table[2].value.tolist()
+    ((3, 2), 3, [0.0, 2.0])
+    """
+
+    __slots__ = ()
+
+    @property
+    def values(self) -> np.ndarray:
+        """The released values stacked, shape ``(R, *point_shape)``."""
+        return np.stack([r.value for r in self])
+
+    def public(self) -> list[dict]:
+        """Each release's :meth:`Release.public` record, in order."""
+        return [r.public() for r in self]

@@ -22,7 +22,7 @@ import numpy as np
 from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
 from pymc_manidp.stats import reductions
 
-__all__ = ["ConvergenceWarning", "FrechetResult", "frechet_mean"]
+__all__ = ["ConvergenceWarning", "FrechetResult", "FrechetResults", "frechet_mean", "frechet_means"]
 
 
 class ConvergenceWarning(RuntimeWarning):
@@ -284,3 +284,161 @@ def _supplement(M, data, w, x):
         stacklevel=3,
     )
     return FrechetResult(x, 500, gnorm, False, "supplement")
+
+
+@dataclass(frozen=True)
+class FrechetResults:
+    """Outcome of :func:`frechet_means`: one row per data set of the stack.
+
+    Attributes
+    ----------
+    means : ndarray, shape ``(R, *point_shape)``
+    iterations : ndarray of int, shape ``(R,)``
+    grad_norms : ndarray, shape ``(R,)``
+        Riemannian norm of ``grad F`` at each mean (equal weights).
+    converged : ndarray of bool, shape ``(R,)``
+    """
+
+    means: np.ndarray
+    iterations: np.ndarray
+    grad_norms: np.ndarray
+    converged: np.ndarray
+
+
+def _stack_grad(M, x, data):
+    """``-grad F`` (the mean log vector), its norm and ``F`` at each ``x[j]`` for the
+    data set ``data[j]``: arrays ``(m, *shape)``, ``(m,)``, ``(m,)``, one broadcast pass."""
+    g, energy = M.stack_frechet_gradient(x, data)
+    return g, M.norm(x, g), energy
+
+
+def frechet_means(
+    manifold,
+    stack,
+    *,
+    tol: float = 1e-10,
+    atol: float = 0.0,
+    max_iter: int = 1000,
+    warn: bool = True,
+) -> FrechetResults:
+    r"""Fréchet means of a stack of data sets of the same size, all at once.
+
+    For each data set ``D_j`` (a row of ``stack``) the minimizer of
+    ``F_j(x) = (1/2n) Σ_i ρ²(x, x_{ji})``, by the Riemannian gradient descent of
+    :func:`frechet_mean` (unit Karcher step, Armijo backtracking, stopped when
+    ``|grad F_j| <= max(tol · spread_j, atol)``), run for every row in one array pass
+    per step: the rows that have stopped leave the batch. Each row follows the rules
+    of a single descent, from the manifold's extrinsic start (the normalized ambient
+    mean on spheres, the arithmetic mean on SPD), so the means agree with
+    :func:`frechet_mean`'s to the tolerance (not to the last digit: the single
+    descent of checked data starts at the domain's center).
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold of the data.
+    stack : array, shape ``(R, n, *point_shape)``
+        ``R`` data sets of ``n`` points each, validated here.
+    tol, atol : float
+        Relative and absolute gradient-norm tolerances.
+    max_iter : int
+        Iteration cap per row.
+    warn : bool
+        Warn :class:`ConvergenceWarning` naming the rows that did not converge.
+
+    Returns
+    -------
+    FrechetResults
+        The means ``(R, *point_shape)``, their gradient norms, iterations and
+        convergence flags.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> from pymc_manidp.stats.frechet import frechet_means
+    >>> P = pmd.SPD(k=2)
+    >>> stack = np.stack([[np.diag([np.e**2, 1.0]), np.eye(2), np.eye(2)]] * 3)
+    >>> res = frechet_means(P, stack)
+    >>> res.means.shape, bool(res.converged.all())
+    ((3, 2, 2), True)
+    >>> single = pmd.frechet_mean(P, stack[0]).mean
+    >>> bool(np.allclose(res.means, single, atol=1e-9))
+    True
+    """
+    M = manifold
+    shape = tuple(M.point_shape)
+    stack = np.asarray(stack, dtype=float)
+    if stack.ndim != len(shape) + 2 or stack.shape[2:] != shape or 0 in stack.shape[:2]:
+        raise ValueError(
+            f"stack must have shape (R, n, {', '.join(map(str, shape))}) with R, n >= 1, "
+            f"got {stack.shape}"
+        )
+    R, n = stack.shape[:2]
+    stack = M.validate(stack.reshape((R * n, *shape))).reshape(stack.shape)
+    max_iter = check_positive_int(max_iter, "max_iter")
+    tol = check_positive_real(tol, "tol")
+    if atol < 0 or not np.isfinite(atol):
+        raise ValueError(f"atol must be a finite number >= 0, got {atol}")
+    if n == 1:
+        x = stack[:, 0].copy()
+        return FrechetResults(x, np.zeros(R, int), np.zeros(R), np.ones(R, bool))
+    if M.ambient_mean_start is None:
+        x = stack[:, 0].copy()
+    else:
+        ambient = stack.mean(axis=1)
+        x = stack[:, 0].copy()
+        for j in range(R):  # a cheap start, per row (the manifold's rule takes one mean)
+            start = M.ambient_mean_start(ambient[j])
+            if start is not None:
+                x[j] = start
+        x = M.validate(x)
+    g, gnorm, energy = _stack_grad(M, x, stack)
+    floor = 64.0 * np.finfo(float).eps * getattr(M, "radius", 1.0)
+    its = np.zeros(R, int)
+    converged = np.zeros(R, bool)
+    stopped = np.zeros(R, bool)
+    while True:
+        done = (gnorm <= np.maximum(np.maximum(tol * np.sqrt(2.0 * energy), atol), floor)) | (
+            gnorm == 0.0
+        )
+        converged |= done & ~stopped
+        stopped |= done | (its >= max_iter)
+        active = np.flatnonzero(~stopped)
+        if not len(active):
+            break
+        # one Armijo line search per active row, all rows halving their steps together
+        step = np.ones(len(active))
+        pending = np.ones(len(active), bool)
+        x_new, g_new = x[active].copy(), g[active].copy()
+        gn_new, e_new = gnorm[active].copy(), energy[active].copy()
+        while pending.any():
+            rows = active[pending]
+            s = step[pending].reshape((-1,) + (1,) * len(shape))
+            xt = M.validate(M.exp(x[rows], s * g[rows]))
+            gt, gnt, et = _stack_grad(M, xt, stack[rows])
+            e0 = energy[rows]
+            ok = (et <= e0 - 1e-4 * step[pending] * gnorm[rows] ** 2) | (et <= e0 * (1 + 1e-13))
+            ok |= step[pending] < 1e-8
+            where = np.flatnonzero(pending)
+            x_new[where], g_new[where], gn_new[where], e_new[where] = xt, gt, gnt, et
+            step[where[~ok]] *= 0.5
+            pending[where[ok]] = False
+        no_descent = e_new > energy[active] * (1 + 1e-13)
+        stopped[active[no_descent]] = True
+        moved = active[~no_descent]
+        keep = ~no_descent
+        x[moved], g[moved], gnorm[moved], energy[moved] = (
+            x_new[keep], g_new[keep], gn_new[keep], e_new[keep]
+        )  # fmt: skip
+        its[moved] += 1
+    if warn and not converged.all():
+        bad = np.flatnonzero(~converged)
+        warnings.warn(
+            f"the Fréchet means of {len(bad)} of {R} data sets did not converge (first: row "
+            f"{int(bad[0])}, gradient norm {float(gnorm[bad[0]]):.3g}). Check that the data "
+            "lie in a ball of radius < r* (the mean may not be unique otherwise).",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return FrechetResults(x, its, gnorm, converged)

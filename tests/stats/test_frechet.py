@@ -190,3 +190,79 @@ def test_tightly_clustered_data_converge(name):
         res = pmd.frechet_mean(M, data)
     assert res.converged
     assert M.dist(res.mean, m0) < 1e-8
+
+
+@pytest.mark.parametrize("name", ["S2", "S7", "SPD2", "SPD4", "Kendall5"])
+def test_stack_frechet_gradients_match_the_single_one(name):
+    # Sphere and SPD write stack_frechet_gradient with their own fast route; the
+    # oracle is frechet_gradient (equal weights) data set by data set
+    M, r = CASES[name]
+    rng = np.random.default_rng(13)
+    sets = [_ball_data(M, rng, 30, r) for _ in range(4)]
+    x = np.stack([m0 for m0, _ in sets])
+    stack = np.stack([d for _, d in sets])
+    x = M.validate(M.exp_coords(x, 0.1 * r * rng.normal(size=(4, M.dim)) / np.sqrt(M.dim)))
+    g, e = M.stack_frechet_gradient(x, stack)
+    for j in range(4):
+        g1, e1 = M.frechet_gradient(x[j], stack[j], np.full(30, 1 / 30))
+        np.testing.assert_allclose(g[j], g1, atol=1e-12)
+        assert e[j] == pytest.approx(e1, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["S2", "S7", "SPD2", "SPD4", "Kendall5"])
+def test_frechet_means_of_a_stack_match_frechet_mean(name):
+    """Each row's mean is the single mean to the tolerance: the oracle is
+    frechet_mean's first-order optimality (|grad F| small) and agreement with it."""
+    from pymc_manidp.stats.frechet import frechet_means
+
+    M, r = CASES[name]
+    rng = np.random.default_rng(14)
+    stack = np.stack([_ball_data(M, rng, 50, r)[1] for _ in range(5)])
+    res = frechet_means(M, stack, tol=1e-10)
+    assert res.means.shape == (5, *M.point_shape) and res.converged.all()
+    for j in range(5):
+        single = pmd.frechet_mean(M, stack[j], tol=1e-10)
+        assert M.dist(res.means[j], single.mean) < 1e-8
+        g, _ = M.frechet_gradient(res.means[j], stack[j], np.full(50, 1 / 50))
+        assert float(M.norm(res.means[j], g)) == pytest.approx(res.grad_norms[j], abs=1e-12)
+        assert res.grad_norms[j] <= 1e-10 * r + 1e-14
+
+
+def test_frechet_means_flag_the_rows_that_do_not_converge():
+    from pymc_manidp.stats.frechet import frechet_means
+
+    M, r = CASES["S2"]
+    rng = np.random.default_rng(15)
+    stack = np.stack([_ball_data(M, rng, 50, r)[1] for _ in range(3)])
+    stack[0] = stack[0, :1]  # all records equal: the start is the mean, no step needed
+    with pytest.warns(pmd.stats.frechet.ConvergenceWarning, match=r"2 of 3 .* row 1"):
+        res = frechet_means(M, stack, tol=1e-10, max_iter=1)
+    assert res.converged.tolist() == [True, False, False]
+    assert res.iterations.tolist() == [0, 1, 1]
+    with pytest.raises(ValueError, match=r"shape \(R, n, 3\)"):
+        frechet_means(M, stack[0])
+
+
+@pytest.mark.parametrize(
+    ("M", "center", "r"),
+    [
+        (pmd.Rotations(), np.eye(3), 0.8),
+        (pmd.Hyperbolic(dim=3), np.eye(4)[0], 1.5),
+        (pmd.Euclidean(dim=2), np.zeros(2), 1.0),
+    ],
+    ids=["SO(3)", "H3", "R2"],
+)
+def test_frechet_means_on_the_other_spaces(M, center, r):
+    # their stack gradient is the generic log-then-average one; the oracle is
+    # frechet_mean data set by data set (the closed form on R2)
+    from pymc_manidp.stats.frechet import frechet_means
+
+    rng = np.random.default_rng(16)
+    c = rng.normal(size=(3 * 40, M.dim))
+    c *= r * rng.uniform(0, 1, (len(c), 1)) / np.linalg.norm(c, axis=1, keepdims=True)
+    feet = np.broadcast_to(center, (len(c), *center.shape))
+    stack = M.validate(M.exp_coords(feet, c)).reshape((3, 40, *M.point_shape))
+    res = frechet_means(M, stack, tol=1e-10)
+    assert res.converged.all()
+    for j in range(3):
+        assert M.dist(res.means[j], pmd.frechet_mean(M, stack[j], tol=1e-10).mean) < 1e-9
