@@ -179,6 +179,12 @@ def check_noise_aware(ns):
     assert ns["study_ranks"].shape == (20, 3) and ns["study_n_draws"] == 100
     assert np.all((0 <= ns["study_ranks"]) & (ns["study_ranks"] <= 100))
     assert ns["study_coverage_shape"] == (4, 3)
+    # six groups around a population mean: the group means in the moving chart, the
+    # run converged (the divergence bound of tests/laws/test_hierarchical.py), and the
+    # truth within three posterior spreads of the posterior mean
+    assert ns["hier_chart"] == "MovingPolarChart"
+    assert ns["hier_divergences"] <= 2 and ns["hier_rhat"] <= 1.01
+    assert ns["hier_dist"] < 3 * ns["hier_mu_spread"]
 
 
 def check_mcmc_privacy(ns):
@@ -310,6 +316,11 @@ CHECKS = {
             "study_ranks": "np.asarray(study.ranks)",
             "study_n_draws": "study.n_draws",
             "study_coverage_shape": "study.coverage.shape",
+            "hier_chart": "type(hier.rvs_to_transforms[theta]).__name__",
+            "hier_divergences": "int(idata_h.sample_stats['diverging'].sum())",
+            "hier_rhat": "hier_rhat",
+            "hier_dist": "hier_dist",
+            "hier_mu_spread": "float(S.dist(pmd.frechet_mean(S, post_mu).mean, post_mu).mean())",
         },
         check_noise_aware,
     ),
