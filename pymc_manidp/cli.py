@@ -10,7 +10,9 @@ Every failure ends the program with one line on stderr, never a traceback. Exit 
   malformed input, an output that is an input, a cluster that is not one, a bad
   environment variable, a failed premise, diagnostics, a sampler cap);
 - 3: an unexpected internal error (a bug: please report the line printed);
-- 130: interrupted (Ctrl-C).
+- 130: interrupted (Ctrl-C);
+- 141: the reader of standard output closed it early (``--out - | head``): what was
+  asked for was done (a release was made and charged) and its output cut short.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ EXIT_AUDIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a writer killed by it
 
 
 class _Parser(argparse.ArgumentParser):
@@ -666,6 +669,18 @@ def _writable_compile_dir() -> None:
     )
 
 
+def _silence_stdout() -> None:
+    """Send what is left for a closed stdout to /dev/null (Python's documented remedy for
+    SIGPIPE: otherwise the flush at exit prints a traceback of its own)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (module docstring), one line on stderr."""
     try:  # the imports take seconds: Ctrl-C there is an interruption like any other
@@ -679,6 +694,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     try:
         return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        # not a refusal (code 2 says nothing was released, and here something was): the
+        # reader left. Point stdout at /dev/null so the interpreter's last flush is quiet
+        _silence_stdout()
+        print(
+            f"pymc-manidp {args.command}: standard output was closed by its reader; "
+            "the command ran, its output was cut short",
+            file=sys.stderr,
+        )
+        return EXIT_PIPE_CLOSED
     # OSError includes a lost or unreachable cluster (ClusterError); ImportError a
     # missing optional package (nutpie asked for by name)
     except (

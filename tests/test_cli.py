@@ -589,3 +589,24 @@ def test_audit_of_the_unrestricted_laplace_on_hyperbolic_needs_t_max(capsys):
     code, out, err = run(["audit", "--manifold", "hyperbolic", "--mechanism", "laplace"], capsys)
     _one_line_error(code, out, err)
     assert "--t-max" in err and "Hyperbolic(dim=2)" in err
+
+
+def test_a_reader_that_closes_stdout_early_is_not_a_refusal(sphere_csv):
+    # `pymc-manidp release ... --out - | head`: the reader is gone before the release is
+    # written. Code 2 would say nothing was released, which is false; the process must
+    # end with 141 (SIGPIPE's code) and one line, no traceback from the exit's flush
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pymc_manidp.cli", *release_args(sphere_csv)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.close()  # the reader leaves before the first byte
+    err = proc.stderr.read()
+    code = proc.wait(timeout=600)
+    assert code == 141, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.strip().count("\n") == 0 and "closed by its reader" in err
