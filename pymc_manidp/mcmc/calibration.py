@@ -56,6 +56,10 @@ class CalibrationResult:
     coverage : pandas.DataFrame
         Rows: the levels ``l``; columns: the statistics; values: the fraction of the
         replicates whose truth lies in the central ``l``-interval of its posterior.
+        The interval is read off ``n_draws = L`` draws (NumPy's interpolated
+        quantiles), so a calibrated study covers ``l (L - 1)/(L + 1)`` of the time on
+        average, not ``l`` (the order statistics of ``L`` uniforms have means
+        ``(j + 1)/(L + 1)``): 0.865 for ``l = 0.9``, ``L = 50``.
     divergences : ndarray of int, shape ``(replicates,)``
         Divergent transitions per replicate.
     truths : ndarray, shape ``(replicates, *point_shape)``
