@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pymc as pm
 
-from pymc_manidp.mcmc.sampling import CompiledSampler, nuts_backend
+from pymc_manidp.mcmc.sampling import CompiledSampler, nuts_backend, strict_floats
 from pymc_manidp.mcmc.settings import MCMCSettings
 from pymc_manidp.rng import resolve_rng
 
@@ -136,7 +136,7 @@ def _run_chunk(blob, var, drawn, truths, seeds, settings, backend, statistics, t
     if backend == "nutpie":
         compiled = CompiledSampler(model, "nuts", backend="nutpie")
     else:
-        with model:  # compiled once: pm.sample resets its adaptation for each run
+        with model, strict_floats():  # compiled once: pm.sample resets its adaptation
             step = pm.NUTS(target_accept=settings.target_accept)
     for i, seed in enumerate(seeds):
         values = data_fn({k: v[i] for k, v in drawn.items()})
@@ -144,7 +144,7 @@ def _run_chunk(blob, var, drawn, truths, seeds, settings, backend, statistics, t
             idata = compiled.sample(values, settings, random_seed=int(seed))
         else:
             pm.set_data(values, model=model)
-            with model:
+            with model, strict_floats():
                 idata = pm.sample(
                     settings.draws,
                     tune=settings.tune,

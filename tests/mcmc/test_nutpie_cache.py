@@ -574,3 +574,30 @@ def test_every_mechanism_model_on_spd_can_be_keyed(k):
             for s in (0, 1)
         ]
         assert keys[0] is not None and keys[0] == keys[1], cls.__name__
+
+
+def test_samplers_compile_with_strict_floats(monkeypatch):
+    # numba's fastmath let a fresh compilation and one loaded from the cache differ in
+    # the last bits, so a seeded release differed cold and warm (issue 28, item 6: the
+    # coordinates of an S^2 NUTS release differed in about their last 10 bits; with
+    # fastmath off a cold, a warm and a second cold run were bit-identical). Every
+    # compilation of a release's sampler must run with the flag off.
+    import pymc as pm
+    import pytensor
+
+    import pymc_manidp as pmd
+
+    seen = []
+
+    def record(model):
+        seen.append(pytensor.config.numba__fastmath)
+        raise ImportError("stop here: only the flag is under test")
+
+    monkeypatch.setattr(sampling, "_compile_nutpie_or_fallback", record)
+    with pm.Model() as model:
+        pmd.ManifoldLaplace("x", pmd.Sphere(dim=2), np.array([0.0, 0.0, 1.0]), 0.2)
+    assert pytensor.config.numba__fastmath  # PyTensor's default, which the sampler overrides
+    with pytest.raises(ImportError, match="stop here"):
+        sampling.CompiledSampler(model, "nuts", backend="nutpie")
+    assert seen == [False]
+    assert pytensor.config.numba__fastmath  # restored
