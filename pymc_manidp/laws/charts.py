@@ -300,7 +300,7 @@ class MovingPolarChart(Transform):
     removes (free auxiliaries); the target on ``(w, s)`` integrates to the law's mass.
 
     Why: a law :math:`e^{-\rho(x, y)/\tau}` has its cusp at ``y = x``. A chart fixed in
-    space (the normalized Gaussian of :func:`_global_chart`) meets that cusp wherever the
+    space (the normalized Gaussian, :class:`NormalizedGaussian`) meets that cusp wherever the
     sampler moves ``x``, and the coupling of ``y`` to ``x`` at small ``τ`` is the funnel
     of hierarchical models. Here the cusp sits at ``s = -inf`` for every ``x``, and on a
     homogeneous space the law of ``(w, s)`` does not depend on ``x`` at all: ``x`` and
@@ -368,7 +368,10 @@ class MovingPolarChart(Transform):
         M, d = self.manifold, self.manifold.dim
         x, scale, w, s = self._split(value, inputs)
         n = len(M.noise_shape)
-        pad = (lambda a: a) if n == 0 else (lambda a: pt.shape_padright(a, n))
+
+        def pad(a):  # a number per point, broadcast over the noise's axes
+            return pt.shape_padright(a, n)
+
         norm_w2 = pt.sum(pt.reshape(w, (*[w.shape[i] for i in range(w.ndim - n)], -1)) ** 2, -1)
         norm_pw = M.pt_noise_norm(x, w)
         if d == 1:  # a sign has no smooth parametrization: the tangent line itself
@@ -412,14 +415,13 @@ class MovingPolarChart(Transform):
         at_x = pt.shape_padright(t_exact < 1e-100, n)
         v = pt.switch(at_x, pt.as_tensor_variable(generic_noise(M)), v)
         t = pt.maximum(t_exact, 1e-6 * scale)
-        u = v / pt.shape_padright(M.pt_noise_norm(x, v) / t, n)  # P_x u = t direction
-        if M.dim == 1:  # invert h: |P_x w| = exp(s(t))
-            a = pt.exp(polar_log_radius(t, scale, M.injectivity_radius))
-            w = u * pt.shape_padright(a / t, n)
-            return pt.reshape(w, (*[w.shape[i] for i in range(w.ndim - n)], -1))
-        u = u / pt.shape_padright(t, n)
-        flat = pt.reshape(u, (*[u.shape[i] for i in range(u.ndim - n)], -1))
+        unit = v / pt.shape_padright(M.pt_noise_norm(x, v), n)  # |P_x unit| = 1
         s_val = polar_log_radius(t, scale, M.injectivity_radius)
+        if M.dim == 1:  # the tangent line: |P_x w| = h^{-1}(t) = e^{s(t)}
+            unit = unit * pt.shape_padright(pt.exp(s_val), n)
+        flat = pt.reshape(unit, (*[unit.shape[i] for i in range(unit.ndim - n)], -1))
+        if M.dim == 1:
+            return flat
         return pt.concatenate([flat, s_val[..., None]], axis=-1)
 
     def log_jac_det(self, value, *inputs):

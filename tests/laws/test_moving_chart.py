@@ -89,7 +89,7 @@ def test_a_chart_without_the_volume_density_fails_the_ray_oracle():
     assert np.all(np.abs(_ray_integrals(M, sigma, drop_volume=True) - 1.0) > 0.01)
 
 
-@pytest.mark.parametrize("name", ["S2", "SO3", "H2", "Kendall4"])
+@pytest.mark.parametrize("name", ["S2", "SO3", "H2", "Kendall4", "S1"])
 def test_forward_is_a_right_inverse_of_backward(name):
     M, sigma = SPACES[name]
     rng = np.random.default_rng(4)
