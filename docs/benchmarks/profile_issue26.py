@@ -54,7 +54,7 @@ def _name(func):
 def _report(title, prof, total):
     st = pstats.Stats(prof)
     rows = [(k, v) for k, v in st.stats.items()]  # (file, line, name) -> (cc, nc, tt, ct, callers)
-    print(f"#### {title}: {total:.3g} s in all\n")
+    print(f"### {title}: {total:.3g} s in all\n")
     print("| by cumulative time | share | by own time | share |")
     print("|---|---|---|---|")
     cum = sorted(rows, key=lambda kv: -kv[1][3])

@@ -293,7 +293,7 @@ class PyTensorTwins(Protocol):
 
     def pt_log_volume_density_noise(self, x, w):
         """Log volume density of ``exp_x`` at the tangent vector ``P_x w``, a tensor
-        ``(...)`` (the one of :meth:`pt_log_volume_density` in an orthonormal frame)."""
+        ``(...)`` (the one of ``pt_log_volume_density`` in an orthonormal frame)."""
 
 
 def _member_docs() -> dict[str, str]:
@@ -486,7 +486,7 @@ class ManifoldBase:
         = 1/(2n) sum_i rho(x_j, x_{ji})^2`` with shape ``(m,)``, for points ``x``
         ``(m, *point_shape)`` and data sets ``data`` ``(m, n, *point_shape)``: what
         :meth:`frechet_gradient` gives for one (equal weights), for a stack of them
-        in one array pass (:func:`~pymc_manidp.stats.frechet.frechet_means`, the
+        in one array pass (``pymc_manidp.stats.frechet.frechet_means``, the
         exact samplers of many releases). Manifolds may override it with a cheaper
         route (Sphere and SPD do).
         """
@@ -525,7 +525,7 @@ class ManifoldBase:
 
     def pt_log_volume_density_noise(self, x, w):
         """Log volume density of ``exp_x`` at ``P_x w``: where it is radial (a function
-        of the length only), :meth:`pt_log_volume_density` of the one coordinate
+        of the length only), ``pt_log_volume_density`` of the one coordinate
         ``|P_x w|_x``; a space whose density is not radial (SPD) overrides it."""
         import pytensor.tensor as pt
 

@@ -609,7 +609,7 @@ class Hyperbolic(ManifoldBase):
     # hyperbolic_basis
     def pt_exp_noise(self, x, w):
         """``exp_x(P_x w)``, ``P_x w = sum_a w_a E_a`` in the boosted frame
-        ``E_a = (x_a, e_a + x_a xbar/(1 + x_0))`` (:func:`hyperbolic_basis`):
+        ``E_a = (x_a, e_a + x_a xbar/(1 + x_0))`` (``hyperbolic_basis``):
         orthonormal, so a standard normal ``w`` of ``R^d`` is standard
         normal on ``T_x``."""
         x = pt.as_tensor_variable(x)

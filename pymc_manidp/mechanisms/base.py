@@ -431,17 +431,17 @@ class Mechanism:
         return self._record(value, cal, sampler, diagnostics=idata, sampler_info=info, **fields)
 
     def release_many(self, datasets, *, random_seed=None, clip=False, budget=None) -> Releases:
-        r"""Release each of many data sets, in one call: a :class:`Releases` table.
+        r"""Release each of many data sets, in one call: a ``Releases`` table.
 
         For simulation studies (issue 26): ``R`` data sets, each released as its own
         pure ε-DP release with the exact sampler, exactly as ``release(data)`` would
         (its own check, calibration, draw and :class:`~pymc_manidp.Release`), with
         the arithmetic shared across data sets: one domain pass over all of them, σ
         computed once per ``n``, and for the Laplace and KNG on the mean one array
-        pass per step of the Fréchet means (:func:`~pymc_manidp.stats.frechet.
-        frechet_means`) and per round of proposals for every data set still waiting
-        (:func:`~pymc_manidp.laws.exact.sample_laplace_stack`,
-        :func:`~pymc_manidp.laws.exact.sample_kng_stack`). Other mechanisms (KNG on
+        pass per step of the Fréchet means (``pymc_manidp.stats.frechet.frechet_means``)
+        and per round of proposals for every data set still waiting
+        (``pymc_manidp.laws.exact.sample_laplace_stack``, ``sample_kng_stack``).
+        Other mechanisms (KNG on
         the median, the Euclidean baselines) draw data set by data set inside the
         call. The releases are independent: releasing the same records twice spends
         ε twice; each data set is assumed to be its own (e.g. replicates of a

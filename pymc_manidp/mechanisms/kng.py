@@ -151,7 +151,7 @@ class KNGMechanism(Mechanism):
         return exact.sample_kng(self.manifold, data, sigma, size, rng, domain=self.domain)
 
     def exact_draws_stack(self, data, n, sigma, rng):
-        """KNG on the mean: :func:`~pymc_manidp.laws.exact.sample_kng_stack`, every data
+        """KNG on the mean: ``pymc_manidp.laws.exact.sample_kng_stack``, every data
         set at once; on the median, data set by data set (the base's loop)."""
         if self.statistic == "median":
             return super().exact_draws_stack(data, n, sigma, rng)

@@ -142,9 +142,9 @@ class LaplaceMechanism(Mechanism):
         return exact.sample_laplace(self.manifold, eta, sigma, size, rng, domain=domain)
 
     def exact_draws_stack(self, data, n, sigma, rng):
-        """Every data set's footpoint at once (:func:`~pymc_manidp.stats.frechet.
-        frechet_means`, the same tolerances and refusals as :meth:`exact_draws`),
-        then :func:`~pymc_manidp.laws.exact.sample_laplace_stack`."""
+        """Every data set's footpoint at once (``pymc_manidp.stats.frechet.frechet_means``,
+        the same tolerances and refusals as :meth:`exact_draws`), then
+        ``pymc_manidp.laws.exact.sample_laplace_stack``."""
         M = self.manifold
         stack = np.asarray(data).reshape((-1, n, *M.point_shape))
         res = frechet_means(M, stack, tol=1e-10, atol=self.grad_tol, warn=False)

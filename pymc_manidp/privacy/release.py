@@ -263,11 +263,16 @@ def _notes(exact, delta_estimate):
 
 
 class Releases(tuple):
-    """The releases of one ``Mechanism.release_many`` call: a tuple of
-    :class:`Release`, one per data set, in the order given, with a table view.
+    """The releases of one ``Mechanism.release_many`` call, one per data set.
 
-    Each element is a release of its own (its own ε, Δ, σ, n and sampler
-    statistics); nothing is shared between them but the call.
+    A tuple of :class:`Release` in the order the data sets were given, with a table
+    view (``values``, ``public()``). Each element is a release of its own (its own ε,
+    Δ, σ, n and sampler statistics); nothing is shared between them but the call.
+
+    Parameters
+    ----------
+    iterable : iterable of Release
+        The releases, in order.
 
     Examples
     --------
