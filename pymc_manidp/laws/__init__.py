@@ -6,7 +6,13 @@ distributions (``laws/distributions.py``) and the noise-aware model of a release
 (``laws/inference.py``), all imported from here.
 """
 
-from pymc_manidp.laws.charts import ChartTransform, MovingPolarChart, NormalizedGaussian, PolarChart
+from pymc_manidp.laws.charts import (
+    ChartTransform,
+    MovingPolarChart,
+    MovingTangentChart,
+    NormalizedGaussian,
+    PolarChart,
+)
 from pymc_manidp.laws.distributions import (
     KNG,
     ManifoldLaplace,
@@ -37,6 +43,7 @@ __all__ = [
     "ManifoldLaplace",
     "ManifoldUniform",
     "MovingPolarChart",
+    "MovingTangentChart",
     "NormalizedGaussian",
     "PolarChart",
     "euclidean_laplace",

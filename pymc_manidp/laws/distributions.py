@@ -45,7 +45,7 @@ from pytensor.tensor.random.op import RandomVariable
 from pymc_manidp.geometry.validation import check_positive_real
 from pymc_manidp.laws.charts import (
     ChartTransform,
-    MovingPolarChart,
+    MovingTangentChart,
     NormalizedGaussian,
     PolarChart,
     generic_noise,
@@ -640,7 +640,7 @@ def _laplace_transform(op, rv):
     if op.domain is None and op.manifold.noise_shape is not None:
         # a footpoint that moves (a random variable, or one per batch member): the chart
         # moves with it, the non-centred form (docs/mechanisms.md, hierarchical models)
-        return MovingPolarChart(op.manifold, footpoint_input=2, scale_input=3)
+        return MovingTangentChart(op.manifold, footpoint_input=2, scale_input=3)
     return _global_chart(op.manifold)
 
 
