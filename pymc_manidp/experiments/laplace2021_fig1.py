@@ -117,8 +117,8 @@ def _sensitivity_chunk(space, n, epsilon, jobs):
     """ρ(x̄, x̄') for neighbouring datasets (one fresh pair per seed).
 
     The pairs' Fréchet means are computed in one batched descent over the chunk
-    (:func:`~pymc_manidp.stats.frechet.frechet_means`, issue 26): the same means as
-    one :func:`~pymc_manidp.stats.frechet.frechet_mean` each, to the tolerance.
+    (``pymc_manidp.stats.frechet.frechet_means``, issue 26): the same means as
+    one ``frechet_mean`` each, to the tolerance.
     """
     from pymc_manidp.stats.frechet import frechet_means
 
