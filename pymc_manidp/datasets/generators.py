@@ -17,7 +17,7 @@ All return NumPy arrays of shape ``(n, *manifold.point_shape)`` and accept
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
+from scipy import linalg
 
 from pymc_manidp.geometry.base import Manifold
 from pymc_manidp.geometry.spd import SPD
@@ -86,7 +86,7 @@ def wishart_in_ball(
     radius = check_positive_real(radius, "radius")
     V = np.eye(k) / k if scale is None else SPD(k=k).validate(scale)
     rng = as_generator(random_seed)
-    law = stats.wishart(df=df, scale=V)
+    chol = linalg.cholesky(V, lower=True)
     P, eye = SPD(k=k), np.eye(k)
     kept, drawn = [], 0
     while sum(len(a) for a in kept) < n:
@@ -96,11 +96,30 @@ def wishart_in_ball(
                 f"after {drawn} draws: enlarge the radius or change scale/df"
             )
         m = max(64, 2 * n)
-        x = np.asarray(law.rvs(size=m, random_state=rng), float).reshape(m, k, k)
+        x = _wishart_rvs(m, k, df, chol, rng)
         drawn += m
         x = 0.5 * (x + np.swapaxes(x, -1, -2))
         kept.append(x[P.dist(eye, x) < radius])
     return np.concatenate(kept)[:n]
+
+
+def _wishart_rvs(m: int, k: int, df: float, chol, rng) -> np.ndarray:
+    """``m`` draws ``(m, k, k)`` of :math:`W(V, df)`, ``chol`` the lower Cholesky factor of ``V``.
+
+    Bartlett's construction ``C A Aᵀ Cᵀ`` exactly as ``scipy.stats.wishart.rvs`` draws
+    it (the same calls of ``rng``, in the same order, so the same matrices bit for
+    bit: ``tests/datasets/test_datasets.py``), with the products batched: scipy forms
+    them in a Python loop over the ``m`` draws, most of the experiments' data time on
+    SPD (issue 26).
+    """
+    n_tril = k * (k - 1) // 2
+    off = rng.normal(size=m * n_tril).reshape(m, n_tril)
+    diag = np.r_[[rng.chisquare(df - (i + 1) + 1, size=m) ** 0.5 for i in range(k)]]
+    a = np.zeros((m, k, k))
+    a[(slice(None), *np.tril_indices(k, -1))] = off
+    a[(slice(None), *np.diag_indices(k))] = diag.reshape(k, m).T
+    ca = chol @ a
+    return ca @ np.swapaxes(ca, -1, -2)
 
 
 def uniform_radius_ball(manifold, n: int, *, center, radius: float, random_seed=None) -> np.ndarray:

@@ -114,45 +114,76 @@ def theorem2_bound(space: str, n) -> np.ndarray:
 
 
 def _sensitivity_chunk(space, n, epsilon, jobs):
-    """ρ(x̄, x̄') for neighbouring datasets (one fresh pair per seed)."""
-    from pymc_manidp.stats.frechet import frechet_mean
+    """ρ(x̄, x̄') for neighbouring datasets (one fresh pair per seed).
+
+    The pairs' Fréchet means are computed in one batched descent over the chunk
+    (``pymc_manidp.stats.frechet.frechet_means``, issue 26): the same means as
+    one ``frechet_mean`` each, to the tolerance.
+    """
+    from pymc_manidp.stats.frechet import frechet_means
 
     M, gen, _, _ = _setup(space, epsilon)
-    rows = []
-    for pair, ss in jobs:
+    xs, ys = [], []
+    for _, ss in jobs:
         rng = np.random.default_rng(ss)
         x = gen(n, rng)
         y = x.copy()
         y[-1] = gen(1, rng)[0]
-        a = frechet_mean(M, x, tol=1e-12).mean
-        b = frechet_mean(M, y, tol=1e-12).mean
-        rows.append({"space": space, "n": n, "pair": pair, "rho": float(M.dist(a, b))})
-    return rows
+        xs.append(x)
+        ys.append(y)
+    means = frechet_means(M, np.stack(xs + ys), tol=1e-12).means
+    rho = M.dist(means[: len(xs)], means[len(xs) :])
+    return [
+        {"space": space, "n": n, "pair": pair, "rho": float(r)}
+        for (pair, _), r in zip(jobs, rho, strict=True)
+    ]
 
 
 def _utility_chunk(space, n, epsilon, non_pd_epsilons, jobs):
-    """One replicate per seed: a dataset, its Fréchet mean, one release per mechanism."""
+    """One replicate per seed: a dataset, its Fréchet mean, one release per mechanism.
+
+    Each mechanism releases the chunk's data sets in one call (``release_many``, issue
+    26), each replicate from its own generator, which every step of the replicate
+    draws from in the order of the per-replicate loop this replaced (data, Laplace,
+    empirical-Δ Laplace, Euclidean, non-PD noise): a replicate's numbers do not depend
+    on the chunking.
+    """
     from pymc_manidp.laws import exact
     from pymc_manidp.mechanisms.baselines import knorm_noise, unvech, vech
+    from pymc_manidp.privacy.budget import current_budget
+    from pymc_manidp.stats.frechet import frechet_means
 
+    if current_budget() is not None:  # as Mechanism.sample refused before release_many
+        raise ValueError(
+            "the experiments release simulated replicates, not charged to a privacy "
+            "budget: run them outside 'with budget:'"
+        )
     M, gen, lap, euc = _setup(space, epsilon)
     spd = space == "SPD(2)"
     amb = vech if spd else np.asarray
+    rngs = [np.random.default_rng(ss) for _, ss in jobs]
+    stack = np.stack([gen(n, rng) for rng in rngs])
+    fms = frechet_means(M, stack, tol=1e-12).means
+    released = {LAPLACE: lap.release_many(stack, random_seed=rngs).values}
+    if not spd:
+        sigma = empirical_delta_factor() / (n * epsilon)
+        released[LAPLACE_EMP] = exact.sample_laplace_stack(M, fms, sigma, rngs)[0]
+    released[EUCLID] = euc.release_many(stack, random_seed=rngs).values
+    # the Euclidean baseline's summary, the ambient mean, for the whole stack at once
+    # (its summary() would check each data set again: the data are in the ball)
+    ambient = M.from_ambient(np.mean(M.to_ambient(stack), axis=1))
     rows = []
-    for rng, x, fm, base in C.replicate_data(jobs, gen, M, n, space):
+    for j, ((rep, _), rng, fm) in enumerate(zip(jobs, rngs, fms, strict=True)):
+        base = {"space": space, "n": n, "rep": rep}
 
         def dist(a, b):
             return float(np.linalg.norm(amb(a) - amb(b)))
 
-        rel = lap.sample(x, 1, random_seed=rng)[0]
-        rows.append({**base, "method": LAPLACE, "dist": dist(rel, fm)})
+        rows.append({**base, "method": LAPLACE, "dist": dist(released[LAPLACE][j], fm)})
         if not spd:
-            sigma = empirical_delta_factor() / (n * epsilon)
-            rel = exact.sample_laplace(M, fm, sigma, 1, rng).points[0]
-            rows.append({**base, "method": LAPLACE_EMP, "dist": dist(rel, fm)})
-        summary = euc.manifold.from_ambient(euc.summary(x))
-        rel = euc.sample(x, 1, random_seed=rng)[0]
-        rows.append({**base, "method": EUCLID, "dist": dist(rel, summary)})
+            rows.append({**base, "method": LAPLACE_EMP, "dist": dist(released[LAPLACE_EMP][j], fm)})
+        summary = ambient[j]
+        rows.append({**base, "method": EUCLID, "dist": dist(released[EUCLID][j], summary)})
         if spd:
             # Non-PD share over the epsilon sweep: one noise draw per epsilon, added to
             # the ambient mean (our baseline) and, as in the paper, to the Fréchet mean

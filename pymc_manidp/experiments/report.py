@@ -307,7 +307,7 @@ def _shapes(res):
     if info:
         out += (
             f"\nn = {info['n']} cells ({info['clipped']} clipped into the ball), d = {info['d']}, "
-            f"KNG's random-walk MH acceptance {_f(info['kng_mh_acceptance'])}.\n"
+            f"KNG's exact sampler accepted {info['kng_exact_acceptance']:.2g} of its proposals.\n"
         )
     return out + _source("kng2022_shapes", summary)
 

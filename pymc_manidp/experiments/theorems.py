@@ -90,17 +90,37 @@ def _setup(space, epsilon):
     return M, gen, mechs
 
 
-def _rate_chunk(space, n, epsilon, jobs):
-    from pymc_manidp.stats.frechet import frechet_mean
+def _refuse_budget():
+    from pymc_manidp.privacy.budget import current_budget
 
+    if current_budget() is not None:  # as Mechanism.sample refused before release_many
+        raise ValueError(
+            "the experiments release simulated replicates, not charged to a privacy "
+            "budget: run them outside 'with budget:'"
+        )
+
+
+def _rate_chunk(space, n, epsilon, jobs):
+    """One replicate per seed: a dataset, its Fréchet mean, one release per mechanism.
+
+    The chunk's means are one batched descent and each mechanism releases the chunk's
+    data sets in one call (``release_many``, issue 26), each replicate from its own
+    generator, drawn from in the order of the per-replicate loop this replaced.
+    """
+    from pymc_manidp.stats.frechet import frechet_means
+
+    _refuse_budget()
     M, gen, mechs = _setup(space, epsilon)
+    rngs = [np.random.default_rng(ss) for _, ss in jobs]
+    stack = np.stack([gen(n, rng) for rng in rngs])
+    fms = frechet_means(M, stack, tol=1e-12).means
+    rho2 = {
+        name: M.dist(fms, mech.release_many(stack, random_seed=rngs).values) ** 2
+        for name, mech in mechs.items()
+    }
     rows = []
-    for rep, ss in jobs:
-        rng = np.random.default_rng(ss)
-        x = gen(n, rng)
-        fm = frechet_mean(M, x, tol=1e-12).mean
+    for j, (rep, _) in enumerate(jobs):
         for name, mech in mechs.items():
-            rel = mech.sample(x, 1, random_seed=rng)[0]
             rows.append(
                 {
                     "space": space,
@@ -108,7 +128,7 @@ def _rate_chunk(space, n, epsilon, jobs):
                     "n": n,
                     "epsilon": epsilon,
                     "rep": rep,
-                    "rho2": float(M.dist(fm, rel)) ** 2,
+                    "rho2": float(rho2[name][j]),
                     # the asymptotic (sigma -> 0) value: rho ~ Gamma(d, sigma)
                     "gamma_rho2": mech.sigma(n) ** 2 * M.dim * (M.dim + 1),
                 }
@@ -117,31 +137,43 @@ def _rate_chunk(space, n, epsilon, jobs):
 
 
 def _inflation_chunk(d, D, n, radius, epsilon, jobs):
+    """One replicate per seed: data in R^d, the intrinsic and the ambient Laplace.
+
+    Both mechanisms release the chunk's data sets in one call (``release_many``),
+    each replicate from its own generator (data, intrinsic, ambient, in that order).
+    """
     import pymc_manidp as pmd
     from pymc_manidp.datasets import uniform_radius_ball
     from pymc_manidp.mechanisms.baselines import EuclideanLaplace
 
+    _refuse_budget()
     Md, MD = pmd.Euclidean(dim=d), pmd.Euclidean(dim=D)
     intrinsic = pmd.LaplaceMechanism(Md, epsilon=epsilon, center=np.zeros(d), radius=radius)
     ambient = EuclideanLaplace(MD, epsilon=epsilon, center=np.zeros(D), radius=radius)
-    rows = []
-    for rep, ss in jobs:
-        rng = np.random.default_rng(ss)
-        x = uniform_radius_ball(Md, n, center=np.zeros(d), radius=radius, random_seed=rng)
-        xbar = x.mean(axis=0)
-        xd = np.concatenate([x, np.zeros((n, D - d))], axis=1)  # the subspace R^d x {0}
-        a = intrinsic.sample(x, 1, random_seed=rng)[0]
-        b = ambient.sample(xd, 1, random_seed=rng)[0]
-        rows.append(
-            {
-                "D": D,
-                "rep": rep,
-                "intrinsic": float(np.sum((a - xbar) ** 2)),
-                "projected": float(np.sum((b[:d] - xbar) ** 2)),
-                "ambient": float(np.sum((b[:d] - xbar) ** 2) + np.sum(b[d:] ** 2)),
-            }
-        )
-    return rows
+    rngs = [np.random.default_rng(ss) for _, ss in jobs]
+    x = np.stack(
+        [
+            uniform_radius_ball(Md, n, center=np.zeros(d), radius=radius, random_seed=rng)
+            for rng in rngs
+        ]
+    )
+    xbar = x.mean(axis=1)
+    xd = np.concatenate([x, np.zeros((len(x), n, D - d))], axis=2)  # the subspace R^d x {0}
+    a = intrinsic.release_many(x, random_seed=rngs).values
+    b = ambient.release_many(xd, random_seed=rngs).values
+    intr = np.sum((a - xbar) ** 2, axis=1)
+    proj = np.sum((b[:, :d] - xbar) ** 2, axis=1)
+    amb = proj + np.sum(b[:, d:] ** 2, axis=1)
+    return [
+        {
+            "D": D,
+            "rep": rep,
+            "intrinsic": float(intr[j]),
+            "projected": float(proj[j]),
+            "ambient": float(amb[j]),
+        }
+        for j, (rep, _) in enumerate(jobs)
+    ]
 
 
 def fit_slope(n, mean, se):

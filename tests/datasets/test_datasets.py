@@ -119,6 +119,30 @@ def test_wishart_in_ball_law_matches_conditioned_reference():
     assert stats.ks_2samp(_ai_dist_to_identity(x), _ai_dist_to_identity(wrong)).pvalue < 1e-6
 
 
+@pytest.mark.parametrize(
+    "k, df, scale",
+    [
+        (2, 2.0, np.eye(2) / 2),
+        (3, 3.5, np.array([[2.0, 0.3, 0.1], [0.3, 1.0, -0.2], [0.1, -0.2, 0.5]])),
+    ],
+)
+def test_wishart_draws_are_scipys_bit_for_bit(k, df, scale):
+    """The batched Bartlett draw makes scipy's Wishart variates, the same bits from the
+    same generator (scipy is the oracle); a transposed factor (AᵀA, the wrong variant
+    of the construction) has the same law's support but other matrices."""
+    from scipy import linalg
+
+    from pymc_manidp.datasets.generators import _wishart_rvs
+
+    chol = linalg.cholesky(scale, lower=True)
+    ours = _wishart_rvs(500, k, df, chol, np.random.default_rng(3))
+    ref = stats.wishart(df=df, scale=scale).rvs(size=500, random_state=np.random.default_rng(3))
+    np.testing.assert_array_equal(ours, ref)
+    a = np.linalg.cholesky(ours)  # lower: C A with A lower triangular
+    wrong = np.swapaxes(a, -1, -2) @ a
+    assert not np.allclose(wrong, ref)
+
+
 # --- cells ----------------------------------------------------------------------------
 def _signed_area(x):
     return 0.5 * np.sum(

@@ -1,7 +1,8 @@
 """docs/reproduction.md against the committed full-run files under docs/reproduction/.
 
-The full run is not part of the tests (it takes the better part of an hour); these tests
-read its committed output files and re-render the document's generated blocks from them.
+The full run is not part of the tests (minutes on 2 cores, more with median_robustness);
+these tests read its committed output files and re-render the document's generated
+blocks from them.
 """
 
 from __future__ import annotations
