@@ -203,10 +203,11 @@ class FreshNUTS:
         names = [v.name for v in model.free_RVs] if var_names is None else list(var_names)
         self.var_names = tuple(names)
         with model, strict_floats():
-            self.step = pm.NUTS(target_accept=target_accept)
             self._initial_point = make_initial_point_fn(
                 model=model, overrides=initvals, jitter_rvs=set(), return_transformed=True
             )
+            # given the point, pm.NUTS does not compile model.initial_point() (twice)
+            self.step = pm.NUTS(target_accept=target_accept, initial_point=self._initial_point(0))
             outputs = model.replace_rvs_by_values([model[n] for n in names])
             self._values = model.compile_fn(
                 outputs, inputs=model.value_vars, on_unused_input="ignore", point_fn=True
