@@ -199,14 +199,30 @@ def test_sbc_ranks_are_the_same_in_fresh_processes(tmp_path):
     assert ranks_in_fresh_process(tmp_path / "pytensor", "fastmath")[0] != cold[0]
 
 
+def _dump_ranks(ranks, wrong):
+    """Append both studies' ranks to ``$MANIDP_SBC_RANKS`` (a JSON line), if it is set.
+
+    ``docs/benchmarks/sbc_repeat.py`` runs this test in fresh processes, alone and
+    under xdist, and compares the lines.
+    """
+    import json
+    import os
+
+    path = os.environ.get("MANIDP_SBC_RANKS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"ranks": ranks.tolist(), "wrong": wrong.tolist()}) + "\n")
+
+
 @pytest.mark.slow
 def test_simulation_based_calibration():
     # 200 replicates; ranks of the truth among 100 thinned draws, 10 bins, chi-square
     # uniformity at alpha = 0.01; the model with sigma/2 (a wrong likelihood) is caught
     # (100 replicates suffice: its posterior is half as wide, the ranks pile up at the ends)
     ranks, n = sbc_ranks(0.3, 200, seed=11)
+    wrong, _ = sbc_ranks(0.15, 100, seed=12)
+    _dump_ranks(ranks, wrong)
     counts = np.histogram(ranks, bins=10, range=(0, n + 1))[0]
     assert stats.chisquare(counts).pvalue > ALPHA, counts
-    wrong, n = sbc_ranks(0.15, 100, seed=12)
     counts = np.histogram(wrong, bins=10, range=(0, n + 1))[0]
     assert stats.chisquare(counts).pvalue < ALPHA, counts
