@@ -30,9 +30,11 @@ Sizes: 80 replicates, 2 chains × 100 draws after 100 tuning steps, thinned by 4
 (ranks among L = 50 draws). The same study with the releases drawn at another σ than
 the model's likelihood says (SPD: σ/2, the posterior twice too wide; Kendall: 2σ,
 twice too narrow) is rejected at these sizes; the wrong variants run on nutpie (the
-test's power does not depend on the backend, and nutpie costs a fraction). The
-studies with PyMC's NUTS (about 1 s per replicate) are in ``sbc_pymc_long.py``, run on
-demand: ``pytest -p no:xdist tests/mcmc/sbc_pymc_long.py``.
+test's power does not depend on the backend, and nutpie costs a fraction). PyMC's
+NUTS runs the same studies with 40 replicates, and its own wrong variants (a
+likelihood with half the releases' σ), at the end of this file; the 80-replicate
+studies with PyMC's NUTS are in ``sbc_pymc_long.py``, run on demand:
+``pytest -p no:xdist tests/mcmc/sbc_pymc_long.py``.
 """
 
 from __future__ import annotations
