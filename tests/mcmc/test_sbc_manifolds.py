@@ -155,8 +155,9 @@ def _check_wrong_sigma_is_rejected(
     assert pvalues.min() < ALPHA / pvalues.size, _describe(res)
 
 
-# measured 2026-11-25 (pytest --durations, 2 busy cores): 34, 19, 19 and 18 s with
-# nutpie's cache warm; a machine's first run also compiles the models into it (SPD(3):
+# measured 2026-11-25 (pytest --durations, 2 busy cores, nutpie's cache warm): 34, 19,
+# 19 and 18 s; 17, 11, 10 and 10 s once a study drew its truths and releases without
+# numba (issue 28). A machine's first run also compiles the models into it (SPD(3):
 # 70 s on an idle core, up to 8 min on a loaded one; Kendall(6): 30 s)
 @pytest.mark.slow
 @needs_nutpie
