@@ -151,7 +151,6 @@ EXTERNAL = {
             ("py:class", "pymc.Model", "api/generated/pymc.Model.html"),
             ("py:class", "pymc.CustomDist", "api/distributions/generated/pymc.CustomDist.html"),
             ("py:function", "pymc.sample", "api/generated/pymc.sample.html"),
-            ("py:class", "pymc.NUTS", "api/generated/pymc.step_methods.hmc.NUTS.html"),
             ("py:class", "pymc.Data", "api/generated/pymc.Data.html"),
         ],
     ),
