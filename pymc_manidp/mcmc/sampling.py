@@ -32,6 +32,7 @@ __all__ = [
     "NUTS_BACKENDS",
     "SAMPLERS",
     "CompiledSampler",
+    "FreshNUTS",
     "SamplerCache",
     "has_nutpie",
     "nuts_backend",
@@ -143,6 +144,122 @@ def strict_floats():
     none on S^2 (2026-11-25, busy machine).
     """
     return pytensor.config.change_flags(numba__fastmath=False)
+
+
+class FreshNUTS:
+    """PyMC's NUTS compiled once for a model, every run a freshly built sampler.
+
+    ``pm.sample`` compiles its helpers (the initial point, the trace's point function)
+    again at every call: about 1 s a run on SPD(3), more than the sampling of a small
+    posterior. A run here reuses what was compiled once (the NUTS step's log-density
+    and gradient, the initial point, the traced variables) and nothing that was
+    adapted: before each chain the step is put back into the state it had when it was
+    built (``sampling_state``, a deep copy), so its step size and mass matrix adapt
+    from scratch, and each chain gets its generator as ``pm.sample`` gives it. A run
+    is therefore the run of ``pm.sample(step=pm.NUTS(...), random_seed=seed,
+    cores=1)`` with a step built fresh for it (``tests/mcmc/test_fresh_nuts.py``
+    checks that draw for draw), and a run does not depend on the runs before it.
+
+    The model's ``pm.Data`` are read when a run starts: ``pm.set_data`` between runs
+    samples a new posterior with the same compiled functions.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model; its continuous free variables are sampled.
+    var_names : list of str, optional
+        The variables :meth:`sample` returns (default: the free variables).
+    initvals : dict, optional
+        ``pm.sample``'s ``initvals``, compiled once: a value may be a shared variable
+        (a ``pm.Data``), read at each run, so every run can start somewhere else.
+    target_accept : float
+        NUTS's target acceptance rate.
+
+    Attributes
+    ----------
+    step : pymc.NUTS
+        The compiled step (its state is restored before every chain).
+    var_names : tuple of str
+        The variables returned.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> with pm.Model() as m:
+    ...     y = pm.Data("y", 0.0)
+    ...     mu = pm.Normal("mu", 0.0, 1.0)
+    ...     _ = pm.Normal("obs", mu, 1.0, observed=y)
+    >>> nuts = FreshNUTS(m)
+    >>> pm.set_data({"y": 2.0}, model=m)
+    >>> draws, diverging = nuts.sample(draws=50, tune=50, chains=2, random_seed=1)
+    >>> draws["mu"].shape, diverging.shape
+    ((2, 50), (2, 50))
+    """
+
+    def __init__(self, model, *, var_names=None, initvals=None, target_accept=0.8):
+        from pymc.initial_point import make_initial_point_fn
+
+        self.model = model
+        names = [v.name for v in model.free_RVs] if var_names is None else list(var_names)
+        self.var_names = tuple(names)
+        with model, strict_floats():
+            self._initial_point = make_initial_point_fn(
+                model=model, overrides=initvals, jitter_rvs=set(), return_transformed=True
+            )
+            # given the point, pm.NUTS does not compile model.initial_point() (twice)
+            self.step = pm.NUTS(target_accept=target_accept, initial_point=self._initial_point(0))
+            outputs = model.replace_rvs_by_values([model[n] for n in names])
+            self._values = model.compile_fn(
+                outputs, inputs=model.value_vars, on_unused_input="ignore", point_fn=True
+            )
+        self._fresh = self.step.sampling_state  # a deep copy, restored before every chain
+
+    def sample(self, *, draws, tune, chains, random_seed):
+        """Run ``chains`` chains one after another, each adapting from scratch.
+
+        Parameters
+        ----------
+        draws, tune, chains : int
+            Draws kept per chain, tuning steps before them, chains.
+        random_seed : int, Generator or None
+            As ``pm.sample``'s: the same seed gives the same draws.
+
+        Returns
+        -------
+        draws : dict of str to ndarray
+            Per variable of ``var_names``, shape ``(chains, draws, *shape)``.
+        diverging : ndarray of bool, shape ``(chains, draws)``
+            Divergent transitions after tuning.
+        """
+        from pymc.util import get_random_generator
+
+        draws, tune, chains = int(draws), int(tune), int(chains)
+        # pm.sample's seeding: one spawned generator per chain, each first advanced by
+        # the draw of its chain's initial-point seed
+        rngs = get_random_generator(random_seed).spawn(chains)
+        seeds = [rng.integers(2**30) for rng in rngs]
+        out = {n: [] for n in self.var_names}
+        diverging = np.zeros((chains, draws), dtype=bool)
+        step = self.step
+        with strict_floats():
+            for c in range(chains):
+                point = self._initial_point(seeds[c])
+                step.sampling_state = self._fresh
+                step.setup_chain(rngs[c], tune, draws)
+                step.tune = bool(tune)
+                step.reset_tuning()
+                step.iter_count = 0
+                kept = []
+                for i in range(tune + draws):
+                    if i == tune:
+                        step.stop_tuning()
+                    point, stats = step.step(point)
+                    if i >= tune:
+                        kept.append(self._values(point))
+                        diverging[c, i - tune] = any(s.get("diverging", False) for s in stats)
+                for j, n in enumerate(self.var_names):
+                    out[n].append(np.stack([np.asarray(k[j]) for k in kept]))
+        return {n: np.stack(v) for n, v in out.items()}, diverging
 
 
 class CompiledSampler:

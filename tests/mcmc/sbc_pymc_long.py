@@ -2,10 +2,9 @@
 
 The same studies, sizes and checks as ``tests/mcmc/test_sbc_manifolds.py`` (SPD(3) and
 Kendall(6), 80 replicates, α = 0.01 with Bonferroni), sampled with PyMC's NUTS, where
-the SPD(3) crash of issue 28 happened. PyMC's ``pm.sample`` costs about 1 s per
-replicate (it compiles its trace and initial-point helpers at every call), so the
-two studies take about 3 minutes on 2 cores: more than the default test run can
-spend. The file name does not match ``test_*.py``, so ``pytest`` collects it only when
+the SPD(3) crash of issue 28 happened. The slow tier runs them with 40 replicates
+(``test_sbc_with_pymc_is_calibrated``); these, twice the size, are for a closer look.
+The file name does not match ``test_*.py``, so ``pytest`` collects it only when
 named::
 
     pytest -p no:xdist tests/mcmc/sbc_pymc_long.py --durations=0

@@ -30,9 +30,11 @@ Sizes: 80 replicates, 2 chains × 100 draws after 100 tuning steps, thinned by 4
 (ranks among L = 50 draws). The same study with the releases drawn at another σ than
 the model's likelihood says (SPD: σ/2, the posterior twice too wide; Kendall: 2σ,
 twice too narrow) is rejected at these sizes; the wrong variants run on nutpie (the
-test's power does not depend on the backend, and nutpie costs a fraction). The
-studies with PyMC's NUTS (about 1 s per replicate) are in ``sbc_pymc_long.py``, run on
-demand: ``pytest -p no:xdist tests/mcmc/sbc_pymc_long.py``.
+test's power does not depend on the backend, and nutpie costs a fraction). PyMC's
+NUTS runs the same studies with 40 replicates, and its own wrong variants (a
+likelihood with half the releases' σ), at the end of this file; the 80-replicate
+studies with PyMC's NUTS are in ``sbc_pymc_long.py``, run on demand:
+``pytest -p no:xdist tests/mcmc/sbc_pymc_long.py``.
 """
 
 from __future__ import annotations
@@ -91,15 +93,16 @@ SPACES = {
 }
 
 
-def _study(space, backend):
-    build, statistics, sigma, _, seed = SPACES[space]
+def _study(space, backend, sizes=SIZES, sigma=None):
+    build, statistics, release_sigma, _, seed = SPACES[space]
+    sigma = release_sigma if sigma is None else sigma
     # numba's fastmath (PyTensor's default) lets a freshly compiled log-density differ
     # in the last bits from the same one loaded from the on-disk caches, and NUTS turns
     # a last bit into another chain: strict IEEE makes the ranks the same in a cold and
     # a warm process (as tests/laws/test_inference.py's SBC does)
     with pytensor.config.change_flags(numba__fastmath=False):
         return pmd.calibration_study(
-            build(sigma), statistics=statistics, backend=backend, random_seed=seed, **SIZES
+            build(sigma), statistics=statistics, backend=backend, random_seed=seed, **sizes
         )
 
 
@@ -121,19 +124,24 @@ def _describe(res):
     }
 
 
-def check_calibrated(space, backend):
-    res = _study(space, backend)  # 0 crashes: the study completes
-    assert res.ranks.shape == (SIZES["replicates"], 3) and res.n_draws == 50
+def check_calibrated(space, backend, sizes=SIZES):
+    res = _study(space, backend, sizes)  # 0 crashes: the study completes
+    assert res.ranks.shape == (sizes["replicates"], 3) and res.n_draws == 50
     pvalues = sbc_pvalues(res)
     assert pvalues.min() > ALPHA / pvalues.size, _describe(res)
 
 
-def _check_wrong_sigma_is_rejected(space, monkeypatch):
-    # the releases are drawn at factor * sigma while the model's likelihood keeps sigma;
-    # the prior's own draws (SPD: the Laplace at I) are left alone
+def _check_wrong_sigma_is_rejected(
+    space, monkeypatch, backend="nutpie", sizes=SIZES, sigma=None, factor=None
+):
+    # the releases are drawn at factor * sigma while the model's likelihood keeps sigma
+    # (default: the release's sigma and factor of SPACES); the prior's own draws (SPD:
+    # the Laplace at I) are left alone
     from pymc_manidp.laws import exact
 
-    _, _, sigma, factor, _ = SPACES[space]
+    _, _, release_sigma, release_factor, _ = SPACES[space]
+    sigma = release_sigma if sigma is None else sigma
+    factor = release_factor if factor is None else factor
     original = exact.sample_laplace
 
     def off(M, footpoint, s, *args, **kwargs):
@@ -142,13 +150,14 @@ def _check_wrong_sigma_is_rejected(space, monkeypatch):
         return original(M, footpoint, factor * s if wrong else s, *args, **kwargs)
 
     monkeypatch.setattr(exact, "sample_laplace", off)
-    res = _study(space, "nutpie")
+    res = _study(space, backend, sizes, sigma)
     pvalues = sbc_pvalues(res)
     assert pvalues.min() < ALPHA / pvalues.size, _describe(res)
 
 
-# measured 2026-11-25 (pytest --durations, 2 busy cores): 34, 19, 19 and 18 s with
-# nutpie's cache warm; a machine's first run also compiles the models into it (SPD(3):
+# measured 2026-11-25 (pytest --durations, 2 busy cores, nutpie's cache warm): 34, 19,
+# 19 and 18 s; 17, 11, 10 and 10 s once a study drew its truths and releases without
+# numba (issue 28). A machine's first run also compiles the models into it (SPD(3):
 # 70 s on an idle core, up to 8 min on a loaded one; Kendall(6): 30 s)
 @pytest.mark.slow
 @needs_nutpie
@@ -162,3 +171,27 @@ def test_sbc_with_nutpie_is_calibrated(space):
 @pytest.mark.parametrize("space", list(SPACES))
 def test_sbc_rejects_releases_drawn_at_another_sigma(space, monkeypatch):
     _check_wrong_sigma_is_rejected(space, monkeypatch)
+
+
+# PyMC's NUTS: half the replicates (40, 5 a rank bin), the same draws (L = 50), each
+# replicate about 0.2-0.4 s (a FreshNUTS: compiled once a study, fresh adaptation per
+# replicate). At these sizes the nutpie variants above (SPD: releases at sigma/2, a
+# posterior too wide) are not caught (measured: min p 0.007-0.07 over 3 seeds, against
+# 0.0017); a likelihood with half the sigma the releases were drawn with (a posterior
+# too narrow) is, on PyMC's NUTS itself: SPD's model at 0.15 with releases at 0.3
+# (min p 8e-10), Kendall's at 0.05 with releases at 0.1 (min p 1e-4).
+PYMC_SIZES = {**SIZES, "replicates": 40}
+PYMC_WRONG = {"SPD3": (0.15, 2.0), "Kendall6": (0.05, 2.0)}  # (model's sigma, factor)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("space", list(SPACES))
+def test_sbc_with_pymc_is_calibrated(space):
+    check_calibrated(space, "pymc", PYMC_SIZES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("space", list(SPACES))
+def test_sbc_with_pymc_rejects_a_likelihood_with_half_the_sigma(space, monkeypatch):
+    sigma, factor = PYMC_WRONG[space]
+    _check_wrong_sigma_is_rejected(space, monkeypatch, "pymc", PYMC_SIZES, sigma, factor)
