@@ -922,6 +922,8 @@ def _kng_explain(env, stats) -> str:
 #: evaluations (cells x records) its refinement may spend
 _CELLS_FIRST = 8
 _CELL_LOG_MAPS = 5_000_000
+#: the expected acceptance at which the refinement stops
+_CELLS_ENOUGH = 0.3
 
 
 def _chart_distortion(M, radius):
@@ -966,6 +968,10 @@ class _MedianCells:
         while len(a) < budget:
             log_w = d * np.log(h) - L / sigma
             share = np.exp(log_w - special.logsumexp(log_w))
+            # the acceptance to expect (the target's mass on a cell is about its value
+            # at the center): once it is reached, more cells cost more than they save
+            if np.sum(share * np.exp(-slack / sigma)) >= _CELLS_ENOUGH:
+                break
             # split the cells that carry mass and whose bound is loose against sigma
             split = (share > 0.25 / len(a)) & (slack > 0.5 * sigma)
             if not split.any() or len(a) + split.sum() * (2**d - 1) > budget:
@@ -1225,8 +1231,16 @@ def sample_kng_median(
     .. math:: J(c)\, e^{-G r} \cdot e^{-(\|\nabla F(x)\| - L_k)/\sigma} \le 1,
 
     ``J`` the exp chart's volume density and ``G = M.log_volume_growth`` (``J <=
-    e^{G|c|}``). A proposal that violates a bound raises :class:`ExactSamplingError`
-    (a failed premise: nothing is released).
+    e^{G|c|}``). At small ``σ`` (large ``n·ε``) boxes cannot follow the law in
+    ``d >= 3`` within their budget; there the envelope is radial around the
+    computed median ``x_hat`` instead: on shells ``τ_k < t <= τ_{k+1}`` of
+    ``t = ρ(x_hat, x)``, ``|grad F(x)| >= g(t)``, piecewise linear with the slopes
+    of ``F``'s curvature along geodesics from ``x_hat`` (Hessian comparison, each
+    record's turning bounded; private ``_MedianShells``), and a proposal
+    ``x = exp_{x_hat}(c)`` is accepted with ``J(c) e^{-(|grad F(x)| - g(t) + σ G
+    t)/σ} <= 1``. Whichever envelope has the smaller mass is used (the higher
+    acceptance; both are exact, docs/exact.md). A proposal that violates a bound
+    raises :class:`ExactSamplingError` (a failed premise: nothing is released).
 
     Parameters
     ----------
@@ -1248,8 +1262,9 @@ def sample_kng_median(
     Returns
     -------
     ExactDraws
-        ``info`` holds ``acceptance_rate``, the volume step's and the KNG ratio's
-        rates and the number of boxes.
+        ``info`` holds ``acceptance_rate``, the volume step's (the ball's, for the
+        shells) and the KNG ratio's rates, the envelope used and its number of boxes
+        or shells.
 
     Raises
     ------
