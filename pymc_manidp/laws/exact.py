@@ -922,8 +922,10 @@ def _kng_explain(env, stats) -> str:
 #: evaluations (cells x records) its refinement may spend
 _CELLS_FIRST = 8
 _CELL_LOG_MAPS = 5_000_000
-#: the expected acceptance at which the refinement stops
+#: the expected acceptance at which the refinement stops, and the lowest at which it
+#: may stop when the boxes already outnumber the proposals the draws will need
 _CELLS_ENOUGH = 0.3
+_CELLS_FLOOR = 0.005
 
 
 def _chart_distortion(M, radius):
@@ -952,7 +954,7 @@ class _MedianCells:
     log_w: np.ndarray
 
     @classmethod
-    def build(cls, M, data, sigma, domain):
+    def build(cls, M, data, sigma, domain, size=1):
         d, r, m0 = M.dim, domain.radius, domain.center
         n = reductions.n_rows(data)
         budget = max(256, _CELL_LOG_MAPS // max(n, 1))
@@ -970,7 +972,13 @@ class _MedianCells:
             share = np.exp(log_w - special.logsumexp(log_w))
             # the acceptance to expect (the target's mass on a cell is about its value
             # at the center): once it is reached, more cells cost more than they save
-            if np.sum(share * np.exp(-slack / sigma)) >= _CELLS_ENOUGH:
+            expect = np.sum(share * np.exp(-slack / sigma))
+            if expect >= _CELLS_ENOUGH:
+                break
+            # each box costs a pass over the data, as each proposal does: once the boxes
+            # outnumber the proposals still expected for the draws asked, stop (above a
+            # floor that keeps the rejection loop well inside its cap)
+            if expect >= _CELLS_FLOOR and len(a) >= size / expect:
                 break
             # split the cells that carry mass and whose bound is loose against sigma
             split = (share > 0.25 / len(a)) & (slack > 0.5 * sigma)
@@ -1180,17 +1188,17 @@ class _MedianShells:
         return c, self.offsets[shell] + self.slopes[shell] * t
 
 
-def _median_envelope(M, data, sigma, domain):
+def _median_envelope(M, data, sigma, domain, size=1):
     """The envelope of :func:`sample_kng_median` for checked data: the shells around the
     computed median when most of their mass is where their slopes grow (large n·ε),
     else whichever of shells and cells has the smaller mass (the higher acceptance:
     both bound the same target, whose mass is the acceptance's numerator)."""
     if reductions.is_dask(data):  # the shells hold per-record directions in memory
-        return _MedianCells.build(M, data, sigma, domain)
+        return _MedianCells.build(M, data, sigma, domain, size)
     shells = _MedianShells.build(M, data, sigma, domain)
     if shells.flat_share <= 0.5:
         return shells
-    cells = _MedianCells.build(M, data, sigma, domain)
+    cells = _MedianCells.build(M, data, sigma, domain, size)
     return shells if shells.log_mass(M) <= cells.log_mass(M, domain) else cells
 
 
@@ -1288,7 +1296,7 @@ def sample_kng_median(
     m0 = domain.center
     stats = {"proposals": 0, "volume_accepted": 0, "kng_ratio_rate_num": 0}
     what = f"KNG's median sampler on {M}"
-    env = _median_envelope(M, data, sigma, domain)
+    env = _median_envelope(M, data, sigma, domain, size)
 
     def check(log_ratio):
         if np.any(log_ratio > 0):
