@@ -168,19 +168,35 @@ def _directions(rng, m, d):
 _REMEDY = "Raise max_attempts, or use an MCMC sampler."
 
 
-def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16, min_batch=16, explain=None):
+def _rejection(
+    propose,
+    size,
+    max_attempts,
+    what,
+    *,
+    batch_cap=1 << 16,
+    min_batch=16,
+    explain=None,
+    cap=None,
+    partial=False,
+):
     """Run ``propose(m) -> (candidates, keep_mask)`` in batches until ``size`` are kept.
 
     The kept candidates are returned in proposal order; as proposals are i.i.d.,
     the first ``size`` kept ones are i.i.d. from the accepted law. ``explain()``, if
-    given, returns the cause and remedy for the error when the cap is hit.
+    given, returns the cause and remedy for the error when the cap is hit. The cap
+    is ``max_attempts * size`` proposals unless ``cap`` is given; with ``partial``
+    the draws kept by then are returned (fewer than ``size``) instead of an error: a
+    stop that depends only on the number of proposals leaves the kept ones i.i.d.
     """
-    cap = max_attempts * size
+    cap = max_attempts * size if cap is None else int(cap)
     kept, got, proposed, rate = [], 0, 0, 0.5
     while got < size:
         need = size - got
         m = int(min(max(np.ceil(1.2 * need / rate) + 1, min_batch), batch_cap, cap - proposed))
         if m <= 0:
+            if partial:
+                break
             raise ExactSamplingError(
                 f"{what}: {got} of {size} draws accepted after {proposed} proposals "
                 f"(acceptance rate {got / max(proposed, 1):.2g}); stopped at the cap of "
@@ -194,6 +210,8 @@ def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16, min_batc
         kept.append(cand[idx])
         got += len(idx)
         rate = max((got + 0.5) / (proposed + 1.0), 1e-4)
+    if not kept:
+        return np.empty((0,)), proposed
     return np.concatenate(kept)[:size], proposed
 
 
@@ -926,6 +944,8 @@ _CELL_LOG_MAPS = 5_000_000
 #: may stop when the boxes already outnumber the proposals the draws will need
 _CELLS_ENOUGH = 0.3
 _CELLS_FLOOR = 0.005
+#: proposals the shells' pilot may spend before the boxes are built
+_SHELLS_PILOT = 4000
 
 
 def _chart_distortion(M, radius):
@@ -1188,18 +1208,16 @@ class _MedianShells:
         return c, self.offsets[shell] + self.slopes[shell] * t
 
 
-def _median_envelope(M, data, sigma, domain, size=1):
-    """The envelope of :func:`sample_kng_median` for checked data: the shells around the
-    computed median when most of their mass is where their slopes grow (large n·ε),
-    else whichever of shells and cells has the smaller mass (the higher acceptance:
-    both bound the same target, whose mass is the acceptance's numerator)."""
-    if reductions.is_dask(data):  # the shells hold per-record directions in memory
-        return _MedianCells.build(M, data, sigma, domain, size)
+def _median_envelope(M, data, sigma, domain):
+    """The first envelope of :func:`sample_kng_median` for checked data, and whether
+    the boxes may follow it: the shells around the computed median, except over Dask
+    (they hold per-record directions in memory: the boxes alone); the boxes take over
+    after the shells' pilot only where most of the shells' mass is where their slopes
+    stopped growing (there the shells can be far looser than the boxes)."""
+    if reductions.is_dask(data):
+        return None, True
     shells = _MedianShells.build(M, data, sigma, domain)
-    if shells.flat_share <= 0.5:
-        return shells
-    cells = _MedianCells.build(M, data, sigma, domain, size)
-    return shells if shells.log_mass(M) <= cells.log_mass(M, domain) else cells
+    return shells, shells.flat_share > 0.5
 
 
 def _median_explain(sigma, domain, stats) -> str:
@@ -1246,8 +1264,12 @@ def sample_kng_median(
     of ``F``'s curvature along geodesics from ``x_hat`` (Hessian comparison, each
     record's turning bounded; private ``_MedianShells``), and a proposal
     ``x = exp_{x_hat}(c)`` is accepted with ``J(c) e^{-(|grad F(x)| - g(t) + σ G
-    t)/σ} <= 1``. Whichever envelope has the smaller mass is used (the higher
-    acceptance; both are exact, docs/exact.md). A proposal that violates a bound
+    t)/σ} <= 1``. The shells draw first; where most of their mass lies where their
+    bound stopped growing, they get a pilot of ``_SHELLS_PILOT`` proposals, then the
+    boxes are built and the draws still missing come from the envelope of the
+    smaller mass (the pilot stops on a count of proposals, so all draws are i.i.d.
+    from the law, docs/exact.md; the shells cost no construction, the boxes a pass
+    over the data each). A proposal that violates a bound
     raises :class:`ExactSamplingError` (a failed premise: nothing is released).
 
     Parameters
@@ -1271,8 +1293,9 @@ def sample_kng_median(
     -------
     ExactDraws
         ``info`` holds ``acceptance_rate``, the volume step's (the ball's, for the
-        shells) and the KNG ratio's rates, the envelope used and its number of boxes
-        or shells.
+        shells) and the KNG ratio's rates, the envelopes used (``"MedianShells"``,
+        ``"MedianCells"`` or ``"MedianShells+MedianCells"``), their numbers of shells
+        and boxes, and ``shell_draws``, the draws the shells made.
 
     Raises
     ------
@@ -1296,7 +1319,8 @@ def sample_kng_median(
     m0 = domain.center
     stats = {"proposals": 0, "volume_accepted": 0, "kng_ratio_rate_num": 0}
     what = f"KNG's median sampler on {M}"
-    env = _median_envelope(M, data, sigma, domain, size)
+    shells, fallback = _median_envelope(M, data, sigma, domain)
+    cells = None
 
     def check(log_ratio):
         if np.any(log_ratio > 0):
@@ -1307,8 +1331,8 @@ def sample_kng_median(
             )
 
     def propose_shells(m):
-        c, beta = env.draw(M, m, sigma, rng)
-        x = _proposal_points(M, env.x_hat, c, what)
+        c, beta = shells.draw(M, m, sigma, rng)
+        x = _proposal_points(M, shells.x_hat, c, what)
         keep = domain.distances(x) <= r
         idx = np.flatnonzero(keep)
         stats["proposals"] += m
@@ -1322,9 +1346,9 @@ def sample_kng_median(
         return x, keep
 
     def propose_cells(m):
-        prob = env.prob
+        prob = cells.prob
         k = rng.choice(len(prob), size=m, p=prob)
-        c = env.a[k] + env.h[k][:, None] * (rng.random((m, d)) - 0.5)
+        c = cells.a[k] + cells.h[k][:, None] * (rng.random((m, d)) - 0.5)
         keep = np.linalg.norm(c, axis=-1) <= r
         keep &= rng.random(m) < np.exp(M.log_volume_density(c) - growth * r)
         x = _proposal_points(M, m0, c, what)
@@ -1334,30 +1358,67 @@ def sample_kng_median(
         stats["volume_accepted"] += len(idx)
         if len(idx):
             g = reductions.median_grad_norms(M, x[idx], data)
-            log_ratio = -(g - env.L[k[idx]]) / sigma
+            log_ratio = -(g - cells.L[k[idx]]) / sigma
             check(log_ratio)
             keep[idx] = rng.random(len(idx)) < np.exp(log_ratio)
             stats["kng_ratio_rate_num"] += int(keep[idx].sum())
         return x, keep
 
-    propose = propose_shells if isinstance(env, _MedianShells) else propose_cells
     batch_cap, min_batch = _kng_batches(M, data)
-    pts, proposed = _rejection(
-        propose,
-        size,
-        max_attempts,
-        what,
-        batch_cap=batch_cap,
-        min_batch=min_batch,
-        explain=lambda: _median_explain(sigma, domain, stats),
-    )
+    loop = {
+        "batch_cap": batch_cap,
+        "min_batch": min_batch,
+        "explain": lambda: _median_explain(sigma, domain, stats),
+    }
+    parts, proposed, box_draws = [], 0, 0
+    if shells is not None:
+        # where the boxes may be tighter, the shells get a pilot of a few thousand
+        # proposals first: they cost no construction, and where they are loose the
+        # pilot is small against the boxes' (a box costs a pass, as a proposal). The
+        # stop looks at counts only, never at the accepted points (docs/exact.md)
+        cap = max_attempts * size
+        pts, proposed = _rejection(
+            propose_shells,
+            size,
+            max_attempts,
+            what,
+            cap=min(cap, _SHELLS_PILOT) if fallback else cap,
+            partial=fallback,
+            **loop,
+        )
+        parts.append(pts)
+    got = sum(len(p) for p in parts)
+    if got < size:
+        # the draws still missing come from the envelope of the smaller mass (the
+        # higher acceptance: both dominate the same target, whose mass is either
+        # rate's numerator), the boxes built now for that number of draws; the stops
+        # above looked at counts only, so all draws are i.i.d. (docs/exact.md)
+        cells = _MedianCells.build(M, data, sigma, domain, size - got)
+        boxes = shells is None or cells.log_mass(M, domain) < shells.log_mass(M)
+        pts, more = _rejection(
+            propose_cells if boxes else propose_shells,
+            size - got,
+            max_attempts,
+            what,
+            cap=max_attempts * size - proposed,
+            **loop,
+        )
+        parts.append(pts)
+        proposed += more
+        if not boxes:
+            cells = None
+        else:
+            box_draws = len(pts)
+    pts = np.concatenate([p for p in parts if len(p)])
+    used = [type(e).__name__.strip("_") for e in (shells, cells) if e is not None]
     info = {
         "acceptance_rate": size / proposed,
         "volume_rate": stats["volume_accepted"] / max(stats["proposals"], 1),
         "kng_ratio_rate": stats["kng_ratio_rate_num"] / max(stats["volume_accepted"], 1),
-        "envelope": type(env).__name__.strip("_"),
-        "envelope_cells": len(env.a) if isinstance(env, _MedianCells) else 0,
-        "envelope_shells": len(env.slopes) if isinstance(env, _MedianShells) else 0,
+        "envelope": "+".join(used),
+        "envelope_cells": len(cells.a) if cells is not None else 0,
+        "envelope_shells": len(shells.slopes) if shells is not None else 0,
+        "shell_draws": size - box_draws,
     }
     return ExactDraws(pts, proposed, info)
 

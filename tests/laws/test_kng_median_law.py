@@ -75,10 +75,19 @@ def _ks(draws, data, sigma, stat_of, **quadrature):
     return stats.kstest(stat_of(draws), _quadrature_cdf(data, sigma, stat_of, **quadrature)).pvalue
 
 
-@pytest.mark.parametrize(("n", "epsilon"), [(20, 1.0), (100, 2.0)], ids=["broad", "refined"])
-def test_exact_median_kng_matches_its_density_by_quadrature(n, epsilon):
+@pytest.mark.parametrize(
+    ("n", "epsilon", "pilot"), [(20, 1.0, None), (100, 2.0, 150_000)], ids=["broad", "refined"]
+)
+def test_exact_median_kng_matches_its_density_by_quadrature(n, epsilon, pilot, monkeypatch):
     # broad: sigma = 0.2, the law spreads over the ball; refined: sigma = 0.02, the
-    # envelope's cells are split many times around the mode
+    # envelope's cells are split many times around the mode. In both the shells'
+    # pilot makes the first draws and the boxes the rest; refined, with a pilot long
+    # enough for about half of them (the shells accept ~0.007 there), each part is
+    # tested on its own too
+    from pymc_manidp.laws import exact
+
+    if pilot is not None:
+        monkeypatch.setattr(exact, "_SHELLS_PILOT", pilot)
     data = _data(n)
     mech = pmd.KNGMechanism(S2, epsilon=epsilon, center=NORTH, radius=R, statistic="median")
     sigma = mech.sigma(len(data))
@@ -87,8 +96,14 @@ def test_exact_median_kng_matches_its_density_by_quadrature(n, epsilon):
     def stat_of(x):
         return S2.dist(med, x)
 
-    draws = mech.sample(data, 2000, random_seed=7)  # n = 2000 draws
+    out = exact.sample_kng_median(S2, data, sigma, 2000, rng=7, domain=mech.domain)  # 2000 draws
+    draws, k = out.points, out.info["shell_draws"]
+    assert out.info["envelope"] == "MedianShells+MedianCells" and 0 < k < 2000, out.info
     assert _ks(draws, data, sigma, stat_of) > ALPHA
+    if pilot is not None:
+        assert 500 < k < 1500, out.info
+        assert _ks(draws[:k], data, sigma, stat_of) > ALPHA  # the shells' draws
+        assert _ks(draws[k:], data, sigma, stat_of) > ALPHA  # the boxes'
     # the deliberately wrong law: sigma 20% larger is refuted by the same draws
     assert _ks(draws, data, 1.2 * sigma, stat_of) < ALPHA
     # and an angle the distance does not see: the direction around the median
