@@ -943,7 +943,7 @@ _CELL_LOG_MAPS = 5_000_000
 #: the expected acceptance at which the refinement stops, and the lowest at which it
 #: may stop when the boxes already outnumber the proposals the draws will need
 _CELLS_ENOUGH = 0.3
-_CELLS_FLOOR = 0.005
+_CELLS_FLOOR = 0.0015
 #: proposals the shells' pilot may spend before the boxes are built
 _SHELLS_PILOT = 4000
 
@@ -1400,7 +1400,7 @@ def sample_kng_median(
             size - got,
             max_attempts,
             what,
-            cap=max_attempts * size - proposed,
+            cap=max_attempts * (size - got),  # the pilot's proposals come on top
             **loop,
         )
         parts.append(pts)
