@@ -65,6 +65,7 @@ from pymc_manidp.rng import as_generator
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import ConvergenceWarning, frechet_mean, frechet_means
+from pymc_manidp.stats.median import frechet_median
 
 __all__ = [
     "ExactDraws",
@@ -167,19 +168,35 @@ def _directions(rng, m, d):
 _REMEDY = "Raise max_attempts, or use an MCMC sampler."
 
 
-def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16, min_batch=16, explain=None):
+def _rejection(
+    propose,
+    size,
+    max_attempts,
+    what,
+    *,
+    batch_cap=1 << 16,
+    min_batch=16,
+    explain=None,
+    cap=None,
+    partial=False,
+):
     """Run ``propose(m) -> (candidates, keep_mask)`` in batches until ``size`` are kept.
 
     The kept candidates are returned in proposal order; as proposals are i.i.d.,
     the first ``size`` kept ones are i.i.d. from the accepted law. ``explain()``, if
-    given, returns the cause and remedy for the error when the cap is hit.
+    given, returns the cause and remedy for the error when the cap is hit. The cap
+    is ``max_attempts * size`` proposals unless ``cap`` is given; with ``partial``
+    the draws kept by then are returned (fewer than ``size``) instead of an error: a
+    stop that depends only on the number of proposals leaves the kept ones i.i.d.
     """
-    cap = max_attempts * size
+    cap = max_attempts * size if cap is None else int(cap)
     kept, got, proposed, rate = [], 0, 0, 0.5
     while got < size:
         need = size - got
         m = int(min(max(np.ceil(1.2 * need / rate) + 1, min_batch), batch_cap, cap - proposed))
         if m <= 0:
+            if partial:
+                break
             raise ExactSamplingError(
                 f"{what}: {got} of {size} draws accepted after {proposed} proposals "
                 f"(acceptance rate {got / max(proposed, 1):.2g}); stopped at the cap of "
@@ -193,6 +210,8 @@ def _rejection(propose, size, max_attempts, what, *, batch_cap=1 << 16, min_batc
         kept.append(cand[idx])
         got += len(idx)
         rate = max((got + 0.5) / (proposed + 1.0), 1e-4)
+    if not kept:
+        return np.empty((0,)), proposed
     return np.concatenate(kept)[:size], proposed
 
 
@@ -921,6 +940,12 @@ def _kng_explain(env, stats) -> str:
 #: evaluations (cells x records) its refinement may spend
 _CELLS_FIRST = 8
 _CELL_LOG_MAPS = 5_000_000
+#: the expected acceptance at which the refinement stops, and the lowest at which it
+#: may stop when the boxes already outnumber the proposals the draws will need
+_CELLS_ENOUGH = 0.3
+_CELLS_FLOOR = 0.0015
+#: proposals the shells' pilot may spend before the boxes are built
+_SHELLS_PILOT = 4000
 
 
 def _chart_distortion(M, radius):
@@ -949,7 +974,7 @@ class _MedianCells:
     log_w: np.ndarray
 
     @classmethod
-    def build(cls, M, data, sigma, domain):
+    def build(cls, M, data, sigma, domain, size=1):
         d, r, m0 = M.dim, domain.radius, domain.center
         n = reductions.n_rows(data)
         budget = max(256, _CELL_LOG_MAPS // max(n, 1))
@@ -965,6 +990,16 @@ class _MedianCells:
         while len(a) < budget:
             log_w = d * np.log(h) - L / sigma
             share = np.exp(log_w - special.logsumexp(log_w))
+            # the acceptance to expect (the target's mass on a cell is about its value
+            # at the center): once it is reached, more cells cost more than they save
+            expect = np.sum(share * np.exp(-slack / sigma))
+            if expect >= _CELLS_ENOUGH:
+                break
+            # each box costs a pass over the data, as each proposal does: once the boxes
+            # outnumber the proposals still expected for the draws asked, stop (above a
+            # floor that keeps the rejection loop well inside its cap)
+            if expect >= _CELLS_FLOOR and len(a) >= size / expect:
+                break
             # split the cells that carry mass and whose bound is loose against sigma
             split = (share > 0.25 / len(a)) & (slack > 0.5 * sigma)
             if not split.any() or len(a) + split.sum() * (2**d - 1) > budget:
@@ -982,6 +1017,15 @@ class _MedianCells:
             L = np.concatenate([L[keep], kids_L])
             slack = np.concatenate([slack[keep], kids_slack])
         return cls(a, h, L, d * np.log(h) - L / sigma)
+
+    @property
+    def prob(self):
+        return np.exp(self.log_w - special.logsumexp(self.log_w))
+
+    def log_mass(self, M, domain) -> float:
+        """Log of the envelope's integral over the coordinates at ``m0`` (the volume
+        step's ``e^{G r}`` included)."""
+        return float(special.logsumexp(self.log_w)) + M.log_volume_growth * domain.radius
 
     @staticmethod
     def _inside(a, h, r):
@@ -1012,7 +1056,168 @@ class _MedianCells:
             out_L.append(L)
             out_s.append(slack)
         # a few ulps of the computed norms: rounding cannot push a ratio above 1
-        return np.concatenate(out_L) - 1e-12, np.concatenate(out_s)
+        L = np.concatenate(out_L) - 1e-12
+        # |grad F| >= 0: a looser bound says nothing more, and would weigh e^{|L|/σ}
+        clamped = np.maximum(L, 0.0)
+        return clamped, np.concatenate(out_s) - (clamped - L)
+
+
+def _log_shell_mass(d, slope, sigma, lo, hi):
+    """``log ∫_lo^hi t^{d-1} e^{-slope t/σ} dt`` per shell (``slope >= 0``; 0: a power)."""
+    out = np.empty(len(slope))
+    flat = slope <= 0.0
+    out[flat] = np.log(hi[flat] ** d - lo[flat] ** d) - np.log(d)
+    s = ~flat
+    scale = sigma / slope[s]
+    a, b = lo[s] / scale, hi[s] / scale
+    # the tail that keeps the difference's digits: lower below the mode d, upper above
+    lower = special.gammainc(d, b) - special.gammainc(d, a)
+    upper = special.gammaincc(d, a) - special.gammaincc(d, b)
+    diff = np.where(a < d, lower, upper)
+    with np.errstate(divide="ignore"):
+        out[s] = special.gammaln(d) + d * np.log(scale) + np.log(np.maximum(diff, 0.0))
+    return out
+
+
+@dataclass
+class _MedianShells:
+    r"""The median envelope around the computed median ``x_hat`` (large ``n·ε``).
+
+    On the shell ``edges[k] < t <= edges[k+1]`` (``t = ρ(x_hat, x)``, the radius of
+    the normal coordinates ``c`` at ``x_hat``): ``|grad F(x)| >= g(t) = G[k] +
+    lam[k] (t - edges[k]) - g0`` (:meth:`grad_bound`), and ``β_k(t) = offsets[k] +
+    slopes[k] t <= g(t) - σ log J(c)`` with ``slopes >= 0`` (``J`` the chart's volume
+    density, ``log J <= G_vol t``); ``log_w[k]`` is the log mass of
+    ``e^{-β_k(t)/σ} t^{d-1}`` on the shell.
+
+    Why ``g`` is a lower bound (docs/exact.md). For ``x`` in the ball, ``γ`` the
+    unit-speed geodesic from ``x_hat`` to ``x`` (in the convex ball), ``u =
+    ρ(x_hat, x)`` and ``φ = F∘γ`` (convex): ``|grad F(x)| >= φ'(u)``, ``φ'(0+) >=
+    -g0`` with ``g0 = |U_far(x_hat)| + (weight of the records at x_hat)``, and
+    ``φ''(u) >= lam[k]`` on shell ``k``: the Hessian comparison gives ``Hess ρ_i >=
+    ct(κ_max, ρ_i) (I - w_i w_i^T)`` (``w_i`` the unit direction to record ``i``;
+    records that may be crossed count 0 by convexity), ``ct`` decreases, and
+    transported back to ``x_hat`` each ``w_i`` has turned by an angle ``<= u
+    |Hess ρ_i|`` (``reductions.turn_rate``), which moves ``I - w_i w_i^T`` by at most
+    its sine in operator norm: ``lam = λ_min(Σ_S a_i (I - ũ_i ũ_i^T))/n - Σ_S a_i
+    min(1, u c_i)/n`` over a subset ``S`` of the records (the best of a few).
+    """
+
+    x_hat: np.ndarray
+    edges: np.ndarray
+    lam: np.ndarray
+    G: np.ndarray
+    g0: float
+    slopes: np.ndarray
+    offsets: np.ndarray
+    log_w: np.ndarray
+
+    @classmethod
+    def build(cls, M, data, sigma, domain):
+        d, r = M.dim, domain.radius
+        kappa_min, kappa_max = (float(k) for k in M.curvature_bounds)
+        with warnings.catch_warnings():
+            # an unconverged median is still a valid center: g0 accounts for it
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            x_hat = frechet_median(M, data, tol=min(1e-3, 0.05 * sigma)).median
+        if not domain.distances(x_hat) <= r:  # the geodesics from x_hat stay in the ball
+            x_hat = domain.check(x_hat[None], clip=True)[0]
+        u, _, eta, _, _, _ = reductions.median_terms(M, x_hat[None], data)
+        # -φ'(0+) <= |U_far| + (the weight within zero_distance, each turning by <= 1)
+        g0 = float(M.norm(x_hat, u[0])) + float(eta[0])
+        coords = M.log_coords(x_hat, data)  # (n, d) in the chart at x_hat
+        rho = np.linalg.norm(coords, axis=-1)
+        off = rho > reductions.zero_distance(M)
+        dirs = np.where(off[:, None], coords / np.where(off, rho, 1.0)[:, None], 0.0)
+        proj = np.eye(d)[None] - dirs[:, :, None] * dirs[:, None, :]  # (n, d, d)
+        n = len(rho)
+        t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
+
+        def slope_on(hi):
+            """``lam``: a lower bound of ``φ''`` on ``[0, hi]`` (per ``hi``, ``(m,)``)."""
+            far = rho[None, :] > hi[:, None]  # records that cannot be crossed
+            # in the ball every record is within 2r of every point
+            rho_hi = np.minimum(rho[None, :] + hi[:, None], 2.0 * r)
+            a_hi = _h(rho_hi, max(kappa_max, 0.0)) / rho_hi  # ct(κ_max) at the far side
+            near_side = np.where(far, rho[None, :] - hi[:, None], 1.0)
+            turn = reductions.turn_rate(near_side, np.where(far, rho_hi, 1.0), kappa_min, kappa_max)
+            move = np.minimum(1.0, hi[:, None] * turn)  # sine of the turned angle, bounded
+            # any subset of the records gives a bound (each term is >= 0): those that may
+            # turn by q or more are left out, for the best of a few q
+            best = np.zeros(len(hi))
+            for q in (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0):
+                wa = np.where(far & (move <= q), a_hi, 0.0) / n
+                A = np.einsum("mi,ijk->mjk", wa, proj)
+                best = np.maximum(best, np.linalg.eigvalsh(A)[:, 0] - (wa * move).sum(1))
+            # eigvalsh's rounding is a few ulps of |A|: a relative margin absorbs it
+            return np.maximum(best - 1e-12 * np.abs(A).max(axis=(1, 2)), 0.0)
+
+        # shells growing geometrically from a quarter of the law's scale at x_hat
+        lam0 = float(slope_on(np.full(1, 1e-300))[0])
+        step = min(sigma / max(lam0, 1e-12) / 4.0, t_max / 64.0)
+        tau = [0.0]
+        while tau[-1] < t_max:
+            tau.append(min(tau[-1] + step, t_max))
+            step *= 1.3
+        tau = np.array(tau)
+        lam = slope_on(tau[1:])  # valid on the whole shell: the bound at its outer edge
+        G = np.concatenate([[0.0], np.cumsum(lam * np.diff(tau))])[:-1]
+        slopes = lam - sigma * M.log_volume_growth  # J <= e^{G_vol t}
+        offsets = G - lam * tau[:-1] - g0 - 1e-12  # the rounding of the computed norms
+        # a slope too small for a Gamma law (or negative): the shell's minimum, constant
+        flat = slopes * tau[1:] / sigma < 1e-6
+        low_end = np.where(slopes < 0.0, tau[1:], tau[:-1])
+        offsets = np.where(flat, offsets + slopes * low_end, offsets)
+        slopes = np.where(flat, 0.0, slopes)
+        log_w = -offsets / sigma + _log_shell_mass(d, slopes, sigma, tau[:-1], tau[1:])
+        return cls(x_hat, tau, lam, G, g0, slopes, offsets, log_w)
+
+    def grad_bound(self, t):
+        """``g(t) <= |grad F(x)|`` at ``t = ρ(x_hat, x)`` ``(m,)``, ``x`` in the ball."""
+        t = np.asarray(t, float)
+        k = np.clip(np.searchsorted(self.edges, t, side="left") - 1, 0, len(self.lam) - 1)
+        return self.G[k] + self.lam[k] * (t - self.edges[k]) - self.g0
+
+    def log_mass(self, M) -> float:
+        """Log of the envelope's integral over the normal coordinates at ``x_hat``."""
+        d = M.dim
+        sphere = np.log(2.0) + 0.5 * d * np.log(np.pi) - special.gammaln(0.5 * d)
+        return float(special.logsumexp(self.log_w)) + sphere
+
+    @property
+    def flat_share(self) -> float:
+        """The share of the envelope's mass on shells where the bound stopped growing."""
+        w = np.exp(self.log_w - special.logsumexp(self.log_w))
+        return float(w[self.slopes <= 0.0].sum())
+
+    def draw(self, M, m, sigma, rng):
+        """``(c, beta)``: ``m`` normal coordinates at ``x_hat`` and the bound there."""
+        p = np.exp(self.log_w - special.logsumexp(self.log_w))
+        shell = rng.choice(len(p), size=m, p=p)
+        t = np.empty(m)
+        d = M.dim
+        for k in np.unique(shell):
+            at = shell == k
+            lo, hi, s = self.edges[k], self.edges[k + 1], self.slopes[k]
+            if s > 0:
+                t[at] = _gamma_interval(d, sigma / s, lo, hi, int(at.sum()), rng)
+            else:
+                v = rng.random(int(at.sum()))
+                t[at] = np.clip((lo**d + v * (hi**d - lo**d)) ** (1.0 / d), lo, hi)
+        c = t[:, None] * _directions(rng, m, d)
+        return c, self.offsets[shell] + self.slopes[shell] * t
+
+
+def _median_envelope(M, data, sigma, domain):
+    """The first envelope of :func:`sample_kng_median` for checked data, and whether
+    the boxes may follow it: the shells around the computed median, except over Dask
+    (they hold per-record directions in memory: the boxes alone); the boxes take over
+    after the shells' pilot only where most of the shells' mass is where their slopes
+    stopped growing (there the shells can be far looser than the boxes)."""
+    if reductions.is_dask(data):
+        return None, True
+    shells = _MedianShells.build(M, data, sigma, domain)
+    return shells, shells.flat_share > 0.5
 
 
 def _median_explain(sigma, domain, stats) -> str:
@@ -1052,8 +1257,20 @@ def sample_kng_median(
     .. math:: J(c)\, e^{-G r} \cdot e^{-(\|\nabla F(x)\| - L_k)/\sigma} \le 1,
 
     ``J`` the exp chart's volume density and ``G = M.log_volume_growth`` (``J <=
-    e^{G|c|}``). A proposal that violates a bound raises :class:`ExactSamplingError`
-    (a failed premise: nothing is released).
+    e^{G|c|}``). At small ``σ`` (large ``n·ε``) boxes cannot follow the law in
+    ``d >= 3`` within their budget; there the envelope is radial around the
+    computed median ``x_hat`` instead: on shells ``τ_k < t <= τ_{k+1}`` of
+    ``t = ρ(x_hat, x)``, ``|grad F(x)| >= g(t)``, piecewise linear with the slopes
+    of ``F``'s curvature along geodesics from ``x_hat`` (Hessian comparison, each
+    record's turning bounded; private ``_MedianShells``), and a proposal
+    ``x = exp_{x_hat}(c)`` is accepted with ``J(c) e^{-(|grad F(x)| - g(t) + σ G
+    t)/σ} <= 1``. The shells draw first; where most of their mass lies where their
+    bound stopped growing, they get a pilot of ``_SHELLS_PILOT`` proposals, then the
+    boxes are built and the draws still missing come from the envelope of the
+    smaller mass (the pilot stops on a count of proposals, so all draws are i.i.d.
+    from the law, docs/exact.md; the shells cost no construction, the boxes a pass
+    over the data each). A proposal that violates a bound
+    raises :class:`ExactSamplingError` (a failed premise: nothing is released).
 
     Parameters
     ----------
@@ -1075,8 +1292,10 @@ def sample_kng_median(
     Returns
     -------
     ExactDraws
-        ``info`` holds ``acceptance_rate``, the volume step's and the KNG ratio's
-        rates and the number of boxes.
+        ``info`` holds ``acceptance_rate``, the volume step's (the ball's, for the
+        shells) and the KNG ratio's rates, the envelopes used (``"MedianShells"``,
+        ``"MedianCells"`` or ``"MedianShells+MedianCells"``), their numbers of shells
+        and boxes, and ``shell_draws``, the draws the shells made.
 
     Raises
     ------
@@ -1098,12 +1317,36 @@ def sample_kng_median(
     d, r = M.dim, domain.radius
     growth = M.log_volume_growth  # log J(c) <= G |c| <= G r on the ball
     m0 = domain.center
-    cells = _MedianCells.build(M, data, sigma, domain)
-    prob = np.exp(cells.log_w - special.logsumexp(cells.log_w))
     stats = {"proposals": 0, "volume_accepted": 0, "kng_ratio_rate_num": 0}
     what = f"KNG's median sampler on {M}"
+    shells, fallback = _median_envelope(M, data, sigma, domain)
+    cells = None
 
-    def propose(m):
+    def check(log_ratio):
+        if np.any(log_ratio > 0):
+            raise ExactSamplingError(
+                "a proposal violated the median envelope's bound by "
+                f"{float(log_ratio.max() * sigma):.3g}: a premise (data in the ball, "
+                "r < r*) failed at working precision, so nothing is released"
+            )
+
+    def propose_shells(m):
+        c, beta = shells.draw(M, m, sigma, rng)
+        x = _proposal_points(M, shells.x_hat, c, what)
+        keep = domain.distances(x) <= r
+        idx = np.flatnonzero(keep)
+        stats["proposals"] += m
+        stats["volume_accepted"] += len(idx)
+        if len(idx):
+            g = reductions.median_grad_norms(M, x[idx], data)
+            log_ratio = M.log_volume_density(c[idx]) - (g - beta[idx]) / sigma
+            check(log_ratio)
+            keep[idx] = rng.random(len(idx)) < np.exp(log_ratio)
+            stats["kng_ratio_rate_num"] += int(keep[idx].sum())
+        return x, keep
+
+    def propose_cells(m):
+        prob = cells.prob
         k = rng.choice(len(prob), size=m, p=prob)
         c = cells.a[k] + cells.h[k][:, None] * (rng.random((m, d)) - 0.5)
         keep = np.linalg.norm(c, axis=-1) <= r
@@ -1116,31 +1359,66 @@ def sample_kng_median(
         if len(idx):
             g = reductions.median_grad_norms(M, x[idx], data)
             log_ratio = -(g - cells.L[k[idx]]) / sigma
-            if np.any(log_ratio > 0):
-                raise ExactSamplingError(
-                    "a proposal violated the median envelope's bound by "
-                    f"{float(log_ratio.max() * sigma):.3g}: a premise (data in the ball, "
-                    "r < r*) failed at working precision, so nothing is released"
-                )
+            check(log_ratio)
             keep[idx] = rng.random(len(idx)) < np.exp(log_ratio)
             stats["kng_ratio_rate_num"] += int(keep[idx].sum())
         return x, keep
 
     batch_cap, min_batch = _kng_batches(M, data)
-    pts, proposed = _rejection(
-        propose,
-        size,
-        max_attempts,
-        what,
-        batch_cap=batch_cap,
-        min_batch=min_batch,
-        explain=lambda: _median_explain(sigma, domain, stats),
-    )
+    loop = {
+        "batch_cap": batch_cap,
+        "min_batch": min_batch,
+        "explain": lambda: _median_explain(sigma, domain, stats),
+    }
+    parts, proposed, box_draws = [], 0, 0
+    if shells is not None:
+        # where the boxes may be tighter, the shells get a pilot of a few thousand
+        # proposals first: they cost no construction, and where they are loose the
+        # pilot is small against the boxes' (a box costs a pass, as a proposal). The
+        # stop looks at counts only, never at the accepted points (docs/exact.md)
+        cap = max_attempts * size
+        pts, proposed = _rejection(
+            propose_shells,
+            size,
+            max_attempts,
+            what,
+            cap=min(cap, _SHELLS_PILOT) if fallback else cap,
+            partial=fallback,
+            **loop,
+        )
+        parts.append(pts)
+    got = sum(len(p) for p in parts)
+    if got < size:
+        # the draws still missing come from the envelope of the smaller mass (the
+        # higher acceptance: both dominate the same target, whose mass is either
+        # rate's numerator), the boxes built now for that number of draws; the stops
+        # above looked at counts only, so all draws are i.i.d. (docs/exact.md)
+        cells = _MedianCells.build(M, data, sigma, domain, size - got)
+        boxes = shells is None or cells.log_mass(M, domain) < shells.log_mass(M)
+        pts, more = _rejection(
+            propose_cells if boxes else propose_shells,
+            size - got,
+            max_attempts,
+            what,
+            cap=max_attempts * (size - got),  # the pilot's proposals come on top
+            **loop,
+        )
+        parts.append(pts)
+        proposed += more
+        if not boxes:
+            cells = None
+        else:
+            box_draws = len(pts)
+    pts = np.concatenate([p for p in parts if len(p)])
+    used = [type(e).__name__.strip("_") for e in (shells, cells) if e is not None]
     info = {
         "acceptance_rate": size / proposed,
         "volume_rate": stats["volume_accepted"] / max(stats["proposals"], 1),
         "kng_ratio_rate": stats["kng_ratio_rate_num"] / max(stats["volume_accepted"], 1),
-        "envelope_cells": len(cells.a),
+        "envelope": "+".join(used),
+        "envelope_cells": len(cells.a) if cells is not None else 0,
+        "envelope_shells": len(shells.slopes) if shells is not None else 0,
+        "shell_draws": size - box_draws,
     }
     return ExactDraws(pts, proposed, info)
 

@@ -60,6 +60,7 @@ __all__ = [
     "pass_count",
     "progress",
     "scan_domain",
+    "turn_rate",
     "weighted_sum",
     "zero_distance",
 ]
@@ -540,15 +541,33 @@ def median_grad_norms(M, xs, data):
     return M.norm(xs, u)
 
 
-def _turn_rate(rho_lo, rho_hi, kappa_min, kappa_max):
-    """An upper bound of ``|Hess rho(., x_i)|`` where ``rho_lo <= rho <= rho_hi``.
+def turn_rate(rho_lo, rho_hi, kappa_min, kappa_max):
+    r"""An upper bound of ``|Hess rho(., x_i)|`` where ``rho_lo <= rho <= rho_hi``.
 
     Hessian comparison: ``ct(kappa_max, rho) P <= Hess rho <= ct(kappa_min, rho) P``
     (``P`` the projection orthogonal to the geodesic, ``ct(k, rho) = sqrt(k) cot(sqrt(k)
     rho)``, ``1/rho`` at ``k = 0``, ``sqrt|k| coth(sqrt|k| rho)`` for ``k < 0``). The
     upper side is at most ``1/rho`` for ``kappa_min >= 0``; the lower side is negative
     only beyond ``pi/(2 sqrt(kappa_max))``, and at the conjugate radius ``pi/sqrt(kappa_max)``
-    no bound exists (``inf``).
+    no bound exists (``inf``). It is the rate at which the unit direction to a record
+    turns as the point moves (the median envelopes' turn budgets, docs/exact.md).
+
+    Parameters
+    ----------
+    rho_lo, rho_hi : array
+        Bounds of the distance to the record (broadcast together), ``rho_lo > 0``.
+    kappa_min, kappa_max : float
+        The manifold's sectional curvature bounds.
+
+    Returns
+    -------
+    ndarray
+        The bound, broadcast shape of the inputs.
+
+    Examples
+    --------
+    >>> float(turn_rate(np.array(0.5), np.array(0.7), 0.0, 0.0))  # flat: 1/rho_lo
+    2.0
     """
     if kappa_min >= 0:
         upper = 1.0 / rho_lo
@@ -575,7 +594,7 @@ def _cell_block(M, xs, block, w, delta, kappas):
     nz = rho > zero_distance(M)  # as in median_terms: a record at x_j counts 0
     units = np.einsum("mb,mb...->m...", np.where(nz, w / np.where(nz, rho, 1.0), 0.0), logs)
     # a far record's unit vector turns at most delta * c(rho - delta); a near one by 2
-    rate = _turn_rate(np.where(far, safe - d, 1.0), np.where(far, safe + d, 1.0), *kappas)
+    rate = turn_rate(np.where(far, safe - d, 1.0), np.where(far, safe + d, 1.0), *kappas)
     turn = np.where(far, w * np.minimum(2.0, d * rate), 2.0 * w)
     return units, turn.sum(axis=1)
 

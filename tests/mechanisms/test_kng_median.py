@@ -296,3 +296,36 @@ def test_chart_distortion_bounds_geodesic_lengths_on_spd():
     bound = np.linalg.norm(a - b, axis=-1) * np.array([_chart_distortion(P, t) for t in reach])
     assert np.all(P.dist(pa, pb) <= bound * (1 + 1e-9))
     assert np.any(P.dist(pa, pb) > np.linalg.norm(a - b, axis=-1))  # the factor is needed
+
+
+@pytest.mark.parametrize("name", ["S2", "SPD2", "Kendall4", "R2"])
+def test_median_shells_bound_holds_in_the_ball_and_fails_when_overstated(name, monkeypatch):
+    # the shells' lower bound g(rho(x_hat, y)) of |grad F(y)| (large n eps: the envelope
+    # around the computed median), checked at random points of the ball and at points
+    # near x_hat on the law's scale; a 30% larger curvature factor is violated there
+    from pymc_manidp.laws import exact
+    from pymc_manidp.laws.exact import _MedianShells
+
+    M, r = SPACES[name]
+    rng = np.random.default_rng(31)
+    m0, data = _ball_data(M, rng, 200, 0.8 * r)
+    dom = pmd.DataDomain(M, m0, r)
+    sigma = 0.004
+
+    def worst(env):
+        ys = [_ball_data(M, rng, 300, r)[1]]
+        for scale in (0.3, 1.0, 3.0, 10.0, 30.0):  # in units of sigma / lam[0]
+            c = rng.normal(size=(60, M.dim)) * scale * sigma / env.lam[0]
+            ys.append(M.validate(M.exp_coords(np.broadcast_to(env.x_hat, (60, *m0.shape)), c)))
+        ys = np.concatenate(ys)
+        ys = ys[dom.distances(ys) <= r]
+        g = np.array([np.linalg.norm(M.to_coords(y, _unit_mean(M, y, data))) for y in ys])
+        return float(np.min(g - env.grad_bound(M.dist(env.x_hat, ys))))
+
+    env = _MedianShells.build(M, data, sigma, dom)
+    assert env.lam[0] > 0 and env.G[-1] > 0  # the bound grows: not a trivial 0
+    assert worst(env) >= -1e-12
+    # the deliberately wrong variant: the Hessian comparison's factor 30% too large
+    h = exact._h
+    monkeypatch.setattr(exact, "_h", lambda s, kappa: 1.3 * h(s, kappa))
+    assert worst(_MedianShells.build(M, data, sigma, dom)) < -1e-4
