@@ -454,9 +454,10 @@ class MovingTangentChart(MovingPolarChart):
     turns by ``|δx|·|w_⊥|/|P_x w|`` when ``x`` moves, a force that grows without bound
     as ``|P_x w| -> 0``; NUTS diverged there (1–2 per 4,000 draws on the six-group
     model of docs/mechanisms.md). This chart keeps the Laplace cusp at ``w_∥ = 0``
-    instead, a bounded jump of the gradient that NUTS crosses with a smaller step and no
-    divergence (measured: 0 divergences on eight data sets, step size 0.37–0.42 against
-    0.14–0.22 for the polar form, the same effective sample size).
+    instead, a bounded jump of the gradient that NUTS crosses with no divergence
+    (measured with ``docs/benchmarks/hierarchical_charts.py``: 0 divergences on eight data
+    sets, step size 0.34–0.39 against 0.13–0.22 for the polar form, a similar effective
+    sample size).
 
     Parameters
     ----------
@@ -586,9 +587,9 @@ class NormalizedGaussian(Transform):
     (``a = 0``: the standard normal above). Why: when data pin the point to within an
     angle ``α``, the target in ``z`` is a cone of width ``α|z|``, a funnel at
     ``z = 0`` that a standard normal ``z`` visits; NUTS diverged there (the six-group
-    model of docs/mechanisms.md: 1 divergence per 4,000 draws on two of three data
-    sets, from ``|z| = 0.03``). With ``a = 8`` the radius stays near ``sqrt(D + 7)``,
-    where the cone is wide, while its spread (about 0.7) stays that of a standard normal.
+    model of docs/mechanisms.md: a divergence starting at ``|z| = 0.03``). With
+    ``a = 8`` the radius stays near ``sqrt(D + 7)``, where the cone is wide, while its
+    spread (about 0.7) stays that of a standard normal; NUTS's step grew by a third.
 
     Parameters
     ----------
