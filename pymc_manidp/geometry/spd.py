@@ -28,6 +28,7 @@ from scipy import special
 
 from pymc_manidp.geometry._kernels import pt_numerics as ptn
 from pymc_manidp.geometry._kernels.numerics import log_sinhc, sym, sym_eigh, sym_eigvalsh, sym_funm
+from pymc_manidp.geometry._kernels.sym_kernels import log_congruence_mean
 from pymc_manidp.geometry.base import ManifoldBase
 from pymc_manidp.geometry.validation import as_points, check_positive_int, first_bad_row
 
@@ -311,22 +312,22 @@ class SPD(ManifoldBase):
         ``T_x``; squared distances are the squared log-eigenvalues.
         """
         s, si = _sqrt_invsqrt(np.asarray(x, float))
-        w, u = sym_eigh(si @ np.asarray(data, float) @ si)
-        lw = np.log(w)
-        white = (u * (weights[:, None] * lw)[..., None, :]) @ np.swapaxes(u, -1, -2)
-        g = sym(s @ sym(white.sum(axis=0)) @ s)
-        energy = 0.5 * float(np.sum(weights * np.sum(lw**2, axis=-1)))
-        return g, energy
+        white, energy = log_congruence_mean(
+            si, np.ascontiguousarray(data, dtype=float), np.ascontiguousarray(weights, float)
+        )
+        return sym(s @ white @ s), float(energy)
 
     def stack_frechet_gradient(self, x, data):
         """:meth:`frechet_gradient`'s route (one eigendecomposition per record, the sum
         in whitened coordinates) for a stack."""
         s, si = _sqrt_invsqrt(np.asarray(x, float))
-        w, u = sym_eigh(si[:, None] @ np.asarray(data, float) @ si[:, None])
-        lw = np.log(w)
-        white = (u * lw[..., None, :]) @ np.swapaxes(u, -1, -2)
-        g = sym(s @ sym(white.mean(axis=1)) @ s)
-        return g, 0.5 * np.mean(np.sum(lw**2, axis=-1), axis=1)
+        data = np.ascontiguousarray(data, dtype=float)
+        wts = np.full(data.shape[1], 1.0 / data.shape[1])
+        white = np.empty_like(si)
+        energy = np.empty(len(si))
+        for j in range(len(si)):  # one fused kernel call per data set
+            white[j], energy[j] = log_congruence_mean(si[j], data[j], wts)
+        return sym(s @ white @ s), energy
 
     def tangent_basis(self, x):
         """Frame ``p^{1/2} E p^{1/2}`` at ``x``: shape ``(..., dim, k, k)``."""

@@ -266,3 +266,54 @@ def test_frechet_means_on_the_other_spaces(M, center, r):
     assert res.converged.all()
     for j in range(3):
         assert M.dist(res.means[j], pmd.frechet_mean(M, stack[j], tol=1e-10).mean) < 1e-9
+
+
+def _numpy_spd_frechet_gradient(self, x, data, weights):
+    """The SPD Fréchet gradient before the fused kernel (issue 26 item 4): NumPy's
+    batched ``eigh`` of the whitened data, logs summed, congruence back. The oracle."""
+    w, u = np.linalg.eigh(np.linalg.inv(np.linalg.cholesky(x)) @ data @ np.linalg.inv(
+        np.linalg.cholesky(x)).T)  # fmt: skip
+    lw = np.log(w)
+    white = np.einsum("n,nij,nj,nkj->ik", weights, u, lw, u)
+    c = np.linalg.cholesky(x)
+    return c @ white @ c.T, 0.5 * float(np.sum(weights * np.sum(lw**2, axis=-1)))
+
+
+@pytest.mark.parametrize("k", [2, 3, 5, 8, 9])
+def test_fused_spd_gradient_matches_the_numpy_route(k):
+    # the fused numba kernel (closed form at k = 2, vectorized Jacobi for 3 <= k <= 8,
+    # LAPACK beyond) against an independent route: Cholesky whitening (another square
+    # root of x, same gradient) and NumPy's eigh, at a footpoint away from the data
+    P = pmd.SPD(k=k)
+    rng = np.random.default_rng(100 + k)
+    data = P.validate(_expm_sym(0.4 * rng.normal(size=(150, k, k))))
+    x = P.validate(_expm_sym(0.3 * rng.normal(size=(k, k))))
+    w = rng.uniform(0.1, 1.0, len(data))
+    w /= w.sum()
+    g, e = P.frechet_gradient(x, data, w)
+    g_ref, e_ref = _numpy_spd_frechet_gradient(P, x, data, w)
+    scale = np.sqrt(2 * e_ref)
+    assert P.norm(x, g - g_ref) <= 1e-12 * scale
+    assert e == pytest.approx(e_ref, rel=1e-12)
+    # a wrong variant is caught: dropping the weights moves the gradient far beyond that
+    g_bad, _ = P.frechet_gradient(x, data, np.full(len(data), 1 / len(data)))
+    assert P.norm(x, g_bad - g_ref) > 1e-6 * scale
+
+
+@pytest.mark.parametrize("k", [2, 3, 8])
+def test_frechet_mean_with_the_fused_kernel_is_the_old_mean(k, monkeypatch):
+    # the same descent through the old NumPy gradient: the same mean to 1e-10, both
+    # converged; and with too few iterations both warn the same ConvergenceWarning
+    P = pmd.SPD(k=k)
+    rng = np.random.default_rng(200 + k)
+    data = P.validate(_expm_sym(0.3 * rng.normal(size=(400, k, k))))
+    new = pmd.frechet_mean(P, data)
+    with pytest.warns(ConvergenceWarning, match="did not converge in 1 iterations") as rec_new:
+        pmd.frechet_mean(P, data, max_iter=1)
+    monkeypatch.setattr(pmd.SPD, "frechet_gradient", _numpy_spd_frechet_gradient)
+    old = pmd.frechet_mean(P, data)
+    with pytest.warns(ConvergenceWarning, match="did not converge in 1 iterations") as rec_old:
+        pmd.frechet_mean(P, data, max_iter=1)
+    assert new.converged and old.converged
+    assert P.dist(new.mean, old.mean) <= 1e-10
+    assert str(rec_new[0].message).split(":")[0] == str(rec_old[0].message).split(":")[0]

@@ -42,6 +42,7 @@ from numba import njit
 __all__ = [
     "FUNC_CODES",
     "JACOBI_MAX_K",
+    "log_congruence_mean",
     "sym_eigh",
     "sym_function",
     "sym_function_eig",
@@ -717,3 +718,211 @@ def congruence_sum_pullback_eig(a, d, w, fw, u, g, code):
     else:
         out = _congruence_sum_pullback_stack(a3, d3, ws, us, g3, code)
     return out.reshape(a.shape)
+
+
+# --- the Fréchet mean's sum of logarithms ----------------------------------------------
+#
+# One pass of the SPD Fréchet mean needs only the weighted sum of the whitened logs and
+# of the squared log-eigenvalues: nothing per datum is kept (unlike KNG's pullback), so
+# the congruence, the eigendecomposition, the log and the sum run fused, one matrix at
+# a time, with no temporary the size of the data.
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _log_2x2(p00, p11, p01):
+    """``log P`` of a 2 x 2 SPD matrix as ``alpha I + beta P`` and ``|log lambda|^2``.
+
+    ``beta = log[l1, l2]`` is the divided difference of ``log`` at the eigenvalues
+    (exact as they merge), ``alpha = log l1 - beta l1``; the eigenvalues as in LAPACK's
+    ``dlaev2``: the larger ``m + r``, the smaller ``det / (m + r)`` (no cancellation)."""
+    m = 0.5 * (p00 + p11)
+    h = 0.5 * (p00 - p11)
+    r = np.hypot(h, p01)
+    big = m + r
+    small = (p00 * p11 - p01 * p01) / big
+    lb = np.log(big)
+    ls = np.log(small)
+    beta = _log_divided_difference(big, small, lb, ls)
+    alpha = lb - beta * big
+    return alpha, beta, lb * lb + ls * ls
+
+
+_SOA_CHUNK = 64  # matrices per vectorized Jacobi: its (k, k, chunk) arrays stay in L1/L2
+
+
+@njit(cache=True, error_model="numpy")
+def _log_congruence_mean_soa(a, d, wts, out):
+    """:func:`log_congruence_mean` for ``3 <= k <= JACOBI_MAX_K``: chunks of matrices
+    through a cyclic Jacobi vectorized over the chunk (the data axis innermost, as in
+    :func:`_soa_jacobi3`), the upper triangle of the sum into ``out``; returns
+    ``sum_i w_i |log lambda_i|^2``."""
+    k, n = a.shape[0], d.shape[0]
+    nc = _SOA_CHUNK
+    p = np.empty((k, k, nc))
+    t = np.empty((k, k, nc))
+    u = np.empty((k, k, nc))
+    lw = np.empty((k, nc))
+    cs = np.empty(nc)
+    sn = np.empty(nc)
+    energy = 0.0
+    for start in range(0, n, nc):
+        m = min(nc, n - start)
+        for r in range(k):  # t = d_i a
+            for c in range(k):
+                for i in range(m):
+                    acc = 0.0
+                    for j in range(k):
+                        acc += d[start + i, r, j] * a[j, c]
+                    t[r, c, i] = acc
+        for r in range(k):  # p = sym(a t)
+            for c in range(r, k):
+                for i in range(m):
+                    acc = 0.0
+                    for j in range(k):
+                        acc += a[j, r] * t[j, c, i] + a[j, c] * t[j, r, i]
+                    p[r, c, i] = 0.5 * acc
+                    p[c, r, i] = 0.5 * acc
+                    u[r, c, i] = 1.0 if r == c else 0.0
+                    u[c, r, i] = u[r, c, i]
+        for _ in range(_MAX_SWEEPS):
+            active = 0
+            for q0 in range(k - 1):
+                for q1 in range(q0 + 1, k):
+                    for i in range(m):
+                        _, c_, s_, negligible = _soa_rotation(
+                            p[q0, q0, i], p[q1, q1, i], p[q0, q1, i]
+                        )
+                        active += not negligible
+                        cs[i] = c_
+                        sn[i] = s_
+                    for r in range(k):  # columns q0, q1 of p and of u
+                        for i in range(m):
+                            x = p[r, q0, i]
+                            y = p[r, q1, i]
+                            p[r, q0, i] = cs[i] * x - sn[i] * y
+                            p[r, q1, i] = sn[i] * x + cs[i] * y
+                            x = u[r, q0, i]
+                            y = u[r, q1, i]
+                            u[r, q0, i] = cs[i] * x - sn[i] * y
+                            u[r, q1, i] = sn[i] * x + cs[i] * y
+                    for r in range(k):  # rows q0, q1 of p
+                        for i in range(m):
+                            x = p[q0, r, i]
+                            y = p[q1, r, i]
+                            p[q0, r, i] = cs[i] * x - sn[i] * y
+                            p[q1, r, i] = sn[i] * x + cs[i] * y
+                    for i in range(m):  # zero in exact arithmetic (no-op when negligible)
+                        if sn[i] != 0.0:
+                            p[q0, q1, i] = 0.0
+                            p[q1, q0, i] = 0.0
+            if active == 0:
+                break
+        for j in range(k):
+            for i in range(m):
+                lj = np.log(p[j, j, i])
+                energy += wts[start + i] * lj * lj
+                lw[j, i] = wts[start + i] * lj
+        for r in range(k):
+            for c in range(r, k):
+                acc = 0.0
+                for j in range(k):
+                    for i in range(m):
+                        acc += u[r, j, i] * lw[j, i] * u[c, j, i]
+                out[r, c] += acc
+    return energy
+
+
+@njit(cache=True, error_model="numpy")
+def log_congruence_mean(a, d, wts):
+    r"""``S = sum_i w_i log(sym(a d_i a))`` and ``E = (1/2) sum_i w_i |log lambda_i|^2``.
+
+    With ``a = x^{-1/2}`` these are the SPD Fréchet mean's whitened mean log and its
+    energy ``F(x)``: one eigendecomposition per datum, fused with the congruence, the
+    log and the sum.
+
+    Parameters
+    ----------
+    a : ndarray, shape ``(k, k)``
+        Symmetric.
+    d : ndarray, shape ``(n, k, k)``
+        Symmetric positive definite data.
+    wts : ndarray, shape ``(n,)``
+        Weights.
+
+    Returns
+    -------
+    s : ndarray, shape ``(k, k)``
+        Symmetric.
+    energy : float
+        ``(1/2) sum_i w_i sum_m log(lambda_im)^2``, ``lambda_i`` the eigenvalues of
+        ``a d_i a``.
+    """
+    k, n = a.shape[0], d.shape[0]
+    out = np.zeros((k, k))
+    energy = 0.0
+    if k == 2:
+        a00, a01, a11 = a[0, 0], 0.5 * (a[0, 1] + a[1, 0]), a[1, 1]
+        s00 = 0.0
+        s11 = 0.0
+        s01 = 0.0
+        for i in range(n):
+            d00, d11 = d[i, 0, 0], d[i, 1, 1]
+            d01 = 0.5 * (d[i, 0, 1] + d[i, 1, 0])
+            t00 = d00 * a00 + d01 * a01  # t = d a
+            t01 = d00 * a01 + d01 * a11
+            t10 = d01 * a00 + d11 * a01
+            t11 = d01 * a01 + d11 * a11
+            p00 = a00 * t00 + a01 * t10
+            p11 = a01 * t01 + a11 * t11
+            p01 = 0.5 * (a00 * t01 + a01 * t11 + a01 * t00 + a11 * t10)
+            alpha, beta, l2 = _log_2x2(p00, p11, p01)
+            wi = wts[i]
+            s00 += wi * (alpha + beta * p00)
+            s11 += wi * (alpha + beta * p11)
+            s01 += wi * beta * p01
+            energy += wi * l2
+        out[0, 0], out[1, 1], out[0, 1], out[1, 0] = s00, s11, s01, s01
+        return out, 0.5 * energy
+    if k <= JACOBI_MAX_K:
+        energy = _log_congruence_mean_soa(a, d, wts, out)
+        for r in range(k):
+            for c in range(r + 1, k):
+                out[c, r] = out[r, c]
+        return out, 0.5 * energy
+    t = np.empty((k, k))
+    p = np.empty((k, k))
+    w = np.empty(k)
+    u = np.empty((k, k))
+    lw = np.empty(k)
+    for i in range(n):
+        for r in range(k):  # t = d_i a
+            for c in range(k):
+                acc = 0.0
+                for m in range(k):
+                    acc += d[i, r, m] * a[m, c]
+                t[r, c] = acc
+        for r in range(k):  # p = a t, symmetrized
+            for c in range(r, k):
+                acc = 0.0
+                for m in range(k):
+                    acc += a[m, r] * t[m, c] + a[m, c] * t[m, r]
+                p[r, c] = 0.5 * acc
+                p[c, r] = 0.5 * acc
+        _eigh(p, w, u)
+        wi = wts[i]
+        l2 = 0.0
+        for m in range(k):
+            lw[m] = np.log(w[m])
+            l2 += lw[m] * lw[m]
+            lw[m] *= wi
+        energy += wi * l2
+        for r in range(k):
+            for c in range(r, k):
+                acc = 0.0
+                for m in range(k):
+                    acc += u[r, m] * lw[m] * u[c, m]
+                out[r, c] += acc
+    for r in range(k):
+        for c in range(r + 1, k):
+            out[c, r] = out[r, c]
+    return out, 0.5 * energy
