@@ -124,9 +124,11 @@ def frechet_mean(
         Non-negative weights; normalized to sum to one (NumPy data only).
     method : {"gradient", "supplement"}
         ``"gradient"`` (default): Riemannian gradient descent with unit step (the
-        Karcher flow, exact for flat spaces) and Armijo backtracking, stopped when
+        Karcher flow, exact for flat spaces), or Newton's step where the manifold
+        writes the energy's Hessian (``frechet_newton``: spheres exactly, SPD to
+        second order in the spread), each with Armijo backtracking, stopped when
         ``|grad F| <= max(tol * spread, atol)`` where ``spread`` is the root mean
-        square distance from the iterate to the data. ``"supplement"``: the 2021
+        square distance from the iterate to the data (the same rule either way). ``"supplement"``: the 2021
         supplement's algorithm, for faithful reproduction: start at the first
         point, step 0.5, stop when successive iterates move less than ``1e-5``,
         at most 500 iterations.
