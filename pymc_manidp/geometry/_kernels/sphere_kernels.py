@@ -50,6 +50,16 @@ def sphere_log_mean(x, data, wts, radius, hessian):
         coordinates, zero along ``x``).
     theta_max : float
         The largest angle ``rho/R`` (the caller refuses the cut locus).
+
+    Examples
+    --------
+    >>> x = np.array([0.0, 0.0, 1.0])
+    >>> y = np.array([[np.sin(0.5), 0.0, np.cos(0.5)]])  # at angle 0.5 from x
+    >>> g, energy, hess, theta_max = sphere_log_mean(x, y, np.ones(1), 1.0, True)
+    >>> np.round(g, 12).tolist(), round(energy, 12)  # log_x(y) = 0.5 e_1, F = 0.5^2/2
+    ([0.5, 0.0, 0.0], 0.125)
+    >>> bool(np.isclose(hess[1, 1], 0.5 / np.tan(0.5)))  # theta cot theta across
+    True
     """
     n, dd = data.shape
     r2 = radius * radius

@@ -907,6 +907,13 @@ def log_congruence_mean(a, d, wts, hessian):
     moments : ndarray, shape ``(dim, dim)`` (``(0, 0)`` without ``hessian``)
         ``sum_i w_i c_i c_i^T``, ``c_i`` the orthonormal coordinates of ``L_i``
         (``identity_frame``'s order), ``dim = k(k+1)/2``.
+
+    Examples
+    --------
+    >>> d = np.stack([np.diag([np.e**2, 1.0, 1.0]), np.eye(3)])
+    >>> s, energy, moments = log_congruence_mean(np.eye(3), d, np.full(2, 0.5), True)
+    >>> np.round(np.diag(s), 12).tolist(), round(energy, 12), moments.shape
+    ([1.0, 0.0, 0.0], 1.0, (6, 6))
     """
     k, n = a.shape[0], d.shape[0]
     dim = k * (k + 1) // 2
