@@ -478,6 +478,22 @@ class ManifoldBase:
         energy = 0.5 * float(np.sum(weights * self.norm(x, logs) ** 2))
         return g, energy
 
+    #: Whether :meth:`frechet_gradient_hessian` and :meth:`newton_direction` are written:
+    #: the Fréchet mean then takes Newton steps (``pymc_manidp.stats.frechet``).
+    frechet_newton: ClassVar[bool] = False
+
+    def frechet_gradient_hessian(self, x, data, weights):
+        """:meth:`frechet_gradient` plus ``h``, a weighted sum over the data (so the
+        blocks of a pass add up) from which :meth:`newton_direction` builds the Hessian
+        of the Fréchet energy at ``x``. Returns ``(g, energy, h)``; written by the
+        manifolds with ``frechet_newton = True``."""
+        raise NotImplementedError(f"{type(self).__name__} has no Fréchet Newton step")
+
+    def newton_direction(self, x, g, h):
+        """The tangent vector ``H^{-1} g`` at ``x``, ``H`` the Hessian built from the
+        ``h`` of :meth:`frechet_gradient_hessian` (weights summing to one)."""
+        raise NotImplementedError(f"{type(self).__name__} has no Fréchet Newton step")
+
     def stack_frechet_gradient(self, x, data):
         r"""Mean log vectors and Fréchet energies of many data sets at once.
 

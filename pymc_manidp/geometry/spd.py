@@ -310,23 +310,73 @@ class SPD(ManifoldBase):
         logm(x^{-1/2} x_i x^{-1/2})``, before the single congruence back to
         ``T_x``; squared distances are the squared log-eigenvalues.
         """
+        from pymc_manidp.geometry._kernels.sym_kernels import log_congruence_mean
+
         s, si = _sqrt_invsqrt(np.asarray(x, float))
-        w, u = sym_eigh(si @ np.asarray(data, float) @ si)
-        lw = np.log(w)
-        white = (u * (weights[:, None] * lw)[..., None, :]) @ np.swapaxes(u, -1, -2)
-        g = sym(s @ sym(white.sum(axis=0)) @ s)
-        energy = 0.5 * float(np.sum(weights * np.sum(lw**2, axis=-1)))
-        return g, energy
+        white, energy, _ = log_congruence_mean(
+            si, np.ascontiguousarray(data, dtype=float), np.ascontiguousarray(weights, float), False
+        )
+        return sym(s @ white @ s), float(energy)
+
+    frechet_newton = True
+
+    def frechet_gradient_hessian(self, x, data, weights):
+        """:meth:`frechet_gradient` and the second moments of the whitened logs.
+
+        Returns ``(g, energy, h)``, ``h`` ``(dim, dim)`` the weighted sum of ``c_i
+        c_i^T``, ``c_i`` the orthonormal coordinates of ``log(x^{-1/2} x_i x^{-1/2})``
+        (a sum over the data: the blocks of a pass add up), for :meth:`newton_direction`.
+        """
+        from pymc_manidp.geometry._kernels.sym_kernels import log_congruence_mean
+
+        s, si = _sqrt_invsqrt(np.asarray(x, float))
+        white, energy, moments = log_congruence_mean(
+            si, np.ascontiguousarray(data, dtype=float), np.ascontiguousarray(weights, float), True
+        )
+        return sym(s @ white @ s), float(energy), moments
+
+    def newton_direction(self, x, g, h):
+        r"""The Newton step ``v = H^{-1} g`` of the Fréchet energy, ``H`` to second order.
+
+        In whitened coordinates (``x = I``) the Hessian of ``F`` is ``sum_i w_i
+        phi(ad_{L_i}/2)``, ``phi(z) = z coth z`` (``L_i`` the whitened logs, ``w``
+        summing to one), and ``phi(z) = 1 + z^2/3 + O(z^4)``, so
+
+        .. math:: H[V] \approx V + \tfrac{1}{12} \sum_i w_i\, [L_i, [L_i, V]]
+                  = V + \tfrac{1}{12}\big(V S + S V - 2 \textstyle\sum_i w_i L_i V L_i\big),
+
+        ``S = sum_i w_i L_i^2``, both from the moments ``h`` of
+        :meth:`frechet_gradient_hessian`. The neglected term is below ``z^4/45`` per
+        eigenvalue pair: the step contracts the error by that much where the unit
+        Karcher step (``H ~ I``) contracts it only by ``z^2/3``. ``H >= I``, so ``v`` is
+        a descent direction, shorter than ``g``.
+        """
+        k, d = self.k, self.dim
+        s, si = _sqrt_invsqrt(np.asarray(x, float))
+        frame = self._frame  # (d, k, k), orthonormal at I
+        flat = frame.reshape(d, k * k)
+        second = (flat.T @ np.asarray(h, float) @ flat).reshape(k, k, k, k)  # sum w L (x) L
+        sq = np.einsum("pqqs->ps", second)
+        lvl = np.einsum("pqrs,bqr->bps", second, frame)
+        image = frame + (frame @ sq + sq @ frame - 2.0 * lvl) / 12.0
+        hess = np.einsum("aij,bij->ab", frame, image)
+        gw = si @ np.asarray(g, float) @ si
+        coef = np.linalg.solve(0.5 * (hess + hess.T), np.einsum("aij,ij->a", frame, gw))
+        return sym(s @ np.einsum("a,aij->ij", coef, frame) @ s)
 
     def stack_frechet_gradient(self, x, data):
         """:meth:`frechet_gradient`'s route (one eigendecomposition per record, the sum
         in whitened coordinates) for a stack."""
+        from pymc_manidp.geometry._kernels.sym_kernels import log_congruence_mean
+
         s, si = _sqrt_invsqrt(np.asarray(x, float))
-        w, u = sym_eigh(si[:, None] @ np.asarray(data, float) @ si[:, None])
-        lw = np.log(w)
-        white = (u * lw[..., None, :]) @ np.swapaxes(u, -1, -2)
-        g = sym(s @ sym(white.mean(axis=1)) @ s)
-        return g, 0.5 * np.mean(np.sum(lw**2, axis=-1), axis=1)
+        data = np.ascontiguousarray(data, dtype=float)
+        wts = np.full(data.shape[1], 1.0 / data.shape[1])
+        white = np.empty_like(si)
+        energy = np.empty(len(si))
+        for j in range(len(si)):  # one fused kernel call per data set
+            white[j], energy[j], _ = log_congruence_mean(si[j], data[j], wts, False)
+        return sym(s @ white @ s), energy
 
     def tangent_basis(self, x):
         """Frame ``p^{1/2} E p^{1/2}`` at ``x``: shape ``(..., dim, k, k)``."""

@@ -124,9 +124,11 @@ def frechet_mean(
         Non-negative weights; normalized to sum to one (NumPy data only).
     method : {"gradient", "supplement"}
         ``"gradient"`` (default): Riemannian gradient descent with unit step (the
-        Karcher flow, exact for flat spaces) and Armijo backtracking, stopped when
+        Karcher flow, exact for flat spaces), or Newton's step where the manifold
+        writes the energy's Hessian (``frechet_newton``: spheres exactly, SPD to
+        second order in the spread), each with Armijo backtracking, stopped when
         ``|grad F| <= max(tol * spread, atol)`` where ``spread`` is the root mean
-        square distance from the iterate to the data. ``"supplement"``: the 2021
+        square distance from the iterate to the data (the same rule either way). ``"supplement"``: the 2021
         supplement's algorithm, for faithful reproduction: start at the first
         point, step 0.5, stop when successive iterates move less than ``1e-5``,
         at most 500 iterations.
@@ -229,9 +231,30 @@ def extrinsic_start(M, data, w, summary=None):
     return np.asarray(data[0]) if x is None else x
 
 
+def _evaluate(M, x, data, w, newton):
+    """``(g, |g|, F, h)`` at ``x``: one pass; ``h`` the Hessian statistic or None."""
+    if not newton:
+        return (*_grad(M, x, data, w), None)
+    g, energy, h = reductions.frechet_gradient_hessian(M, x, data, w)
+    return g, float(M.norm(x, g)), energy, h
+
+
+def _direction(M, x, g, gnorm, h):
+    """The step and its slope ``<g, v>``: Newton's where the manifold gives its Hessian
+    and the step descends, else the unit Karcher step ``g``."""
+    if h is not None:
+        v = M.newton_direction(x, g, h)
+        slope = float(M.inner(x, g, v))
+        if np.isfinite(slope) and slope > 0 and np.all(np.isfinite(v)):
+            return v, slope
+    return g, gnorm**2
+
+
 def _gradient_descent(M, data, w, x, tol, atol, max_iter, first=None):
-    """Karcher flow with Armijo backtracking; ``first``: ``_grad`` at ``x`` if known."""
-    g, gnorm, energy = _grad(M, x, data, w) if first is None else first
+    """Karcher flow, or Newton where the manifold writes its Hessian, with Armijo
+    backtracking; ``first``: ``_grad`` at ``x`` if known (its step is Karcher's)."""
+    newton = bool(getattr(M, "frechet_newton", False))
+    g, gnorm, energy, h = _evaluate(M, x, data, w, newton) if first is None else (*first, None)
     # the gradient of nearly identical points is rounding noise: do not ask for less
     floor = 64.0 * np.finfo(float).eps * getattr(M, "radius", 1.0)
     it = 0
@@ -241,21 +264,22 @@ def _gradient_descent(M, data, w, x, tol, atol, max_iter, first=None):
             return FrechetResult(x, it, gnorm, True, "gradient")
         if it >= max_iter:
             break
+        v, slope = _direction(M, x, g, gnorm, h)
         step = 1.0
         while True:
-            x_new = M.validate(M.exp(x, step * g))
-            g_new, gnorm_new, e_new = _grad(M, x_new, data, w)
-            # Armijo: F must drop by a fraction of step*|g|^2. Near the optimum that
+            x_new = M.validate(M.exp(x, step * v))
+            g_new, gnorm_new, e_new, h_new = _evaluate(M, x_new, data, w, newton)
+            # Armijo: F must drop by a fraction of step*<g, v>. Near the optimum that
             # drop (~|g|^2) is below the rounding of F itself, so a step that does not
-            # raise F beyond rounding is accepted: there the unit Karcher step contracts.
-            if e_new <= energy - 1e-4 * step * gnorm**2 or e_new <= energy * (1 + 1e-13):
+            # raise F beyond rounding is accepted: there the unit step contracts.
+            if e_new <= energy - 1e-4 * step * slope or e_new <= energy * (1 + 1e-13):
                 break
             if step < 1e-8:
                 break
             step *= 0.5
         if e_new > energy * (1 + 1e-13):
             break  # no descent possible at working precision
-        x, g, gnorm, energy = x_new, g_new, gnorm_new, e_new
+        x, g, gnorm, energy, h = x_new, g_new, gnorm_new, e_new, h_new
         it += 1
     warnings.warn(
         f"Fréchet mean did not converge in {it} iterations: gradient norm {gnorm:.3g} "

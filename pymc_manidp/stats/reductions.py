@@ -50,6 +50,7 @@ __all__ = [
     "checked_summary",
     "distance_profile",
     "frechet_gradient",
+    "frechet_gradient_hessian",
     "grad_norms",
     "is_dask",
     "lazy_validate",
@@ -326,6 +327,70 @@ def frechet_gradient(M, x, data, weights=None):
     """
     g, e = _gradients(M, np.asarray(x, dtype=float)[None], data, weights)
     return g[0], float(e[0])
+
+
+def _newton_rows(M, x, data, w, inv_n, validate=False):
+    """:func:`_gradient_rows` for one point, with the Hessian statistic ``h``."""
+    rows = _rows_per_block(M.point_shape)
+    g = e = h = None
+    for s in range(0, len(data), rows):
+        b = M.validate(data[s : s + rows]) if validate else data[s : s + rows]
+        wb = np.full(len(b), inv_n) if w is None else w[s : s + rows]
+        gb, eb, hb = M.frechet_gradient_hessian(x, b, wb)
+        g, e, h = (gb, eb, hb) if g is None else (g + gb, e + eb, h + hb)
+    return g, e, h
+
+
+def _newton_chunk(block, index, offset, M, x, inv_n, validate):
+    return _newton_rows(M, x, np.asarray(block), None, inv_n, validate)
+
+
+def frechet_gradient_hessian(M, x, data, weights=None):
+    r""":func:`frechet_gradient` and the manifold's Hessian statistic: one pass.
+
+    For manifolds with ``frechet_newton``: ``h`` sums
+    ``M.frechet_gradient_hessian`` over the blocks (NumPy) or chunks (Dask), and
+    ``M.newton_direction(x, g, h)`` turns it into the Newton step.
+
+    Parameters
+    ----------
+    M : Manifold
+        The manifold of the data (``M.frechet_newton`` true).
+    x : array, shape ``point_shape``
+        Where the gradient is taken.
+    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        Validated points.
+    weights : array, shape ``(n,)``, optional
+        Normalized weights (NumPy data only); default ``1/n`` each.
+
+    Returns
+    -------
+    g : ndarray, shape ``point_shape``
+        The weighted mean of the log vectors.
+    energy : float
+        ``F(x)``.
+    h : ndarray
+        The manifold's Hessian statistic at ``x``.
+    """
+    x = np.asarray(x, dtype=float)
+    n = n_rows(data)
+    _PASSES[0] += 1
+    if is_dask(data):
+        if weights is not None:
+            raise ValueError(
+                "weights are not supported with Dask data: Dask releases use equal weights"
+            )
+        raw = _raw_of(data)
+        data = _point_chunks(data if raw is None else raw, M.point_shape)
+        parts = _run_pass(
+            data, _newton_chunk, "Fréchet gradient and Hessian", M, x, 1.0 / n, raw is not None
+        )
+        g = np.sum([p[0] for p in parts], axis=0)
+        e = float(np.sum([p[1] for p in parts]))
+        h = np.sum([p[2] for p in parts], axis=0)
+        return g, e, h
+    g, e, h = _newton_rows(M, x, data, weights, 1.0 / n)
+    return g, float(e), h
 
 
 def grad_norms(M, xs, data):

@@ -266,3 +266,122 @@ def test_frechet_means_on_the_other_spaces(M, center, r):
     assert res.converged.all()
     for j in range(3):
         assert M.dist(res.means[j], pmd.frechet_mean(M, stack[j], tol=1e-10).mean) < 1e-9
+
+
+def _numpy_spd_frechet_gradient(self, x, data, weights):
+    """The SPD Fréchet gradient before the fused kernel (issue 26 item 4): NumPy's
+    batched ``eigh`` of the whitened data, logs summed, congruence back. The oracle."""
+    w, u = np.linalg.eigh(np.linalg.inv(np.linalg.cholesky(x)) @ data @ np.linalg.inv(
+        np.linalg.cholesky(x)).T)  # fmt: skip
+    lw = np.log(w)
+    white = np.einsum("n,nij,nj,nkj->ik", weights, u, lw, u)
+    c = np.linalg.cholesky(x)
+    return c @ white @ c.T, 0.5 * float(np.sum(weights * np.sum(lw**2, axis=-1)))
+
+
+@pytest.mark.parametrize("k", [2, 3, 5, 8, 9])
+def test_fused_spd_gradient_matches_the_numpy_route(k):
+    # the fused numba kernel (closed form at k = 2, vectorized Jacobi for 3 <= k <= 8,
+    # LAPACK beyond) against an independent route: Cholesky whitening (another square
+    # root of x, same gradient) and NumPy's eigh, at a footpoint away from the data
+    P = pmd.SPD(k=k)
+    rng = np.random.default_rng(100 + k)
+    data = P.validate(_expm_sym(0.4 * rng.normal(size=(150, k, k))))
+    x = P.validate(_expm_sym(0.3 * rng.normal(size=(k, k))))
+    w = rng.uniform(0.1, 1.0, len(data))
+    w /= w.sum()
+    g, e = P.frechet_gradient(x, data, w)
+    g_ref, e_ref = _numpy_spd_frechet_gradient(P, x, data, w)
+    scale = np.sqrt(2 * e_ref)
+    assert P.norm(x, g - g_ref) <= 1e-12 * scale
+    assert e == pytest.approx(e_ref, rel=1e-12)
+    # a wrong variant is caught: dropping the weights moves the gradient far beyond that
+    g_bad, _ = P.frechet_gradient(x, data, np.full(len(data), 1 / len(data)))
+    assert P.norm(x, g_bad - g_ref) > 1e-6 * scale
+
+
+@pytest.mark.parametrize("k", [2, 3, 8])
+def test_frechet_mean_with_the_fused_kernel_is_the_old_mean(k, monkeypatch):
+    # the same descent through the old NumPy gradient: the same mean to 1e-10, both
+    # converged; and with too few iterations both warn the same ConvergenceWarning
+    P = pmd.SPD(k=k)
+    rng = np.random.default_rng(200 + k)
+    data = P.validate(_expm_sym(0.3 * rng.normal(size=(400, k, k))))
+    new = pmd.frechet_mean(P, data)
+    with pytest.warns(ConvergenceWarning, match="did not converge in 1 iterations") as rec_new:
+        pmd.frechet_mean(P, data, max_iter=1)
+    monkeypatch.setattr(pmd.SPD, "frechet_gradient", _numpy_spd_frechet_gradient)
+    old = pmd.frechet_mean(P, data)
+    with pytest.warns(ConvergenceWarning, match="did not converge in 1 iterations") as rec_old:
+        pmd.frechet_mean(P, data, max_iter=1)
+    assert new.converged and old.converged
+    assert P.dist(new.mean, old.mean) <= 1e-10
+    assert str(rec_new[0].message).split(":")[0] == str(rec_old[0].message).split(":")[0]
+
+
+def _numpy_sphere_frechet_gradient(self, x, data, weights):
+    """The sphere's Fréchet gradient before the fused kernel: the oracle's route."""
+    c = (data @ x) / self.radius**2
+    u = data - c[:, None] * x
+    su = np.sqrt(np.sum(u * u, axis=-1)) / self.radius
+    theta = np.arctan2(su, c)
+    fac = np.where(su > 0, theta / np.where(su > 0, su, 1.0), 1.0)
+    return (weights * fac) @ u, 0.5 * float(np.sum(weights * (self.radius * theta) ** 2))
+
+
+@pytest.mark.parametrize(
+    "M", [pmd.Sphere(dim=2), pmd.Sphere(dim=4, radius=2.0), pmd.SPD(k=2), pmd.SPD(k=3)]
+)
+def test_newton_statistic_gives_the_energy_hessian(M):
+    # the Newton step H^{-1} g against a Hessian of F by finite differences of the
+    # gradient (covariant: the connection's term included) at a point away from the
+    # mean: exact on spheres, to second order in the spread on SPD (z coth z truncated
+    # after z^2/3); the Karcher step (H = I) is at least 5 times farther off
+    rng = np.random.default_rng(7)
+    r = 1.5 if isinstance(M, pmd.SPD) else 0.6
+    m0, data = _ball_data(M, rng, 60, r)
+    x = M.exp_coords(m0, 0.05 * rng.normal(size=M.dim))
+    w = np.full(len(data), 1 / len(data))
+    g, e, h = M.frechet_gradient_hessian(x, data, w)
+    g_ref, e_ref = M.frechet_gradient(x, data, w)
+    np.testing.assert_allclose(g, g_ref, atol=1e-14)
+    assert e == pytest.approx(e_ref, rel=1e-13)
+    v = M.newton_direction(x, g, h)
+    basis = M.tangent_basis(x)
+    step = 1e-5
+    cols = []
+    for b in basis:  # -d(g)/d(coords) along each frame vector (g is minus the gradient)
+        gp, _ = M.frechet_gradient(M.exp(x, step * b), data, w)
+        gm, _ = M.frechet_gradient(M.exp(x, -step * b), data, w)
+        dg = (gp - gm) / (2 * step)
+        if isinstance(M, pmd.SPD):  # the affine-invariant connection's Christoffel term
+            xi = np.linalg.inv(x)
+            dg = dg - 0.5 * (b @ xi @ g + g @ xi @ b)
+        # on spheres the covariant derivative is the tangent part: to_coords projects
+        cols.append(-M.to_coords(x, dg))
+    hess = np.array(cols).T
+    hess = 0.5 * (hess + hess.T)
+    newton = np.linalg.solve(hess, M.to_coords(x, g))
+    # SPD at spread 1.5: the truncation measured 9e-4 (k = 2) and 2.4e-3 (k = 3)
+    tol = 1e-6 if isinstance(M, pmd.Sphere) else 5e-3
+    err = np.linalg.norm(M.to_coords(x, v) - newton) / np.linalg.norm(newton)
+    assert err < tol
+    karcher = np.linalg.norm(M.to_coords(x, g) - newton) / np.linalg.norm(newton)
+    assert karcher > 5 * err
+
+
+@pytest.mark.parametrize("M", [pmd.Sphere(dim=2), pmd.Sphere(dim=5, radius=3.0)])
+def test_sphere_newton_mean_is_the_old_mean(M, monkeypatch):
+    # the fused kernel's Newton descent against the old NumPy Karcher descent: the
+    # same mean to 1e-10, both converged; too few iterations warn in both
+    rng = np.random.default_rng(31)
+    _, data = _ball_data(M, rng, 2000, 0.9 * M.radius)
+    new = pmd.frechet_mean(M, data, tol=1e-12)
+    monkeypatch.setattr(type(M), "frechet_newton", False)
+    monkeypatch.setattr(type(M), "frechet_gradient", _numpy_sphere_frechet_gradient)
+    old = pmd.frechet_mean(M, data, tol=1e-12)
+    assert new.converged and old.converged
+    assert new.iterations < old.iterations
+    assert M.dist(new.mean, old.mean) <= 1e-10 * M.radius
+    with pytest.warns(ConvergenceWarning, match="did not converge in 1 iterations"):
+        pmd.frechet_mean(M, data, max_iter=1, tol=1e-15, init=data[0])

@@ -42,6 +42,7 @@ from numba import njit
 __all__ = [
     "FUNC_CODES",
     "JACOBI_MAX_K",
+    "log_congruence_mean",
     "sym_eigh",
     "sym_function",
     "sym_function_eig",
@@ -717,3 +718,290 @@ def congruence_sum_pullback_eig(a, d, w, fw, u, g, code):
     else:
         out = _congruence_sum_pullback_stack(a3, d3, ws, us, g3, code)
     return out.reshape(a.shape)
+
+
+# --- the Fréchet mean's sum of logarithms ----------------------------------------------
+#
+# One pass of the SPD Fréchet mean needs only weighted sums over the data: the whitened
+# logs, the squared log-eigenvalues and (for a Newton step) the second moments of the
+# logs. Nothing per datum is kept (unlike KNG's pullback), so the congruence, the
+# eigendecomposition, the log and the sums run fused, with no temporary the size of
+# the data. A log is summed in orthonormal coordinates ``c`` (the frame ``E_ii``,
+# ``(E_ij + E_ji)/sqrt(2)`` of ``identity_frame``, diagonal first, then ``i < j`` row by
+# row): ``c_e = L_ii`` or ``sqrt(2) L_ij``.
+
+_SOA_CHUNK = 64  # matrices per vectorized Jacobi: its (k, k, chunk) arrays stay in L1/L2
+_SQRT2 = np.sqrt(2.0)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _log_2x2(p00, p11, p01):
+    """``log P`` of a 2 x 2 SPD matrix as ``alpha I + beta P`` and ``|log lambda|^2``.
+
+    ``beta = log[l1, l2]`` is the divided difference of ``log`` at the eigenvalues
+    (exact as they merge), ``alpha = log l1 - beta l1``; the eigenvalues as in LAPACK's
+    ``dlaev2``: the larger ``m + r``, the smaller ``det / (m + r)`` (no cancellation)."""
+    m = 0.5 * (p00 + p11)
+    h = 0.5 * (p00 - p11)
+    r = np.hypot(h, p01)
+    big = m + r
+    small = (p00 * p11 - p01 * p01) / big
+    lb = np.log(big)
+    ls = np.log(small)
+    beta = _log_divided_difference(big, small, lb, ls)
+    alpha = lb - beta * big
+    return alpha, beta, lb * lb + ls * ls
+
+
+@njit(cache=True, error_model="numpy")
+def _log_congruence_mean_soa(a, d, wts, cs_out, moments):
+    """:func:`log_congruence_mean` for ``3 <= k <= JACOBI_MAX_K``: chunks of matrices
+    through a cyclic Jacobi vectorized over the chunk (the data axis innermost, as in
+    :func:`_soa_jacobi3`). Adds the weighted coordinates of the logs to ``cs_out``
+    ``(d,)`` and, when ``moments`` has rows, their weighted second moments to it;
+    returns ``sum_i w_i |log lambda_i|^2``."""
+    k, n = a.shape[0], d.shape[0]
+    dim = k * (k + 1) // 2
+    nc = _SOA_CHUNK
+    dt = np.empty((k, k, nc))
+    p = np.empty((k, k, nc))
+    t = np.empty((k, k, nc))
+    u = np.empty((k, k, nc))
+    lw = np.empty((k, nc))
+    lc = np.empty((dim, nc))
+    wl = np.empty((dim, nc))
+    cs = np.empty(nc)
+    sn = np.empty(nc)
+    tn = np.empty(nc)
+    energy = 0.0
+    for start in range(0, n, nc):
+        m = min(nc, n - start)
+        for i in range(m):  # the chunk, data axis last (contiguous loads below)
+            for r in range(k):
+                for c in range(k):
+                    dt[r, c, i] = d[start + i, r, c]
+        for r in range(k):  # t = d_i a
+            for c in range(k):
+                for i in range(m):
+                    t[r, c, i] = 0.0
+                for j in range(k):
+                    ajc = a[j, c]
+                    for i in range(m):
+                        t[r, c, i] += dt[r, j, i] * ajc
+        for r in range(k):  # p = sym(a t)
+            for c in range(r, k):
+                for i in range(m):
+                    acc = 0.0
+                    for j in range(k):
+                        acc += a[j, r] * t[j, c, i] + a[j, c] * t[j, r, i]
+                    p[r, c, i] = 0.5 * acc
+                    p[c, r, i] = 0.5 * acc
+                    u[r, c, i] = 1.0 if r == c else 0.0
+                    u[c, r, i] = u[r, c, i]
+        for _ in range(_MAX_SWEEPS):
+            active = 0
+            for q0 in range(k - 1):
+                for q1 in range(q0 + 1, k):
+                    for i in range(m):
+                        t_, c_, s_, negligible = _soa_rotation(
+                            p[q0, q0, i], p[q1, q1, i], p[q0, q1, i]
+                        )
+                        active += not negligible
+                        tn[i] = t_
+                        cs[i] = c_
+                        sn[i] = s_
+                    # the rotation's exact effect on the symmetric p (as in
+                    # _jacobi_eigh3): the 2 x 2 block through t, the other rows and
+                    # columns rotated once and mirrored
+                    for i in range(m):
+                        apq = p[q0, q1, i]
+                        p[q0, q0, i] -= tn[i] * apq
+                        p[q1, q1, i] += tn[i] * apq
+                        zero = 0.0 if sn[i] != 0.0 else apq
+                        p[q0, q1, i] = zero
+                        p[q1, q0, i] = zero
+                    for r in range(k):
+                        if r == q0 or r == q1:
+                            continue
+                        for i in range(m):
+                            x = p[r, q0, i]
+                            y = p[r, q1, i]
+                            x2 = cs[i] * x - sn[i] * y
+                            y2 = sn[i] * x + cs[i] * y
+                            p[r, q0, i] = x2
+                            p[r, q1, i] = y2
+                            p[q0, r, i] = x2
+                            p[q1, r, i] = y2
+                    for r in range(k):
+                        for i in range(m):
+                            x = u[r, q0, i]
+                            y = u[r, q1, i]
+                            u[r, q0, i] = cs[i] * x - sn[i] * y
+                            u[r, q1, i] = sn[i] * x + cs[i] * y
+            if active == 0:
+                break
+        for j in range(k):
+            for i in range(m):
+                lj = np.log(p[j, j, i])
+                energy += wts[start + i] * lj * lj
+                lw[j, i] = lj
+        e = 0
+        for r in range(k):  # coordinates of L = U diag(log w) U^T, diagonal first
+            for i in range(m):
+                acc = 0.0
+                for j in range(k):
+                    acc += u[r, j, i] * lw[j, i] * u[r, j, i]
+                lc[e, i] = acc
+            e += 1
+        for r in range(k):
+            for c in range(r + 1, k):
+                for i in range(m):
+                    acc = 0.0
+                    for j in range(k):
+                        acc += u[r, j, i] * lw[j, i] * u[c, j, i]
+                    lc[e, i] = _SQRT2 * acc
+                e += 1
+        for e in range(dim):
+            acc = 0.0
+            for i in range(m):
+                wl[e, i] = wts[start + i] * lc[e, i]
+                acc += wl[e, i]
+            cs_out[e] += acc
+        if moments.shape[0] > 0:  # loops, not np.dot: no BLAS threads, no copies
+            for e in range(dim):
+                for f in range(e, dim):
+                    acc = 0.0
+                    for i in range(m):
+                        acc += wl[e, i] * lc[f, i]
+                    moments[e, f] += acc
+                    if f != e:
+                        moments[f, e] += acc
+    return energy
+
+
+@njit(cache=True, error_model="numpy")
+def log_congruence_mean(a, d, wts, hessian):
+    r"""Weighted sums of the logs of ``sym(a d_i a)``: their mean, energy and moments.
+
+    With ``a = x^{-1/2}`` these are the SPD Fréchet mean's whitened mean log, its
+    energy ``F(x)`` and what its Newton step needs: one eigendecomposition per datum,
+    fused with the congruence, the log and the sums.
+
+    Parameters
+    ----------
+    a : ndarray, shape ``(k, k)``
+        Symmetric.
+    d : ndarray, shape ``(n, k, k)``
+        Symmetric positive definite data.
+    wts : ndarray, shape ``(n,)``
+        Weights.
+    hessian : bool
+        Whether to sum the second moments.
+
+    Returns
+    -------
+    s : ndarray, shape ``(k, k)``
+        ``sum_i w_i L_i``, ``L_i = log(sym(a d_i a))``, symmetric.
+    energy : float
+        ``(1/2) sum_i w_i |L_i|_F^2``.
+    moments : ndarray, shape ``(dim, dim)`` (``(0, 0)`` without ``hessian``)
+        ``sum_i w_i c_i c_i^T``, ``c_i`` the orthonormal coordinates of ``L_i``
+        (``identity_frame``'s order), ``dim = k(k+1)/2``.
+
+    Examples
+    --------
+    >>> d = np.stack([np.diag([np.e**2, 1.0, 1.0]), np.eye(3)])
+    >>> s, energy, moments = log_congruence_mean(np.eye(3), d, np.full(2, 0.5), True)
+    >>> np.round(np.diag(s), 12).tolist(), round(energy, 12), moments.shape
+    ([1.0, 0.0, 0.0], 1.0, (6, 6))
+    """
+    k, n = a.shape[0], d.shape[0]
+    dim = k * (k + 1) // 2
+    cs = np.zeros(dim)
+    moments = np.zeros((dim, dim) if hessian else (0, 0))
+    energy = 0.0
+    c = np.empty(dim)
+    if k == 2:
+        a00, a01, a11 = a[0, 0], 0.5 * (a[0, 1] + a[1, 0]), a[1, 1]
+        for i in range(n):
+            d00, d11 = d[i, 0, 0], d[i, 1, 1]
+            d01 = 0.5 * (d[i, 0, 1] + d[i, 1, 0])
+            t00 = d00 * a00 + d01 * a01  # t = d a
+            t01 = d00 * a01 + d01 * a11
+            t10 = d01 * a00 + d11 * a01
+            t11 = d01 * a01 + d11 * a11
+            p00 = a00 * t00 + a01 * t10
+            p11 = a01 * t01 + a11 * t11
+            p01 = 0.5 * (a00 * t01 + a01 * t11 + a01 * t00 + a11 * t10)
+            alpha, beta, l2 = _log_2x2(p00, p11, p01)
+            wi = wts[i]
+            c[0] = alpha + beta * p00
+            c[1] = alpha + beta * p11
+            c[2] = _SQRT2 * beta * p01
+            for e in range(3):
+                cs[e] += wi * c[e]
+            if hessian:
+                for e in range(3):
+                    for f in range(3):
+                        moments[e, f] += wi * c[e] * c[f]
+            energy += wi * l2
+    elif k <= JACOBI_MAX_K:
+        energy = _log_congruence_mean_soa(a, d, wts, cs, moments)
+    else:
+        t = np.empty((k, k))
+        p = np.empty((k, k))
+        w = np.empty(k)
+        u = np.empty((k, k))
+        lw = np.empty(k)
+        for i in range(n):
+            for r in range(k):  # t = d_i a
+                for cc in range(k):
+                    acc = 0.0
+                    for m in range(k):
+                        acc += d[i, r, m] * a[m, cc]
+                    t[r, cc] = acc
+            for r in range(k):  # p = a t, symmetrized
+                for cc in range(r, k):
+                    acc = 0.0
+                    for m in range(k):
+                        acc += a[m, r] * t[m, cc] + a[m, cc] * t[m, r]
+                    p[r, cc] = 0.5 * acc
+                    p[cc, r] = 0.5 * acc
+            _eigh(p, w, u)
+            wi = wts[i]
+            l2 = 0.0
+            for m in range(k):
+                lw[m] = np.log(w[m])
+                l2 += lw[m] * lw[m]
+            energy += wi * l2
+            e = 0
+            for r in range(k):
+                acc = 0.0
+                for m in range(k):
+                    acc += u[r, m] * lw[m] * u[r, m]
+                c[e] = acc
+                e += 1
+            for r in range(k):
+                for cc in range(r + 1, k):
+                    acc = 0.0
+                    for m in range(k):
+                        acc += u[r, m] * lw[m] * u[cc, m]
+                    c[e] = _SQRT2 * acc
+                    e += 1
+            for e in range(dim):
+                cs[e] += wi * c[e]
+            if hessian:
+                for e in range(dim):
+                    for f in range(dim):
+                        moments[e, f] += wi * c[e] * c[f]
+    out = np.empty((k, k))
+    e = 0
+    for r in range(k):
+        out[r, r] = cs[e]
+        e += 1
+    for r in range(k):
+        for cc in range(r + 1, k):
+            out[r, cc] = cs[e] / _SQRT2
+            out[cc, r] = out[r, cc]
+            e += 1
+    return out, 0.5 * energy, moments
