@@ -228,6 +228,11 @@ class Sphere(ManifoldBase):
         ``atan2`` of the two legs keeps full accuracy at small angles (where
         ``arccos`` would not) and costs one matrix-vector product.
         """
+        g, energy, _ = self.frechet_gradient_distances(x, data, weights)
+        return g, energy
+
+    def frechet_gradient_distances(self, x, data, weights):
+        """:meth:`frechet_gradient`'s route, with the distances ``R theta`` it computed."""
         x = np.asarray(x, float)
         c = (data @ x) / self.radius**2
         u = data - c[:, None] * x
@@ -238,8 +243,9 @@ class Sphere(ManifoldBase):
         fac = theta / np.where(su > 0, su, 1.0)
         fac = np.where(su > 0, fac, 1.0)
         g = (weights * fac) @ u
-        energy = 0.5 * float(np.sum(weights * (self.radius * theta) ** 2))
-        return g, energy
+        rho = self.radius * theta
+        energy = 0.5 * float(np.sum(weights * rho**2))
+        return g, energy, rho
 
     def stack_frechet_gradient(self, x, data):
         """:meth:`frechet_gradient`'s route (``atan2`` of the two legs) for a stack."""
