@@ -6,10 +6,11 @@ that returns a 3-vector per proposal and chunk: nothing is gathered, nothing spi
 
 Steps: (1) write ``N`` points of ``sphere_cap`` (polar angle uniform on [0, pi/8]
 about the north pole) as shards of ``SHARD`` rows under ``--dir`` (default
-/tmp/pmd-shards); (2) start a ``distributed.LocalCluster`` of 2 worker processes, 1
-thread and ``--memory-limit`` each; (3) ``open_points`` + ``KNGMechanism.release``
-with a progress bar per pass; (4) print the time, the passes and the workers' peak
-memory; (5) delete the shards (unless ``--keep``).
+/tmp/pmd-shards), or with ``--reuse`` use the shards already there; (2) start a
+``distributed.LocalCluster`` of 2 worker processes, 1 thread and ``--memory-limit``
+each; (3) ``open_points`` + ``KNGMechanism.release``, timing each Dask pass; (4) print
+the time, each pass's time, the workers' CPU time, the passes and the workers' peak
+memory; (5) delete the shards (unless ``--keep`` or ``--reuse``).
 
 Run:  PYTHONPATH=. .venv/bin/python docs/benchmarks/outofcore_kng.py     (a few minutes)
       ... --n 10000000 for a quick check
