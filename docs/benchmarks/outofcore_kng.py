@@ -6,10 +6,11 @@ that returns a 3-vector per proposal and chunk: nothing is gathered, nothing spi
 
 Steps: (1) write ``N`` points of ``sphere_cap`` (polar angle uniform on [0, pi/8]
 about the north pole) as shards of ``SHARD`` rows under ``--dir`` (default
-/tmp/pmd-shards); (2) start a ``distributed.LocalCluster`` of 2 worker processes, 1
-thread and ``--memory-limit`` each; (3) ``open_points`` + ``KNGMechanism.release``
-with a progress bar per pass; (4) print the time, the passes and the workers' peak
-memory; (5) delete the shards (unless ``--keep``).
+/tmp/pmd-shards), or with ``--reuse`` use the shards already there; (2) start a
+``distributed.LocalCluster`` of 2 worker processes, 1 thread and ``--memory-limit``
+each; (3) ``open_points`` + ``KNGMechanism.release``, timing each Dask pass; (4) print
+the time, each pass's time, the workers' CPU time, the passes and the workers' peak
+memory; (5) delete the shards (unless ``--keep`` or ``--reuse``).
 
 Run:  PYTHONPATH=. .venv/bin/python docs/benchmarks/outofcore_kng.py     (a few minutes)
       ... --n 10000000 for a quick check
@@ -58,6 +59,10 @@ def main():
     ap.add_argument("--dir", default="/tmp/pmd-shards")
     ap.add_argument("--memory-limit", default="1GB")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--reuse", action="store_true", help="use the shards already in --dir (kept after)"
+    )
     args = ap.parse_args()
     from distributed import Client, LocalCluster
 
@@ -66,7 +71,12 @@ def main():
         f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} "
         f"cores, load average before: {os.getloadavg()[0]:.1f}"
     )
-    t_write = write_shards(folder, args.n, args.shard)
+    if args.reuse:
+        args.keep = True
+        args.n = sum(np.load(f, mmap_mode="r").shape[0] for f in folder.glob("*.npy"))
+        t_write = 0.0
+    else:
+        t_write = write_shards(folder, args.n, args.shard)
     size = sum(f.stat().st_size for f in folder.glob("*.npy"))
     print(
         f"wrote {args.n:,} points in {len(list(folder.glob('*.npy')))} shards, "
@@ -86,12 +96,28 @@ def main():
             data = open_points(folder)
             S = pmd.Sphere(dim=2)
             mech = pmd.KNGMechanism(S, epsilon=1.0, center=NORTH, radius=np.pi / 8)
-            p0 = reductions.pass_count()
+            timed = []  # (label, seconds) of every Dask pass: each reads all the shards
+            run_pass = reductions._run_pass
+
+            def timed_pass(data, chunk_fn, label, *a):
+                t0 = time.perf_counter()
+                out = run_pass(data, chunk_fn, label, *a)
+                timed.append((label, time.perf_counter() - t0))
+                return out
+
+            reductions._run_pass = timed_pass
+            cpu0 = client.run(time.process_time)
             t = time.perf_counter()
-            with reductions.progress():
-                rel = mech.release(data, random_seed=1)
+            try:
+                rel = mech.release(data, random_seed=args.seed)
+            finally:
+                reductions._run_pass = run_pass
             elapsed = time.perf_counter() - t
-            passes = reductions.pass_count() - p0
+            cpu = sum(client.run(time.process_time).values()) - sum(cpu0.values())
+            passes = len(timed)
+            # the workers' CPU time: what the passes cost, less sensitive to the load
+            print(f"workers' CPU time: {cpu:.1f} s")
+            print("passes: " + "; ".join(f"{lab} {sec:.2f} s" for lab, sec in timed))
             peak = client.run(_peak_rss)
             print(
                 f"released {np.array2string(rel.value, precision=8)} (n = {rel.n:,}, "

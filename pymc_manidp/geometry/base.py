@@ -494,6 +494,21 @@ class ManifoldBase:
         ``h`` of :meth:`frechet_gradient_hessian` (weights summing to one)."""
         raise NotImplementedError(f"{type(self).__name__} has no Fréchet Newton step")
 
+    def frechet_gradient_distances(self, x, data, weights):
+        r""":meth:`frechet_gradient` and the distances it passed through, in one sweep.
+
+        Returns ``(g, energy, rho)``: ``g`` and ``energy`` as :meth:`frechet_gradient`,
+        and ``rho`` ``(n,)`` with ``rho_i = rho(x, x_i)``, the norms of the log maps
+        the sum is made of. One pass over out-of-core data then gives both the
+        Fréchet step and the distance profile at ``x`` (the KNG envelope's slopes,
+        ``pymc_manidp.stats.reductions.distance_profile``). Manifolds may override it
+        with a cheaper route (Sphere does).
+        """
+        logs = self.log(x, data)
+        rho = self.norm(x, logs)
+        g = np.tensordot(weights, logs, axes=(0, 0))
+        return g, 0.5 * float(np.sum(weights * rho**2)), rho
+
     def stack_frechet_gradient(self, x, data):
         r"""Mean log vectors and Fréchet energies of many data sets at once.
 

@@ -232,6 +232,22 @@ class Sphere(ManifoldBase):
         g, energy, _ = self._log_mean(x, data, weights, False)
         return g, energy
 
+    def frechet_gradient_distances(self, x, data, weights):
+        """:meth:`frechet_gradient`'s route, with the distances ``R theta`` it computed."""
+        x = np.asarray(x, float)
+        c = (data @ x) / self.radius**2
+        u = data - c[:, None] * x
+        su = np.sqrt(np.sum(u * u, axis=-1)) / self.radius
+        theta = np.arctan2(su, c)
+        if np.any(np.pi - theta < _CUT_TOL):
+            raise ValueError("log is undefined for antipodal points (the cut locus)")
+        fac = theta / np.where(su > 0, su, 1.0)
+        fac = np.where(su > 0, fac, 1.0)
+        g = (weights * fac) @ u
+        rho = self.radius * theta
+        energy = 0.5 * float(np.sum(weights * rho**2))
+        return g, energy, rho
+
     frechet_newton = True
 
     def frechet_gradient_hessian(self, x, data, weights):

@@ -179,8 +179,12 @@ def _rejection(
     explain=None,
     cap=None,
     partial=False,
+    first=None,
 ):
     """Run ``propose(m) -> (candidates, keep_mask)`` in batches until ``size`` are kept.
+
+    ``first``: proposals per wanted draw in the first round (default: from an assumed
+    acceptance rate of 1/2, at least ``min_batch``); later rounds follow the rate seen.
 
     The kept candidates are returned in proposal order; as proposals are i.i.d.,
     the first ``size`` kept ones are i.i.d. from the accepted law. ``explain()``, if
@@ -193,7 +197,12 @@ def _rejection(
     kept, got, proposed, rate = [], 0, 0, 0.5
     while got < size:
         need = size - got
-        m = int(min(max(np.ceil(1.2 * need / rate) + 1, min_batch), batch_cap, cap - proposed))
+        m = (
+            max(np.ceil(1.2 * need / rate) + 1, min_batch)
+            if proposed or not first
+            else first * need
+        )
+        m = int(min(m, batch_cap, cap - proposed))
         if m <= 0:
             if partial:
                 break
@@ -775,7 +784,10 @@ def sample_kng(
     stats = {"inside": 0, "proposals": 0}
     propose = _kng_proposer(env, data, rng, stats)
     batch_cap, min_batch = _kng_batches(M, data)
-    # each proposal costs n log maps: small first batches suit single releases
+    # each proposal costs n log maps: small first batches suit single releases. Over
+    # Dask each round is a pass: the local envelope accepts nearly every proposal at
+    # large n (docs/scaling.md), so the first round asks one per draw; a pass then
+    # computes 1 gradient instead of 4 and a second pass is rarely needed
     pts, proposed = _rejection(
         propose,
         size,
@@ -784,6 +796,7 @@ def sample_kng(
         batch_cap=batch_cap,
         min_batch=min_batch,
         explain=lambda: _kng_explain(env, stats),
+        first=1 if reductions.is_dask(data) and env.curved else None,
     )
     info = {
         "acceptance_rate": size / proposed,
@@ -830,7 +843,16 @@ class _KNGEnvelope:
     @classmethod
     def build(cls, M, data, sigma, domain, max_attempts):
         """The envelope for checked ``data``: one Fréchet mean, one distance profile."""
+        curved = M.curvature_bounds[1] > 0
+        # out of core: each Fréchet pass also bins the distances from its point, so
+        # the profile at the mean costs no pass of its own (unless the mean is clipped)
+        with reductions.fused_profile(data if curved else None, 2.0 * domain.radius):
+            return cls._build(M, data, sigma, domain, max_attempts, curved)
+
+    @classmethod
+    def _build(cls, M, data, sigma, domain, max_attempts, curved):
         H = kng_envelope_slope(domain)
+        top = 2.0 * domain.radius  # the distance profile's cap
         with warnings.catch_warnings():
             # an unconverged mean is still a valid envelope center: its error is bounded
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -845,8 +867,8 @@ class _KNGEnvelope:
         e = min(domain.footpoint_error(g_hat_norm), 2.0 * domain.radius) + 1e-12 * domain.radius
         t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
         env = cls(M, domain, sigma, H, x_hat, e, t_max, max_attempts, False, H)
-        if M.curvature_bounds[1] > 0:  # local slopes; the chart's volume density is <= 1
-            rho, rho_w = reductions.distance_profile(M, x_hat, data, 2.0 * domain.radius)
+        if curved:  # local slopes; the chart's volume density is <= 1
+            rho, rho_w = reductions.distance_profile(M, x_hat, data, top)
             env.edges, env.slopes, env.offsets, log_w = _kng_shells(
                 M, sigma, H, domain.radius, rho, e, t_max, rho_weights=rho_w
             )

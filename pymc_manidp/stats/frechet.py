@@ -128,10 +128,10 @@ def frechet_mean(
         writes the energy's Hessian (``frechet_newton``: spheres exactly, SPD to
         second order in the spread), each with Armijo backtracking, stopped when
         ``|grad F| <= max(tol * spread, atol)`` where ``spread`` is the root mean
-        square distance from the iterate to the data (the same rule either way). ``"supplement"``: the 2021
-        supplement's algorithm, for faithful reproduction: start at the first
-        point, step 0.5, stop when successive iterates move less than ``1e-5``,
-        at most 500 iterations.
+        square distance from the iterate to the data (the same rule either way).
+        ``"supplement"``: the 2021 supplement's algorithm, for faithful
+        reproduction: start at the first point, step 0.5, stop when successive
+        iterates move less than ``1e-5``, at most 500 iterations.
     tol, atol : float
         Relative and absolute gradient-norm tolerances of ``"gradient"``.
     max_iter : int

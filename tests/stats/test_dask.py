@@ -219,3 +219,106 @@ def test_grad_norms_batch_matches_per_point_log_maps():
     np.testing.assert_allclose(reductions.grad_norms(S2, xs, data), direct, rtol=1e-12)
     lazy = da.from_array(data, chunks=(300, 3))
     np.testing.assert_allclose(reductions.grad_norms(S2, xs, lazy), direct, rtol=1e-12)
+
+
+# --- the distance profile fused into the Fréchet passes (issue 26 item 5) --------------------
+def _upper_edge_counts(d, edges):
+    """Oracle: counts in the bins (edges[k], edges[k+1]] (0 in bin 0), by search."""
+    k = np.clip(np.searchsorted(edges, np.minimum(d, edges[-1]), side="left") - 1, 0, None)
+    return np.bincount(k, minlength=len(edges) - 1)
+
+
+def test_bin_counts_put_each_distance_under_its_bins_upper_edge():
+    edges = np.linspace(0.0, 0.8, 1025)
+    rng = np.random.default_rng(0)
+    # random distances, every edge itself, its neighbours one ulp away, 0 and beyond the cap
+    d = np.concatenate(
+        [rng.uniform(0, 0.9, 20_000), edges, np.nextafter(edges, 1), np.nextafter(edges, -1)]
+    )
+    d = np.concatenate([np.abs(d), [0.0, 5.0]])
+    counts = reductions._bin_counts(d, edges)
+    np.testing.assert_array_equal(counts, _upper_edge_counts(d, edges))
+    assert counts.sum() == len(d)
+    # the oracle catches a histogram with left-closed bins (np.histogram's convention)
+    assert not np.array_equal(np.histogram(np.minimum(d, 0.8), bins=edges)[0], counts)
+
+
+def test_fused_distance_profile_equals_the_separate_pass():
+    """A Fréchet pass inside ``fused_profile`` bins the distances from its point: the
+    profile at that point is then the separate pass's, to the count, without a pass."""
+    data = _sphere_data(6000, seed=5)
+    dom = pmd.DataDomain(S2, NORTH, R)
+    checked = dom.check(da.from_array(data, chunks=(1300, 3)))
+    x = S2.exp_coords(NORTH, np.array([0.01, -0.02]))
+    top = 2 * R
+    separate = reductions.distance_profile(S2, x, checked, top)
+    labels = []
+    run_pass = reductions._run_pass
+
+    def spy(d, fn, label, *a):
+        labels.append(label)
+        return run_pass(d, fn, label, *a)
+
+    reductions._run_pass = spy
+    try:
+        with reductions.fused_profile(checked, top):
+            g_fused = reductions.frechet_gradient(S2, x, checked)
+            fused = reductions.distance_profile(S2, x, checked, top)
+            other = reductions.distance_profile(S2, NORTH, checked, top)  # not a pass's point
+    finally:
+        reductions._run_pass = run_pass
+    assert labels == ["Fréchet gradient and distances", "distances"]
+    np.testing.assert_array_equal(fused[0], separate[0])
+    np.testing.assert_array_equal(fused[1], separate[1])
+    # the oracle: distances by the arccos route, binned by search
+    edges = np.linspace(0.0, top, 1025)
+    np.testing.assert_allclose(fused[1] * len(data), _upper_edge_counts(S2.dist(x, data), edges))
+    np.testing.assert_allclose(
+        other[1] * len(data), _upper_edge_counts(S2.dist(NORTH, data), edges)
+    )
+    # the gradient is the plain pass's, bit for bit
+    g_plain = reductions.frechet_gradient(S2, x, checked)
+    np.testing.assert_array_equal(g_fused[0], g_plain[0])
+    assert g_fused[1] == g_plain[1]
+
+
+def test_a_dask_kng_release_reads_the_data_without_a_distance_pass():
+    data = _sphere_data(3000, seed=6)
+    lazy = da.from_array(data, chunks=(1000, 3))
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R)
+    labels = []
+    run_pass = reductions._run_pass
+
+    def spy(d, fn, label, *a):
+        labels.append(label)
+        return run_pass(d, fn, label, *a)
+
+    reductions._run_pass = spy
+    try:
+        rel = mech.release(lazy, random_seed=3)
+    finally:
+        reductions._run_pass = run_pass
+    assert rel.delta == 0.0 and rel.n == 3000
+    assert labels[0] == "data check" and "distances" not in labels
+    fre = [lab for lab in labels[1:] if not lab.startswith("gradients at")]
+    # every Fréchet pass binned its distances: the mean's profile cost no pass
+    assert fre and all(lab == "Fréchet gradient and distances" for lab in fre)
+    # then the proposals: the first pass evaluates one (the local envelope accepts
+    # nearly all), later ones as many as the acceptance rate seen asks for
+    assert labels[len(fre) + 1] == "gradients at 1 points"
+
+
+def test_frechet_gradient_distances_generic_and_sphere_routes_agree():
+    data = _sphere_data(500, seed=7)
+    x = S2.exp_coords(NORTH, np.array([0.05, 0.02]))
+    w = np.full(len(data), 1 / len(data))
+    g, e, rho = S2.frechet_gradient_distances(x, data, w)
+    g0, e0 = S2.frechet_gradient(x, data, w)
+    np.testing.assert_array_equal(g, g0)
+    assert e == e0
+    np.testing.assert_allclose(rho, S2.dist(x, data), rtol=0, atol=1e-13)
+    # the base class's generic route (log maps and their norms) gives the same numbers
+    gb, eb, rb = pmd.geometry.base.ManifoldBase.frechet_gradient_distances(S2, x, data, w)
+    np.testing.assert_allclose(gb, g, atol=1e-15)
+    np.testing.assert_allclose(rb, rho, atol=1e-13)
+    assert abs(eb - e) < 1e-15
