@@ -456,7 +456,7 @@ class MovingTangentChart(MovingPolarChart):
     model of docs/mechanisms.md). This chart keeps the Laplace cusp at ``w_∥ = 0``
     instead, a bounded jump of the gradient that NUTS crosses with no divergence
     (measured with ``docs/benchmarks/hierarchical_charts.py``: 0 divergences on eight data
-    sets, step size 0.34–0.39 against 0.13–0.22 for the polar form, a similar effective
+    sets, step size 0.31–0.39 against 0.13–0.22 for the polar form, a similar effective
     sample size).
 
     Parameters
