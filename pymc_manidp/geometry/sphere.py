@@ -233,20 +233,17 @@ class Sphere(ManifoldBase):
         return g, energy
 
     def frechet_gradient_distances(self, x, data, weights):
-        """:meth:`frechet_gradient`'s route, with the distances ``R theta`` it computed."""
+        """:meth:`frechet_gradient` (the same compiled sum, bit for bit) and the
+        distances ``R theta`` by the same ``atan2`` of the two legs."""
+        g, energy = self.frechet_gradient(x, data, weights)
+        return g, energy, self._distances_atan2(x, data)
+
+    def _distances_atan2(self, x, data):
         x = np.asarray(x, float)
         c = (data @ x) / self.radius**2
         u = data - c[:, None] * x
         su = np.sqrt(np.sum(u * u, axis=-1)) / self.radius
-        theta = np.arctan2(su, c)
-        if np.any(np.pi - theta < _CUT_TOL):
-            raise ValueError("log is undefined for antipodal points (the cut locus)")
-        fac = theta / np.where(su > 0, su, 1.0)
-        fac = np.where(su > 0, fac, 1.0)
-        g = (weights * fac) @ u
-        rho = self.radius * theta
-        energy = 0.5 * float(np.sum(weights * rho**2))
-        return g, energy, rho
+        return self.radius * np.arctan2(su, c)
 
     frechet_newton = True
 

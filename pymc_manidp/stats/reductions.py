@@ -403,20 +403,25 @@ def frechet_gradient(M, x, data, weights=None):
     return g[0], float(e[0])
 
 
-def _newton_rows(M, x, data, w, inv_n, validate=False):
-    """:func:`_gradient_rows` for one point, with the Hessian statistic ``h``."""
+def _newton_rows(M, x, data, w, inv_n, validate=False, edges=None):
+    """:func:`_gradient_rows` for one point, with the Hessian statistic ``h``;
+    ``edges``: also count the distances from ``x`` in those bins (the fused profile),
+    returning ``(g, e, h, counts)``."""
     rows = _rows_per_block(M.point_shape)
     g = e = h = None
+    counts = None if edges is None else np.zeros(len(edges) - 1, dtype=np.int64)
     for s in range(0, len(data), rows):
         b = M.validate(data[s : s + rows]) if validate else data[s : s + rows]
         wb = np.full(len(b), inv_n) if w is None else w[s : s + rows]
         gb, eb, hb = M.frechet_gradient_hessian(x, b, wb)
         g, e, h = (gb, eb, hb) if g is None else (g + gb, e + eb, h + hb)
-    return g, e, h
+        if counts is not None:  # the block is in cache: its distances cost no read
+            counts += _bin_counts(M.frechet_gradient_distances(x, b, wb)[2], edges)
+    return (g, e, h) if counts is None else (g, e, h, counts)
 
 
-def _newton_chunk(block, index, offset, M, x, inv_n, validate):
-    return _newton_rows(M, x, np.asarray(block), None, inv_n, validate)
+def _newton_chunk(block, index, offset, M, x, inv_n, validate, edges=None):
+    return _newton_rows(M, x, np.asarray(block), None, inv_n, validate, edges)
 
 
 def frechet_gradient_hessian(M, x, data, weights=None):
@@ -454,14 +459,16 @@ def frechet_gradient_hessian(M, x, data, weights=None):
             raise ValueError(
                 "weights are not supported with Dask data: Dask releases use equal weights"
             )
+        edges = _fused_edges(data, x[None])
         raw = _raw_of(data)
         data = _point_chunks(data if raw is None else raw, M.point_shape)
-        parts = _run_pass(
-            data, _newton_chunk, "Fréchet gradient and Hessian", M, x, 1.0 / n, raw is not None
-        )
+        label = "Fréchet gradient and Hessian" + ("" if edges is None else " and distances")
+        parts = _run_pass(data, _newton_chunk, label, M, x, 1.0 / n, raw is not None, edges)
         g = np.sum([p[0] for p in parts], axis=0)
         e = float(np.sum([p[1] for p in parts]))
         h = np.sum([p[2] for p in parts], axis=0)
+        if edges is not None:
+            _FUSED["counts"][x.tobytes()] = np.sum([p[3] for p in parts], axis=0)
         return g, e, h
     g, e, h = _newton_rows(M, x, data, weights, 1.0 / n)
     return g, float(e), h
