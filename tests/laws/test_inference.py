@@ -103,7 +103,9 @@ def sbc_ranks(sigma_model, replicates, seed, sigma=0.3, draws=300, thin=3, tune=
     independent; correlated draws over-disperse the rank histogram (Talts et al. 2018),
     which may be what the failing run of the earlier 200 draws thinned by 2 showed (both
     end bins high, [25, ..., 35]; not reproduced since). With these settings, seed 11:
-    counts [17, 17, 20, 23, 21, 20, 23, 18, 19, 22], chi-square p = 0.99 (2026-11-25).
+    counts [17, 17, 20, 23, 21, 20, 23, 18, 19, 22], chi-square p = 0.99 (2026-11-25,
+    before the uniform prior's chart took a chi(D + 8) auxiliary radius; the test passes
+    with it, other ranks).
     """
     ranks = []
     with pm.Model() as model:

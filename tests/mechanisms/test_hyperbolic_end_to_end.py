@@ -410,9 +410,11 @@ def _sbc_ranks(sigma_model, replicates, seed, sigma=0.3, prior_sigma=0.5, draws=
 
     Prior: ``ManifoldLaplace(origin, prior_sigma)`` (H^2 is not compact: no uniform
     prior); likelihood the release's ``ManifoldLaplace(eta, sigma_model)``; the release
-    is a ``pm.Data`` so one compiled step serves every replicate.
+    is a ``pm.Data`` so one compiled :class:`~pymc_manidp.mcmc.FreshNUTS` serves every
+    replicate, each chain adapting from scratch and starting at its release.
     """
     from pymc_manidp.laws.exact import sample_laplace as draw
+    from pymc_manidp.mcmc import FreshNUTS
 
     rng = np.random.default_rng(seed)
     published = {
@@ -431,19 +433,16 @@ def _sbc_ranks(sigma_model, replicates, seed, sigma=0.3, prior_sigma=0.5, draws=
         released = pm.Data("released", O2)
         eta = prior("mean")
         pmd.ManifoldLaplace("release", H2, eta, sigma_model, observed=released)
-        step = pm.NUTS(target_accept=0.95)
+    nuts = FreshNUTS(model, initvals={"mean": released}, target_accept=0.95)
     ranks = []
     for _ in range(replicates):
         truth = draw(H2, O2, prior_sigma, 1, rng).points[0]
         value = draw(H2, truth, sigma, 1, rng).points[0]
         pm.set_data({"released": value}, model=model)
-        with model:
-            idata = pm.sample(
-                draws, tune=200, chains=1, step=step, initvals={"mean": value},
-                random_seed=int(rng.integers(2**31)), progressbar=False,
-                compute_convergence_checks=False,
-            )  # fmt: skip
-        z = idata.posterior["mean"].values[0, ::thin, 1]
+        chains, _ = nuts.sample(
+            draws=draws, tune=200, chains=1, random_seed=int(rng.integers(2**31))
+        )
+        z = chains["mean"][0, ::thin, 1]
         ranks.append(int(np.sum(z < truth[1])))
     return np.array(ranks), draws // thin
 
