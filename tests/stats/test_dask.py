@@ -243,7 +243,20 @@ def test_bin_counts_put_each_distance_under_its_bins_upper_edge():
     assert not np.array_equal(np.histogram(np.minimum(d, 0.8), bins=edges)[0], counts)
 
 
-def test_fused_distance_profile_equals_the_separate_pass():
+def _spy_passes(monkeypatch):
+    """The labels of the Dask passes run from here on, in order."""
+    labels = []
+    run_pass = reductions._run_pass
+
+    def spy(d, fn, label, *a):
+        labels.append(label)
+        return run_pass(d, fn, label, *a)
+
+    monkeypatch.setattr(reductions, "_run_pass", spy)
+    return labels
+
+
+def test_fused_distance_profile_equals_the_separate_pass(monkeypatch):
     """A Fréchet pass inside ``fused_profile`` bins the distances from its point: the
     profile at that point is then the separate pass's, to the count, without a pass."""
     data = _sphere_data(6000, seed=5)
@@ -252,21 +265,11 @@ def test_fused_distance_profile_equals_the_separate_pass():
     x = S2.exp_coords(NORTH, np.array([0.01, -0.02]))
     top = 2 * R
     separate = reductions.distance_profile(S2, x, checked, top)
-    labels = []
-    run_pass = reductions._run_pass
-
-    def spy(d, fn, label, *a):
-        labels.append(label)
-        return run_pass(d, fn, label, *a)
-
-    reductions._run_pass = spy
-    try:
-        with reductions.fused_profile(checked, top):
-            g_fused = reductions.frechet_gradient(S2, x, checked)
-            fused = reductions.distance_profile(S2, x, checked, top)
-            other = reductions.distance_profile(S2, NORTH, checked, top)  # not a pass's point
-    finally:
-        reductions._run_pass = run_pass
+    labels = _spy_passes(monkeypatch)
+    with reductions.fused_profile(checked, top):
+        g_fused = reductions.frechet_gradient(S2, x, checked)
+        fused = reductions.distance_profile(S2, x, checked, top)
+        other = reductions.distance_profile(S2, NORTH, checked, top)  # not a pass's point
     assert labels == ["Fréchet gradient and distances", "distances"]
     np.testing.assert_array_equal(fused[0], separate[0])
     np.testing.assert_array_equal(fused[1], separate[1])
@@ -282,22 +285,12 @@ def test_fused_distance_profile_equals_the_separate_pass():
     assert g_fused[1] == g_plain[1]
 
 
-def test_a_dask_kng_release_reads_the_data_without_a_distance_pass():
+def test_a_dask_kng_release_reads_the_data_without_a_distance_pass(monkeypatch):
     data = _sphere_data(3000, seed=6)
     lazy = da.from_array(data, chunks=(1000, 3))
     mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R)
-    labels = []
-    run_pass = reductions._run_pass
-
-    def spy(d, fn, label, *a):
-        labels.append(label)
-        return run_pass(d, fn, label, *a)
-
-    reductions._run_pass = spy
-    try:
-        rel = mech.release(lazy, random_seed=3)
-    finally:
-        reductions._run_pass = run_pass
+    labels = _spy_passes(monkeypatch)
+    rel = mech.release(lazy, random_seed=3)
     assert rel.delta == 0.0 and rel.n == 3000
     assert labels[0] == "data check" and "distances" not in labels
     fre = [lab for lab in labels[1:] if not lab.startswith("gradients at")]
