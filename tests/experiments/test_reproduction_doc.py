@@ -122,3 +122,27 @@ def test_cli_doc_option_refuses_a_quick_run_before_any_work(tmp_path, capsys):
     assert code == 2
     assert "--doc needs a full run" in capsys.readouterr().err
     assert not (tmp_path / "theorems").exists()
+
+
+def test_median_block_names_exactly_the_cells_where_the_median_loses():
+    """A synthetic table: the median is 2x worse in one cell (tiny SE: a loss), 2x worse
+    in another with a huge SE (not a loss), and better elsewhere; the block lists only the
+    first, and compares against the *better* of the two means."""
+    from pymc_manidp.experiments import median_robustness as R
+
+    rows = []
+    for n in (50, 1000):
+        for p in (0.0, 0.1):
+            errs = {R.LAPLACE: 1.0, R.KNG_MEAN: 0.5, R.KNG_MEDIAN: 0.25}
+            se = 0.01
+            if (n, p) == (50, 0.0):
+                errs[R.KNG_MEDIAN] = 1.0  # 2x the better mean (KNG's 0.5), not Laplace's
+            if (n, p) == (1000, 0.0):
+                errs[R.KNG_MEDIAN], se = 1.0, 1.0  # as bad, but within the noise
+            for m, v in errs.items():
+                rows.append(dict(space="S2", method=m, n=n, contamination=p, mean=v, se=se))
+    text = report._median_against_means(pd.DataFrame(rows), R.KNG_MEDIAN, (R.LAPLACE, R.KNG_MEAN))
+    assert "Where the median loses (by more than 2 SE): S2 at 0% and n = 50 (2.00)." in text
+    assert "n = 1000 (2.00)" not in text
+    assert "| S2 | 0% | **2.00** | 2.00 |" in text
+    assert "| S2 | 10% | **0.50** | **0.50** |" in text
