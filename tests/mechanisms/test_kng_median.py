@@ -329,3 +329,43 @@ def test_median_shells_bound_holds_in_the_ball_and_fails_when_overstated(name, m
     h = exact._h
     monkeypatch.setattr(exact, "_h", lambda s, kappa: 1.3 * h(s, kappa))
     assert worst(_MedianShells.build(M, data, sigma, dom)) < -1e-4
+
+
+@pytest.mark.parametrize("name", list(SPACES))
+def test_gradient_at_a_record_keeps_the_sensitivity_bound(name):
+    # the library's gradient drops records within zero_distance of x (docs/mechanisms.md):
+    # at a record, and within rounding of one, of D or of its neighbour D', the gradients
+    # still differ by at most 2/n, so the release stays eps-DP for the gradient it uses
+    from pymc_manidp.stats import reductions
+
+    M, r = SPACES[name]
+    rng = np.random.default_rng(5)
+    n = 8
+    _, data = _ball_data(M, rng, n, r)
+    _, others = _ball_data(M, rng, 3, r)
+    for new in others:
+        neighbour = data.copy()
+        neighbour[0] = new
+        near = [M.exp(p, 1e-14 * M.log(p, data[1])) for p in (data[0], new)]
+        xs = M.validate(np.concatenate([data, new[None], np.stack(near)]))
+        u = reductions.median_terms(M, xs, data)[0]
+        u_nb = reductions.median_terms(M, xs, neighbour)[0]
+        change = M.norm(xs, u - u_nb)
+        assert np.all(change <= 2.0 / n * (1 + 1e-12))
+        # at the replaced record its own term is dropped, so the change is the new one's
+        assert change[0] == pytest.approx(1.0 / n, rel=1e-9)
+
+
+def test_many_copies_of_one_point_release_that_point():
+    # the documented consequence of the zero_distance convention: k = n coincident records
+    # weigh their 5.7e-14 ball by e^{k eps/4}; at n = 1,000, eps = 1 it holds the law's mass
+    S = pmd.Sphere(dim=2)
+    north = np.array([0.0, 0.0, 1.0])
+    mech = pmd.KNGMechanism(S, epsilon=1.0, center=north, radius=np.pi / 8, statistic="median")
+    point = S.exp_coords(north, np.array([0.1, 0.0]))
+    many = np.tile(point, (1000, 1))
+    out = mech.sample(many, 5, random_seed=2)
+    assert np.all(S.dist(point, out) < 1e-12)
+    # with few copies the ball's weight e^{n eps/4} is nothing: draws spread over the ball
+    few = mech.sample(np.tile(point, (20, 1)), 50, random_seed=2)
+    assert np.median(S.dist(point, few)) > 0.05
