@@ -176,6 +176,8 @@ def median_robustness(
 
 
 def _plot(table, cfg, path):
+    from matplotlib.ticker import NullLocator
+
     ps = cfg["contamination"]
     fig, axes = C.figure(len(SPACES), len(ps), width=3.2, height=2.6)
     for row, space in zip(axes, SPACES, strict=True):
@@ -184,7 +186,11 @@ def _plot(table, cfg, path):
             for meth, g in t.groupby("method", sort=False):
                 C.band(ax, g.n, g["mean"], g.se, label=meth, color=COLORS[meth], marker="o")
             ax.set(xscale="log", yscale="log", xlabel="n")
+            # the grid's own sample sizes as plain numbers (not 6×10¹)
+            ax.set_xticks(cfg["n_grid"], [str(n) for n in cfg["n_grid"]])
+            ax.xaxis.set_minor_locator(NullLocator())
             ax.set_title(f"{space}, {100 * p:g}% at the edge", fontsize=9)
-    axes[0][0].set_ylabel("mean ρ(clean mean, release)")
+    for row in axes:
+        row[0].set_ylabel("mean ρ(clean mean, release) ± 2 SE", fontsize=8)
     axes[0][0].legend(fontsize=7)
     C.save_figure(fig, path, "median_robustness")
