@@ -143,10 +143,12 @@ def frechet_mean(
         the normalized Euclidean mean on spheres, else the first point; for
         ``"supplement"``: the first point, as in the paper.
     profile : pymc_manidp.stats.reductions.DistanceProfile, optional
-        Over Dask: every pass over ``profile.data`` also bins the distances from its
-        point into it, so a later ``reductions.distance_profile(..., profile=profile)``
-        at the mean reads them instead of the data (the KNG envelope's route). The
-        mean is the same with or without it.
+        Over Dask: every pass over ``profile.data`` (``data`` as ``DataDomain.check``
+        returned it; unchecked data are read through a validating copy, whose passes
+        do not count) also bins the distances from its point into it, so a later
+        ``reductions.distance_profile(..., profile=profile)`` at the mean reads them
+        instead of the data (the KNG envelope's route). The mean is the same with or
+        without it.
 
     Returns
     -------
