@@ -607,13 +607,13 @@ def kng_envelope_slope(domain: DataDomain) -> float:
     return domain.curvature_factor
 
 
-def _grad_norms(M, x, data):
+def _grad_norms(M, x, data, profile=None):
     """``|grad F(x)| = |(1/n) Σ log_x(x_i)|_x`` for a batch ``x`` ``(m, *shape)``.
 
     One pass over the data for the whole batch (NumPy or Dask, see
-    :func:`pymc_manidp.stats.reductions.grad_norms`).
+    :func:`pymc_manidp.stats.reductions.grad_norms`; ``profile`` as there).
     """
-    return reductions.grad_norms(M, x, data)
+    return reductions.grad_norms(M, x, data, profile=profile)
 
 
 def _gamma_interval(shape, scale, lo, hi, m, rng):
@@ -845,22 +845,23 @@ class _KNGEnvelope:
         """The envelope for checked ``data``: one Fréchet mean, one distance profile."""
         curved = M.curvature_bounds[1] > 0
         # out of core: each Fréchet pass also bins the distances from its point, so
-        # the profile at the mean costs no pass of its own (unless the mean is clipped)
-        with reductions.fused_profile(data if curved else None, 2.0 * domain.radius):
-            return cls._build(M, data, sigma, domain, max_attempts, curved)
+        # the profile at the mean costs no pass of its own (the clipped mean's gradient
+        # pass bins them too)
+        profile = reductions.DistanceProfile(data, 2.0 * domain.radius) if curved else None
+        return cls._build(M, data, sigma, domain, max_attempts, curved, profile)
 
     @classmethod
-    def _build(cls, M, data, sigma, domain, max_attempts, curved):
+    def _build(cls, M, data, sigma, domain, max_attempts, curved, profile):
         H = kng_envelope_slope(domain)
         top = 2.0 * domain.radius  # the distance profile's cap
         with warnings.catch_warnings():
             # an unconverged mean is still a valid envelope center: its error is bounded
             warnings.simplefilter("ignore", ConvergenceWarning)
-            mean = frechet_mean(M, data, tol=1e-12, atol=1e-3 * sigma * H)
+            mean = frechet_mean(M, data, tol=1e-12, atol=1e-3 * sigma * H, profile=profile)
         x_hat, g_hat_norm = mean.mean, mean.grad_norm  # the last gradient: no extra pass
         if not domain.distances(x_hat) <= domain.radius:
             x_hat = domain.check(x_hat[None], clip=True)[0]  # Lemma 1 needs x_hat in the ball
-            g_hat_norm = float(_grad_norms(M, x_hat[None], data)[0])
+            g_hat_norm = float(_grad_norms(M, x_hat[None], data, profile)[0])
         # e >= rho(x_hat, x_bar); the slack absorbs the rounding of |grad F| and rho (a
         # few hundred ulps of r at most), so rounding cannot push a ratio above 1
         # x_hat and x_bar both lie in the ball: rho <= 2r even when H (near r*) is tiny
@@ -868,7 +869,7 @@ class _KNGEnvelope:
         t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
         env = cls(M, domain, sigma, H, x_hat, e, t_max, max_attempts, False, H)
         if curved:  # local slopes; the chart's volume density is <= 1
-            rho, rho_w = reductions.distance_profile(M, x_hat, data, top)
+            rho, rho_w = reductions.distance_profile(M, x_hat, data, top, profile=profile)
             env.edges, env.slopes, env.offsets, log_w = _kng_shells(
                 M, sigma, H, domain.radius, rho, e, t_max, rho_weights=rho_w
             )

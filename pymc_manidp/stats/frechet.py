@@ -91,9 +91,10 @@ def validated_data(manifold, data, what):
     return data, summary, n
 
 
-def _grad(M, x, data, w):
-    """``-grad F(x)`` (the mean log vector), its norm and ``F(x)``: one pass."""
-    g, energy = reductions.frechet_gradient(M, x, data, w)
+def _grad(M, x, data, w, profile=None):
+    """``-grad F(x)`` (the mean log vector), its norm and ``F(x)``: one pass (binning
+    the distances from ``x`` into ``profile``, a ``reductions.DistanceProfile``)."""
+    g, energy = reductions.frechet_gradient(M, x, data, w, profile=profile)
     return g, float(M.norm(x, g)), energy
 
 
@@ -107,6 +108,7 @@ def frechet_mean(
     atol: float = 0.0,
     max_iter: int = 1000,
     init=None,
+    profile=None,
 ) -> FrechetResult:
     r"""Weighted sample Fréchet mean of points on a manifold.
 
@@ -140,6 +142,13 @@ def frechet_mean(
         Starting point. Default for ``"gradient"``: the arithmetic mean for SPD,
         the normalized Euclidean mean on spheres, else the first point; for
         ``"supplement"``: the first point, as in the paper.
+    profile : pymc_manidp.stats.reductions.DistanceProfile, optional
+        Over Dask: every pass over ``profile.data`` (``data`` as ``DataDomain.check``
+        returned it; unchecked data are read through a validating copy, whose passes
+        do not count) also bins the distances from its point into it, so a later
+        ``reductions.distance_profile(..., profile=profile)`` at the mean reads them
+        instead of the data (the KNG envelope's route). The mean is the same with or
+        without it.
 
     Returns
     -------
@@ -166,7 +175,7 @@ def frechet_mean(
 
     closed = _closed_form(manifold, data, w, summary)
     if closed is not None:
-        _, gnorm, _ = _grad(manifold, closed, data, w)
+        _, gnorm, _ = _grad(manifold, closed, data, w, profile)
         if not np.isfinite(gnorm):  # e.g. |x| ~ 1e200: squares overflow
             warnings.warn(
                 f"the Fréchet mean's gradient norm is {gnorm} at working precision: the "
@@ -179,17 +188,19 @@ def frechet_mean(
 
     if method == "supplement":
         x = np.asarray(data[0]) if init is None else manifold.validate(init)
-        return _supplement(manifold, data, w, x)
+        return _supplement(manifold, data, w, x, profile)
     if init is None and w is None and summary is not None and summary.center_gradient is not None:
         # the check pass already summed the gradient at the public center: start there
         g0 = summary.center_gradient
         first = (g0, float(manifold.norm(summary.center, g0)), summary.center_energy)
-        return _gradient_descent(manifold, data, w, summary.center, tol, atol, max_iter, first)
+        return _gradient_descent(
+            manifold, data, w, summary.center, tol, atol, max_iter, first, profile
+        )
     if init is None:
         x = extrinsic_start(manifold, data, w, summary)
     else:
         x = manifold.validate(init)
-    return _gradient_descent(manifold, data, w, x, tol, atol, max_iter)
+    return _gradient_descent(manifold, data, w, x, tol, atol, max_iter, profile=profile)
 
 
 def _closed_form(M, data, w, summary=None):
@@ -231,11 +242,11 @@ def extrinsic_start(M, data, w, summary=None):
     return np.asarray(data[0]) if x is None else x
 
 
-def _evaluate(M, x, data, w, newton):
+def _evaluate(M, x, data, w, newton, profile=None):
     """``(g, |g|, F, h)`` at ``x``: one pass; ``h`` the Hessian statistic or None."""
     if not newton:
-        return (*_grad(M, x, data, w), None)
-    g, energy, h = reductions.frechet_gradient_hessian(M, x, data, w)
+        return (*_grad(M, x, data, w, profile), None)
+    g, energy, h = reductions.frechet_gradient_hessian(M, x, data, w, profile=profile)
     return g, float(M.norm(x, g)), energy, h
 
 
@@ -250,11 +261,14 @@ def _direction(M, x, g, gnorm, h):
     return g, gnorm**2
 
 
-def _gradient_descent(M, data, w, x, tol, atol, max_iter, first=None):
+def _gradient_descent(M, data, w, x, tol, atol, max_iter, first=None, profile=None):
     """Karcher flow, or Newton where the manifold writes its Hessian, with Armijo
     backtracking; ``first``: ``_grad`` at ``x`` if known (its step is Karcher's)."""
     newton = bool(getattr(M, "frechet_newton", False))
-    g, gnorm, energy, h = _evaluate(M, x, data, w, newton) if first is None else (*first, None)
+    if first is None:
+        g, gnorm, energy, h = _evaluate(M, x, data, w, newton, profile)
+    else:
+        g, gnorm, energy, h = (*first, None)
     # the gradient of nearly identical points is rounding noise: do not ask for less
     floor = 64.0 * np.finfo(float).eps * getattr(M, "radius", 1.0)
     it = 0
@@ -268,7 +282,7 @@ def _gradient_descent(M, data, w, x, tol, atol, max_iter, first=None):
         step = 1.0
         while True:
             x_new = M.validate(M.exp(x, step * v))
-            g_new, gnorm_new, e_new, h_new = _evaluate(M, x_new, data, w, newton)
+            g_new, gnorm_new, e_new, h_new = _evaluate(M, x_new, data, w, newton, profile)
             # Armijo: F must drop by a fraction of step*<g, v>. Near the optimum that
             # drop (~|g|^2) is below the rounding of F itself, so a step that does not
             # raise F beyond rounding is accepted: there the unit step contracts.
@@ -291,17 +305,17 @@ def _gradient_descent(M, data, w, x, tol, atol, max_iter, first=None):
     return FrechetResult(x, it, gnorm, False, "gradient")
 
 
-def _supplement(M, data, w, x):
+def _supplement(M, data, w, x, profile=None):
     """2021 supplement §1.1: step 0.5, stop when rho(mu_k, mu_{k-1}) < 1e-5, <= 500 steps."""
     for it in range(1, 501):
-        g, _, _ = _grad(M, x, data, w)
+        g, _, _ = _grad(M, x, data, w, profile)
         x_new = M.validate(M.exp(x, 0.5 * g))
         moved = float(M.dist(x, x_new))
         x = x_new
         if moved < 1e-5:
-            _, gnorm, _ = _grad(M, x, data, w)
+            _, gnorm, _ = _grad(M, x, data, w, profile)
             return FrechetResult(x, it, gnorm, True, "supplement")
-    _, gnorm, _ = _grad(M, x, data, w)
+    _, gnorm, _ = _grad(M, x, data, w, profile)
     warnings.warn(
         "Fréchet mean (supplement algorithm) did not converge in 500 iterations",
         ConvergenceWarning,

@@ -40,18 +40,18 @@ import contextlib
 import math
 import sys
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 __all__ = [
     "BLOCK_ELEMENTS",
     "CheckSummary",
+    "DistanceProfile",
     "checked_summary",
     "distance_profile",
     "frechet_gradient",
     "frechet_gradient_hessian",
-    "fused_profile",
     "grad_norms",
     "is_dask",
     "lazy_validate",
@@ -310,52 +310,72 @@ def _gradient_chunk(block, index, offset, M, xs, inv_n, validate, edges=None):
 
 
 # --- the distance profile fused into the Fréchet passes -----------------------------------
-_FUSED: dict = {}  # "key": id of the data, "edges", "counts": {point bytes: counts}
+@dataclass(eq=False)
+class DistanceProfile:
+    """Distances binned by the Fréchet passes over one Dask array: the caller's accumulator.
 
-
-@contextlib.contextmanager
-def fused_profile(data, top, bins=1024):
-    """Inside the block, Dask Fréchet-gradient passes over ``data`` also bin distances.
-
-    Each pass at one point ``x`` then also counts the distances from ``x`` in the
-    bins of :func:`distance_profile` (``top``, ``bins``), and a later
-    ``distance_profile(M, x, data, top, bins)`` at one of those points, inside the
-    block, returns them without a pass of its own. The counts are the ones the
-    separate pass finds (same distances, same bins: tested), so the KNG envelope
-    built from them is the same. NumPy data: nothing changes.
+    Made by the caller (the KNG envelope, :func:`pymc_manidp.laws.exact.sample_kng`)
+    and handed to :func:`~pymc_manidp.stats.frechet.frechet_mean` (or to
+    :func:`frechet_gradient`, :func:`frechet_gradient_hessian`, :func:`grad_norms` at
+    one point): each Dask pass over ``data`` at one point ``x`` then also counts the
+    distances from ``x`` in the bins of :func:`distance_profile` (``top``, ``bins``)
+    and records them here. A later ``distance_profile(M, x, data, top, bins,
+    profile=...)`` at one of those points returns them without a pass of its own.
+    The counts are the ones the separate pass finds (same distances, same bins:
+    tested), so the KNG envelope built from them is the same. Passes over another
+    array (even an equal one: the profile holds ``data`` and compares identity), over
+    NumPy data, or at several points at once leave it untouched, so the counts are
+    only ever those of ``data`` itself. ``data`` is an array ``DataDomain.check``
+    returned: ``frechet_mean`` reads unchecked Dask data through a validating copy,
+    whose passes do not count.
 
     Parameters
     ----------
     data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
-        The (checked) records the passes will read.
+        The (checked) records the passes will read; only passes over this very
+        array count into the profile.
     top : float
         The profile's cap.
     bins : int
         Number of bins.
 
-    Yields
-    ------
-    None
+    Attributes
+    ----------
+    edges : ndarray, shape ``(bins + 1,)``
+        The bins' edges, ``linspace(0, top, bins + 1)``.
+    counts : dict
+        Per point a pass was taken at (its bytes): the counts per bin, ``(bins,)``.
     """
-    old = dict(_FUSED)
-    _FUSED.clear()
-    if is_dask(data):
-        _FUSED.update(key=id(data), ref=data, edges=np.linspace(0.0, top, bins + 1), counts={})
-    try:
-        yield
-    finally:
-        _FUSED.clear()
-        _FUSED.update(old)
+
+    data: object
+    top: float
+    bins: int = 1024
+    edges: np.ndarray = field(init=False)
+    counts: dict = field(init=False, default_factory=dict)
+
+    def __post_init__(self):
+        self.edges = np.linspace(0.0, self.top, self.bins + 1)
+
+    def _edges_for(self, data, xs):
+        """The bins a pass over ``data`` at the points ``xs`` should count in, or None."""
+        if len(xs) != 1 or data is not self.data or not is_dask(data):
+            return None
+        return self.edges
+
+    def _counts_at(self, data, x, edges):
+        """The counts a pass over ``data`` at ``x`` recorded in the bins ``edges``, or None."""
+        if self._edges_for(data, x[None]) is None or not np.array_equal(self.edges, edges):
+            return None
+        return self.counts.get(x.tobytes())
 
 
-def _fused_edges(data, xs):
-    if len(xs) != 1 or _FUSED.get("key") != id(data) or _FUSED.get("ref") is not data:
-        return None
-    return _FUSED["edges"]
+def _profile_edges(profile, data, xs):
+    return None if profile is None else profile._edges_for(data, xs)
 
 
-def _gradients(M, xs, data, weights, label="Fréchet gradient"):
-    """``(g, energy)`` at each point of ``xs`` ``(m, *shape)``: ``(m, *shape)``, ``(m,)``."""
+def _gradients(M, xs, data, weights, label="Fréchet gradient", profile=None):
+    """``(g, energy)`` at each point of ``xs`` ``(m, *shape)``: ``(m, *shape)``, ``(m,)``;
+    ``profile``: a :class:`DistanceProfile` the pass also bins its distances into."""
     xs = np.asarray(xs, dtype=float)
     n = n_rows(data)
     _PASSES[0] += 1
@@ -364,7 +384,7 @@ def _gradients(M, xs, data, weights, label="Fréchet gradient"):
             raise ValueError(
                 "weights are not supported with Dask data: Dask releases use equal weights"
             )
-        edges = _fused_edges(data, xs)
+        edges = _profile_edges(profile, data, xs)
         raw = _raw_of(data)  # checked data: validate block by block inside the pass
         data = _point_chunks(data if raw is None else raw, M.point_shape)
         if edges is not None:
@@ -373,12 +393,12 @@ def _gradients(M, xs, data, weights, label="Fréchet gradient"):
         g = np.sum([p[0] for p in parts], axis=0)
         e = np.sum([p[1] for p in parts], axis=0)
         if edges is not None:
-            _FUSED["counts"][xs[0].tobytes()] = np.sum([p[2] for p in parts], axis=0)
+            profile.counts[xs[0].tobytes()] = np.sum([p[2] for p in parts], axis=0)
         return g, e
     return _gradient_rows(M, xs, data, weights, 1.0 / n)
 
 
-def frechet_gradient(M, x, data, weights=None):
+def frechet_gradient(M, x, data, weights=None, *, profile=None):
     r"""Mean log vector ``g = sum_i w_i log_x(x_i)`` and energy ``F(x)``: one pass.
 
     Parameters
@@ -391,6 +411,9 @@ def frechet_gradient(M, x, data, weights=None):
         Validated points (e.g. from ``DataDomain.check``).
     weights : array, shape ``(n,)``, optional
         Normalized weights (NumPy data only); default ``1/n`` each.
+    profile : DistanceProfile, optional
+        Over Dask, a pass over ``profile.data`` also bins the distances from ``x``
+        into it (no extra read of the data).
 
     Returns
     -------
@@ -399,7 +422,7 @@ def frechet_gradient(M, x, data, weights=None):
     energy : float
         ``F(x) = (1/2) sum_i w_i rho^2(x, x_i)``.
     """
-    g, e = _gradients(M, np.asarray(x, dtype=float)[None], data, weights)
+    g, e = _gradients(M, np.asarray(x, dtype=float)[None], data, weights, profile=profile)
     return g[0], float(e[0])
 
 
@@ -424,7 +447,7 @@ def _newton_chunk(block, index, offset, M, x, inv_n, validate, edges=None):
     return _newton_rows(M, x, np.asarray(block), None, inv_n, validate, edges)
 
 
-def frechet_gradient_hessian(M, x, data, weights=None):
+def frechet_gradient_hessian(M, x, data, weights=None, *, profile=None):
     r""":func:`frechet_gradient` and the manifold's Hessian statistic: one pass.
 
     For manifolds with ``frechet_newton``: ``h`` sums
@@ -441,6 +464,9 @@ def frechet_gradient_hessian(M, x, data, weights=None):
         Validated points.
     weights : array, shape ``(n,)``, optional
         Normalized weights (NumPy data only); default ``1/n`` each.
+    profile : DistanceProfile, optional
+        Over Dask, a pass over ``profile.data`` also bins the distances from ``x``
+        into it (no extra read of the data).
 
     Returns
     -------
@@ -459,7 +485,7 @@ def frechet_gradient_hessian(M, x, data, weights=None):
             raise ValueError(
                 "weights are not supported with Dask data: Dask releases use equal weights"
             )
-        edges = _fused_edges(data, x[None])
+        edges = _profile_edges(profile, data, x[None])
         raw = _raw_of(data)
         data = _point_chunks(data if raw is None else raw, M.point_shape)
         label = "Fréchet gradient and Hessian" + ("" if edges is None else " and distances")
@@ -468,13 +494,13 @@ def frechet_gradient_hessian(M, x, data, weights=None):
         e = float(np.sum([p[1] for p in parts]))
         h = np.sum([p[2] for p in parts], axis=0)
         if edges is not None:
-            _FUSED["counts"][x.tobytes()] = np.sum([p[3] for p in parts], axis=0)
+            profile.counts[x.tobytes()] = np.sum([p[3] for p in parts], axis=0)
         return g, e, h
     g, e, h = _newton_rows(M, x, data, weights, 1.0 / n)
     return g, float(e), h
 
 
-def grad_norms(M, xs, data):
+def grad_norms(M, xs, data, *, profile=None):
     r"""``|grad F(x)| = |(1/n) sum_i log_x(x_i)|_x`` at each of ``m`` points: one pass.
 
     .. math:: \|\nabla F(x_j)\|_{x_j} = \Big\|\frac1n \sum_i \log_{x_j}(x_i)\Big\|_{x_j}
@@ -490,6 +516,9 @@ def grad_norms(M, xs, data):
         The points (e.g. a batch of KNG proposals).
     data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
         Validated records.
+    profile : DistanceProfile, optional
+        Over Dask with one point (``m = 1``), a pass over ``profile.data`` also bins
+        the distances from it into the profile.
 
     Returns
     -------
@@ -505,7 +534,7 @@ def grad_norms(M, xs, data):
     array([2.])
     """
     xs = np.asarray(xs, dtype=float)
-    g, _ = _gradients(M, xs, data, None, f"gradients at {len(xs)} points")
+    g, _ = _gradients(M, xs, data, None, f"gradients at {len(xs)} points", profile)
     return M.norm(xs, g)
 
 
@@ -822,7 +851,7 @@ def median_cell_bounds(M, xs, data, delta):
     return M.norm(xs, u) - t, t
 
 
-def distance_profile(M, x, data, top, bins=1024):
+def distance_profile(M, x, data, top, bins=1024, *, profile=None):
     """Compute the distances from ``x`` to the records, capped at ``top``, in one pass.
 
     In memory with at most ``4 bins`` records: the exact (capped) distances, each with
@@ -844,6 +873,9 @@ def distance_profile(M, x, data, top, bins=1024):
         The cap (and the histogram's upper end over Dask).
     bins : int
         Number of histogram bins over Dask.
+    profile : DistanceProfile, optional
+        Over Dask: if a pass over ``profile.data`` (this very array) at ``x`` binned
+        its distances into it with these bins, those counts, without a pass.
 
     Returns
     -------
@@ -862,14 +894,8 @@ def distance_profile(M, x, data, top, bins=1024):
         # sum over the records; the histogram makes each one O(bins)
         counts = np.histogram(d, bins=edges)[0]
         return edges[1:], counts / counts.sum()
-    fused = (
-        _FUSED.get("counts", {}).get(x.tobytes())
-        if _fused_edges(data, x[None]) is not None
-        else None
-    )
-    if fused is not None and np.array_equal(_FUSED["edges"], edges):
-        counts = fused  # binned by the Fréchet pass at x: no pass of its own
-    else:
+    counts = None if profile is None else profile._counts_at(data, x, edges)
+    if counts is None:  # else binned by the Fréchet pass at x: no pass of its own
         raw = _raw_of(data)
         data = _point_chunks(data if raw is None else raw, M.point_shape)
         parts = _run_pass(

@@ -6,6 +6,7 @@ process: CI has 2 cores); the rest on Dask's local scheduler.
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -257,7 +258,7 @@ def _spy_passes(monkeypatch):
 
 
 def test_fused_distance_profile_equals_the_separate_pass(monkeypatch):
-    """A Fréchet pass inside ``fused_profile`` bins the distances from its point: the
+    """A Fréchet pass given a ``DistanceProfile`` bins the distances from its point: the
     profile at that point is then the separate pass's, to the count, without a pass."""
     data = _sphere_data(6000, seed=5)
     dom = pmd.DataDomain(S2, NORTH, R)
@@ -266,10 +267,10 @@ def test_fused_distance_profile_equals_the_separate_pass(monkeypatch):
     top = 2 * R
     separate = reductions.distance_profile(S2, x, checked, top)
     labels = _spy_passes(monkeypatch)
-    with reductions.fused_profile(checked, top):
-        g_fused = reductions.frechet_gradient(S2, x, checked)
-        fused = reductions.distance_profile(S2, x, checked, top)
-        other = reductions.distance_profile(S2, NORTH, checked, top)  # not a pass's point
+    profile = reductions.DistanceProfile(checked, top)
+    g_fused = reductions.frechet_gradient(S2, x, checked, profile=profile)
+    fused = reductions.distance_profile(S2, x, checked, top, profile=profile)
+    other = reductions.distance_profile(S2, NORTH, checked, top, profile=profile)  # no pass there
     assert labels == ["Fréchet gradient and distances", "distances"]
     np.testing.assert_array_equal(fused[0], separate[0])
     np.testing.assert_array_equal(fused[1], separate[1])
@@ -283,6 +284,97 @@ def test_fused_distance_profile_equals_the_separate_pass(monkeypatch):
     g_plain = reductions.frechet_gradient(S2, x, checked)
     np.testing.assert_array_equal(g_fused[0], g_plain[0])
     assert g_fused[1] == g_plain[1]
+
+
+def test_each_profile_carries_the_counts_of_its_own_data(monkeypatch):
+    """The counts travel in the caller's ``DistanceProfile``, tied to one array: two data
+    sets profiled interleaved at the same point each get their own counts; a profile
+    handed another array (even an equal one) or no profile at all means a separate pass."""
+    top = 2 * R
+    dom = pmd.DataDomain(S2, NORTH, R)
+    raw = [_sphere_data(5000, seed=8), _sphere_data(5000, seed=9)]
+    checked = [dom.check(da.from_array(d, chunks=(1200, 3))) for d in raw]
+    x = S2.exp_coords(NORTH, np.array([0.02, 0.01]))  # the same point for both
+    edges = np.linspace(0.0, top, 1025)
+    oracle = [_upper_edge_counts(S2.dist(x, d), edges) / len(d) for d in raw]
+    # the oracle tells the data sets apart: counts keyed by the point alone would show
+    assert not np.array_equal(oracle[0], oracle[1])
+    profiles = [reductions.DistanceProfile(c, top) for c in checked]
+    labels = _spy_passes(monkeypatch)
+    for c, p in zip(checked, profiles, strict=True):  # both passes, then the reads
+        reductions.frechet_gradient(S2, x, c, profile=p)
+    got = [
+        reductions.distance_profile(S2, x, c, top, profile=p)
+        for c, p in zip(checked, profiles, strict=True)
+    ]
+    assert labels == ["Fréchet gradient and distances"] * 2  # no distances pass
+    for (_, w), want in zip(got, oracle, strict=True):
+        np.testing.assert_allclose(w, want, rtol=0, atol=1e-15)
+    assert [len(p.counts) for p in profiles] == [1, 1]
+    # the wrong profile, an equal array checked anew, or no profile: a pass of its own
+    labels.clear()
+    crossed = reductions.distance_profile(S2, x, checked[0], top, profile=profiles[1])
+    again = dom.check(da.from_array(raw[0], chunks=(1200, 3)))
+    anew = reductions.distance_profile(S2, x, again, top, profile=profiles[0])
+    plain = reductions.distance_profile(S2, x, checked[0], top)
+    assert labels == ["distances", "data check", "distances", "distances"], labels
+    for _, w in (crossed, anew, plain):
+        np.testing.assert_allclose(w, oracle[0], rtol=0, atol=1e-15)
+
+
+def test_a_frechet_mean_given_a_profile_bins_every_pass_and_is_the_same_mean(monkeypatch):
+    dom = pmd.DataDomain(S2, NORTH, R)
+    data = _sphere_data(4000, seed=10)
+    checked = dom.check(da.from_array(data, chunks=(900, 3)))
+    labels = _spy_passes(monkeypatch)
+    plain = pmd.frechet_mean(S2, checked)
+    plain_labels = list(labels)
+    assert plain_labels and not any("distances" in lab for lab in plain_labels)
+    labels.clear()
+    profile = reductions.DistanceProfile(checked, 2 * R)
+    fused = pmd.frechet_mean(S2, checked, profile=profile)
+    assert labels == [lab + " and distances" for lab in plain_labels]
+    assert len(profile.counts) == len(plain_labels)  # one entry per pass, at its point
+    np.testing.assert_array_equal(fused.mean, plain.mean)
+    assert (fused.iterations, fused.grad_norm) == (plain.iterations, plain.grad_norm)
+    labels.clear()
+    _, w = reductions.distance_profile(S2, fused.mean, checked, 2 * R, profile=profile)
+    assert labels == []  # the last pass was at the mean
+    edges = np.linspace(0.0, 2 * R, 1025)
+    np.testing.assert_allclose(
+        w * len(data), _upper_edge_counts(S2.dist(fused.mean, data), edges), atol=1e-9
+    )
+
+
+def test_a_clipped_kng_mean_bins_its_gradient_pass_and_releases_the_separate_pass_draws(
+    monkeypatch,
+):
+    """A mean computed outside the ball is clipped; the gradient pass at the clipped
+    mean then bins the distances, and the draws are those of the separate pass."""
+    from pymc_manidp.laws import exact
+
+    dom = pmd.DataDomain(S2, NORTH, R)
+    edge = S2.exp(NORTH, np.array([0.95 * R, 0.0, 0.0]))
+    data = generators.sphere_cap(3000, radius=0.01, center=edge, random_seed=11)
+    checked = dom.check(da.from_array(data, chunks=(1000, 3)))
+    real = exact.frechet_mean
+
+    def outside(M, d, **kw):  # push the computed mean just beyond the ball
+        res = real(M, d, **kw)
+        v = S2.log(NORTH, res.mean)
+        return dataclasses.replace(res, mean=S2.exp(NORTH, v / S2.norm(NORTH, v) * 1.001 * R))
+
+    monkeypatch.setattr(exact, "frechet_mean", outside)
+    labels = _spy_passes(monkeypatch)
+    fused = exact.sample_kng(S2, checked, 0.05, 5, rng=1, domain=dom)
+    assert labels[1] == "gradients at 1 points and distances" and "distances" not in labels
+    # the same release with the profile's counts never read: the separate pass
+    labels.clear()
+    monkeypatch.setattr(reductions.DistanceProfile, "_counts_at", lambda *a: None)
+    separate = exact.sample_kng(S2, checked, 0.05, 5, rng=1, domain=dom)
+    assert labels[2] == "distances"
+    np.testing.assert_array_equal(fused.points, separate.points)
+    assert fused.info == separate.info
 
 
 def test_a_dask_kng_release_reads_the_data_without_a_distance_pass(monkeypatch):
