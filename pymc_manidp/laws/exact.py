@@ -1249,7 +1249,8 @@ def _median_explain(sigma, domain, stats) -> str:
         f"Cause: KNG's median density exp(-|grad F|/sigma) accepted only {rate:.2g} of "
         f"the envelope's proposals: sigma = {sigma:.3g} is small against the ball's radius "
         f"{domain.radius:.3g} for the envelope's cells (their budget caps how finely it "
-        "follows the law, docs/exact.md). Use sampler='nuts', or raise max_attempts."
+        "follows the law, docs/exact.md). Use sampler='nuts', or raise max_attempts "
+        "(KNGMechanism(..., max_attempts=...)): the law does not depend on it."
     )
 
 

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pymc_manidp.geometry.validation import check_positive_int
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import KNG, STATISTICS
 from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
@@ -52,6 +53,13 @@ class KNGMechanism(Mechanism):
         Release a private Fréchet mean (the 2022 paper's KNG, ``Delta = 2r(2 - H)/n``)
         or a private Fréchet median (``Delta = 2/n``, robust to outliers; exact
         sampler: rejection from a piecewise-uniform envelope, docs/exact.md).
+    max_attempts : int, optional
+        The exact sampler's cap on envelope proposals per draw (default
+        ``laws.exact.DEFAULT_MAX_ATTEMPTS``, 10,000). A release that hits it raises
+        ``ExactSamplingError`` and releases nothing. The law does not depend on it, only
+        how often a release gives up: the median's envelope in ``d >= 4`` can accept
+        1 proposal in 10⁴ or fewer (Kendall(4), n = 500), where a larger cap is what
+        makes the release go through.
 
     Examples
     --------
@@ -74,8 +82,13 @@ class KNGMechanism(Mechanism):
     mcmc_law = KNG
     mcmc_law_kwargs: ClassVar[dict] = {"domain": None}
 
-    def __init__(self, manifold, *, epsilon, center, radius, statistic="mean"):
+    def __init__(self, manifold, *, epsilon, center, radius, statistic="mean", max_attempts=None):
         super().__init__(manifold, epsilon=epsilon, center=center, radius=radius)
+        self.max_attempts = (
+            exact.DEFAULT_MAX_ATTEMPTS
+            if max_attempts is None
+            else check_positive_int(max_attempts, "max_attempts")
+        )
         if statistic not in STATISTICS:
             raise ValueError(
                 f"statistic must be one of {', '.join(map(repr, STATISTICS))}, got {statistic!r}"
@@ -146,9 +159,23 @@ class KNGMechanism(Mechanism):
         """Exact draws for checked data (``ExactDraws``, with acceptance rates)."""
         if self.statistic == "median":
             return exact.sample_kng_median(
-                self.manifold, data, sigma, size, rng, domain=self.domain
+                self.manifold,
+                data,
+                sigma,
+                size,
+                rng,
+                domain=self.domain,
+                max_attempts=self.max_attempts,
             )
-        return exact.sample_kng(self.manifold, data, sigma, size, rng, domain=self.domain)
+        return exact.sample_kng(
+            self.manifold,
+            data,
+            sigma,
+            size,
+            rng,
+            domain=self.domain,
+            max_attempts=self.max_attempts,
+        )
 
     def exact_draws_stack(self, data, n, sigma, rng):
         """KNG on the mean: ``pymc_manidp.laws.exact.sample_kng_stack``, every data

@@ -136,6 +136,22 @@ def test_exact_median_sampler_says_why_when_it_gives_up():
     assert out.acceptance_rate > 0.3, out.info
 
 
+@pytest.mark.parametrize("statistic", ["mean", "median"])
+def test_mechanism_max_attempts_reaches_the_exact_sampler(statistic):
+    data = _ball_data(S2, np.random.default_rng(5), 50, 0.5)[1]
+    kw = dict(epsilon=50.0, center=NORTH, radius=0.5, statistic=statistic)
+    # one proposal per draw cannot give 200 draws at an acceptance rate below 1
+    tight = pmd.KNGMechanism(S2, **kw, max_attempts=1)
+    with pytest.raises(ExactSamplingError, match=r"max_attempts = 1 proposals per draw"):
+        tight.sample(data, 200, random_seed=0)
+    roomy = pmd.KNGMechanism(S2, **kw)  # the default cap
+    assert roomy.max_attempts == 10_000
+    assert roomy.sample(data, 200, random_seed=0).shape == (200, 3)
+    for bad in (0, -3, 2.5, "10"):
+        with pytest.raises((ValueError, TypeError), match="max_attempts"):
+            pmd.KNGMechanism(S2, **kw, max_attempts=bad)
+
+
 def test_pm_draw_and_observed_with_the_median_law():
     import pymc as pm
 
