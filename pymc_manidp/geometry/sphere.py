@@ -194,7 +194,7 @@ class Sphere(ManifoldBase):
         x = as_points(points, self.point_shape)
         r = np.sqrt(_dot(x, x))
         off = np.abs(r - self.radius) > tol * self.radius
-        if np.any(off):
+        if off.any():
             worst = float(np.max(np.abs(r - self.radius)))
             raise ValueError(
                 f"points are not on the sphere of radius {self.radius}: {first_bad_row(off)} "
