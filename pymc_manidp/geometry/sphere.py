@@ -273,6 +273,21 @@ class Sphere(ManifoldBase):
             raise ValueError("log is undefined for antipodal points (the cut locus)")
         return g, float(energy), hess
 
+    def frechet_gradients(self, xs, data, weights):
+        """:meth:`frechet_gradient` at each point of ``xs`` ``(m, D)``: ``(g (m, D),
+        energy (m,))``, the same numbers, from one call of the compiled kernel."""
+        from pymc_manidp.geometry._kernels.sphere_kernels import sphere_log_means
+
+        g, energy, theta_max = sphere_log_means(
+            np.ascontiguousarray(xs, dtype=float),
+            np.ascontiguousarray(data, dtype=float),
+            np.ascontiguousarray(weights, dtype=float),
+            float(self.radius),
+        )
+        if np.any(np.pi - theta_max < _CUT_TOL) or not np.all(np.isfinite(theta_max)):
+            raise ValueError("log is undefined for antipodal points (the cut locus)")
+        return g, energy
+
     def stack_frechet_gradient(self, x, data):
         """:meth:`frechet_gradient`'s route (``atan2`` of the two legs) for a stack."""
         x, data = np.asarray(x, float), np.asarray(data, float)

@@ -47,6 +47,7 @@ Every rejection loop draws its proposals in batches and stops with
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -973,7 +974,7 @@ def _kng_batches(M, data) -> tuple[int, int]:
     if reductions.is_dask(data):
         return _DASK_BATCH, 4
     n = reductions.n_rows(data)
-    return max(1, _KNG_BATCH_LOG_MAPS // (n * int(np.prod(M.point_shape)))), 2
+    return max(1, _KNG_BATCH_LOG_MAPS // (n * math.prod(M.point_shape))), 2
 
 
 def _kng_explain(env, stats) -> str:

@@ -129,3 +129,34 @@ def test_angle_between_and_log_sinc_keep_their_values():
         series = -(t2 / 6 + t2**2 / 180 + t2**3 / 2835 + t2**4 / 37800 + t2**5 / 467775)
         expect = np.where(t < 0.05, series, val)
         np.testing.assert_allclose(log_sinc(t), expect, rtol=1e-15, atol=1e-300)
+
+
+def test_many_points_kernel_is_the_single_kernel_bit_for_bit():
+    from pymc_manidp.geometry._kernels.sphere_kernels import sphere_log_mean, sphere_log_means
+
+    rng = np.random.default_rng(4)
+    for radius in (1.0, 2.5):
+        S = pmd.Sphere(dim=3, radius=radius)
+        center = np.array([0.0, 0.0, 0.0, radius])
+        data = S.exp_coords(center, rng.normal(size=(257, 3)) * 0.4 * radius)
+        xs = S.exp_coords(center, rng.normal(size=(6, 3)) * 0.3 * radius)
+        w = rng.random(257)
+        g, e, tmax = sphere_log_means(xs, data, w, radius)
+        for k, x in enumerate(xs):
+            g1, e1, _, t1 = sphere_log_mean(x, data, w, radius, False)
+            np.testing.assert_array_equal(g[k], g1)
+            assert e[k] == e1 and tmax[k] == t1
+        # through the reductions: one call for all points = one call per point
+        ref = np.array([S.frechet_gradient(x, data, w)[0] for x in xs])
+        np.testing.assert_array_equal(S.frechet_gradients(xs, data, w)[0], ref)
+        # the comparison sees a change of summation order (the data reversed)
+        g_rev = sphere_log_means(xs, data[::-1].copy(), w[::-1].copy(), radius)[0]
+        assert not np.array_equal(g_rev, g)
+
+
+def test_many_points_kernel_refuses_the_cut_locus():
+    S = pmd.Sphere(dim=2)
+    xs = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    data = np.array([[0.0, 0.0, -1.0]])  # antipodal to the first point
+    with pytest.raises(ValueError, match="cut locus"):
+        S.frechet_gradients(xs, data, np.ones(1))
