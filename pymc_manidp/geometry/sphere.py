@@ -194,7 +194,7 @@ class Sphere(ManifoldBase):
         x = as_points(points, self.point_shape)
         r = np.sqrt(_dot(x, x))
         off = np.abs(r - self.radius) > tol * self.radius
-        if np.any(off):
+        if off.any():
             worst = float(np.max(np.abs(r - self.radius)))
             raise ValueError(
                 f"points are not on the sphere of radius {self.radius}: {first_bad_row(off)} "
@@ -272,6 +272,21 @@ class Sphere(ManifoldBase):
         if np.pi - theta_max < _CUT_TOL or not np.isfinite(theta_max):
             raise ValueError("log is undefined for antipodal points (the cut locus)")
         return g, float(energy), hess
+
+    def frechet_gradients(self, xs, data, weights):
+        """:meth:`frechet_gradient` at each point of ``xs`` ``(m, D)``: ``(g (m, D),
+        energy (m,))``, the same numbers, from one call of the compiled kernel."""
+        from pymc_manidp.geometry._kernels.sphere_kernels import sphere_log_means
+
+        g, energy, theta_max = sphere_log_means(
+            np.ascontiguousarray(xs, dtype=float),
+            np.ascontiguousarray(data, dtype=float),
+            np.ascontiguousarray(weights, dtype=float),
+            float(self.radius),
+        )
+        if np.any(np.pi - theta_max < _CUT_TOL) or not np.all(np.isfinite(theta_max)):
+            raise ValueError("log is undefined for antipodal points (the cut locus)")
+        return g, energy
 
     def stack_frechet_gradient(self, x, data):
         """:meth:`frechet_gradient`'s route (``atan2`` of the two legs) for a stack."""

@@ -47,6 +47,7 @@ Every rejection loop draws its proposals in batches and stops with
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -573,8 +574,13 @@ def _h(s, kappa):
     """``h(s) = s sqrt(κ) cot(s sqrt(κ))`` (1 for κ <= 0): Hessian bound of ρ²/2."""
     if kappa <= 0:
         return np.ones_like(s)
-    a = np.asarray(s, float) * np.sqrt(kappa)
-    return np.where(a > 1e-8, a / np.tan(np.where(a > 1e-8, a, 1.0)), 1.0 - a * a / 3.0)
+    root = np.sqrt(kappa)
+    a = np.asarray(s, float)
+    a = a * root if root != 1.0 else a  # times 1.0 changes no number
+    far = a > 1e-8
+    if far.all():  # the series' branch would be computed only to be dropped
+        return a / np.tan(a)
+    return np.where(far, a / np.tan(np.where(far, a, 1.0)), 1.0 - a * a / 3.0)
 
 
 def kng_envelope_slope(domain: DataDomain) -> float:
@@ -835,6 +841,10 @@ class _KNGEnvelope:
     slopes: np.ndarray | None = None
     offsets: np.ndarray | None = None
     weights: np.ndarray | None = None
+    cdf: np.ndarray | None = None
+    scales: np.ndarray | None = None
+    q_lo: np.ndarray | None = None
+    q_hi: np.ndarray | None = None
 
     @property
     def what(self) -> str:
@@ -876,8 +886,24 @@ class _KNGEnvelope:
             weights = np.exp(log_w - np.max(log_w))
             env.weights = weights / weights.sum()
             env.curved, env.local_slope = True, float(env.slopes[0])
+            env._shell_tables()
         # else h = 1: one slope, the Laplace envelope (SPD's volume density needs its tilt)
         return env
+
+    def _shell_tables(self):
+        """Per-shell constants of :meth:`draw`, from the envelope alone: the weights'
+        cdf (as ``rng.choice`` builds it, after the checks it makes of ``p``) and each
+        shell's Gamma scale and tail probabilities at its edges (as
+        :func:`_gamma_interval` computes them)."""
+        w = self.weights
+        if not (np.all(w >= 0) and abs(w.sum() - 1.0) <= np.sqrt(np.finfo(float).eps)):
+            raise ExactSamplingError(f"{self.what}: the shells' weights are not a distribution")
+        self.cdf = np.cumsum(w)
+        self.cdf /= self.cdf[-1]
+        d, lo, hi = self.M.dim, self.edges[:-1], self.edges[1:]
+        self.scales = self.sigma / self.slopes
+        self.q_lo = special.gammaincc(d, lo / self.scales)
+        self.q_hi = np.where(np.isfinite(hi), special.gammaincc(d, hi / self.scales), 0.0)
 
     def draw(self, m, rng, stats):
         """``(x, g, ok)``: ``m`` proposals, the bound g(t) at them, the volume-density step."""
@@ -891,12 +917,26 @@ class _KNGEnvelope:
             t = np.linalg.norm(c, axis=-1)
             x = _proposal_points(M, self.x_hat, c, self.what)
             return x, self.H * (t - self.e), np.ones(m, bool)
-        shell = rng.choice(len(self.slopes), size=m, p=self.weights)
+        # rng.choice(len(weights), m, p=weights) without its checks of p on every call
+        # (the weights are checked once, in _build): the same cdf, the same uniforms
+        shell = self.cdf.searchsorted(rng.random(m), side="right")
         t = np.empty(m)
-        for k in np.unique(shell):
-            at = shell == k
-            lo, hi = self.edges[k], self.edges[k + 1]
-            t[at] = _gamma_interval(M.dim, sigma / self.slopes[k], lo, hi, at.sum(), rng)
+        # shell by shell in increasing order, each from its own block of the stream: the
+        # first (from 0) by _gamma_truncated, the others' uniforms (what _gamma_interval
+        # draws) in one call and their inverse CDFs vectorized: the same numbers
+        first = shell == 0
+        k0 = int(first.sum())
+        if k0:
+            t[first] = _gamma_truncated(M.dim, self.scales[0], self.edges[1], k0, rng)
+        if k0 < m:
+            pos = np.flatnonzero(~first)
+            pos = pos[np.argsort(shell[pos], kind="stable")]
+            k = shell[pos]
+            q_lo, q_hi = self.q_lo[k], self.q_hi[k]
+            u = q_hi + (q_lo - q_hi) * rng.random(len(pos))  # rng.uniform(q_hi, q_lo)
+            t[pos] = np.clip(
+                self.scales[k] * special.gammainccinv(M.dim, u), self.edges[k], self.edges[k + 1]
+            )
         # the chart's volume density J(t) <= 1: a first, cheap acceptance step
         ok = rng.random(m) < np.exp(_radial_log_ratio(M, t))
         c = t[:, None] * _directions(rng, m, M.dim)
@@ -935,7 +975,7 @@ def _kng_batches(M, data) -> tuple[int, int]:
     if reductions.is_dask(data):
         return _DASK_BATCH, 4
     n = reductions.n_rows(data)
-    return max(1, _KNG_BATCH_LOG_MAPS // (n * int(np.prod(M.point_shape)))), 2
+    return max(1, _KNG_BATCH_LOG_MAPS // (n * math.prod(M.point_shape))), 2
 
 
 def _kng_explain(env, stats) -> str:

@@ -61,10 +61,16 @@ def log_sinc(t):
     """
     t = np.abs(np.asarray(t, dtype=float))
     small = t < _LOG_SERIES
+    # only the branches some entry takes are computed (the same numbers): the radii of
+    # an exact sampler's proposals are often all small, a chart's all large
+    if small.all():
+        return np.asarray(-_series(t * t, alternate=False))
     inside = t < np.pi
     ts = np.where(small | ~inside, 1.0, t)
     with np.errstate(divide="ignore"):
         val = np.log(np.sin(ts) / ts)
+    if not small.any():
+        return np.where(inside, val, -np.inf)
     return np.where(small, -_series(t * t, alternate=False), np.where(inside, val, -np.inf))
 
 
@@ -87,9 +93,25 @@ def angle_between(x, y, axes=(-1,)):
     Accurate for tiny and for near-straight angles, unlike ``arccos`` of the inner
     product (which loses half the digits near 0).
     """
-    d = np.sqrt(np.sum((x - y) ** 2, axis=axes))
-    s = np.sqrt(np.sum((x + y) ** 2, axis=axes))
+    d = np.sqrt(_sum_axes((x - y) ** 2, axes))
+    s = np.sqrt(_sum_axes((x + y) ** 2, axes))
     return 2.0 * np.arctan2(d, s)
+
+
+def _sum_axes(a, axes):
+    """``np.sum(a, axis=axes)``, bit for bit; over one short last axis by its columns.
+
+    NumPy sums fewer than 8 terms one after the other from zero, ``((0 + a_0) + a_1) +
+    ...`` (its pairwise sum starts only at 8), so adding the columns in that order gives the
+    same numbers, without the reduction's per-row overhead: on ``(1000, 3)`` a tenth of
+    the time (the distances of every release's check and profile).
+    """
+    if tuple(axes) in ((-1,), (a.ndim - 1,)) and a.ndim >= 1 and 1 <= a.shape[-1] < 8:
+        out = 0.0 + a[..., 0]  # from zero, as NumPy: the sign of a zero sum is +0
+        for k in range(1, a.shape[-1]):
+            out += a[..., k]
+        return out
+    return np.sum(a, axis=axes)
 
 
 def theta_over_sin(theta):
