@@ -4,8 +4,10 @@ The package at ``--base`` (exported with ``git archive <commit> pymc_manidp``) a
 working tree each run the full setting of every experiment named (default: the five
 paper experiments), one experiment at a time and alternating (base, new, base, new,
 ...), each run in its own process (its own Dask local cluster of 2 worker processes,
-as the command line has by default), the same seed. Prints each run's wall time, the
-per-experiment ratio and the totals, and whether the two tables have the same shape.
+as the command line has by default), the same seed. Prints each run's wall time and CPU
+time (user + system of the run and its worker processes, from ``getrusage``: less
+sensitive to other jobs on the machine than the wall time), the per-experiment ratios
+and the totals, and whether the two tables have the same shape.
 The outputs go to a temporary folder, deleted at the end.
 
 Run:  .venv/bin/python docs/benchmarks/reproduce_compare.py --base 2f0f948
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -43,8 +46,14 @@ def export(commit: str) -> Path:
     return folder
 
 
-def run(tree: Path, name: str, out: Path, quick: bool) -> float:
-    """Wall seconds of ``pymc-manidp reproduce name`` with the package in ``tree``."""
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def run(tree: Path, name: str, out: Path, quick: bool) -> tuple[float, float]:
+    """Wall and CPU seconds of ``pymc-manidp reproduce name`` with the package in
+    ``tree`` (the CPU of every process it started and reaped, Dask's workers included)."""
     # the working directory holds no package, so PYTHONPATH decides which one is imported
     # (in the worker processes too)
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
@@ -54,7 +63,7 @@ def run(tree: Path, name: str, out: Path, quick: bool) -> float:
         "sys.exit(main(sys.argv[2:]))"
     )
     argv = ["reproduce", name, "--out", str(out)] + (["--quick"] if quick else [])
-    t = time.perf_counter()
+    t, c = time.perf_counter(), _children_cpu()
     subprocess.run(
         [sys.executable, "-c", code, str(tree), *argv],
         env=env,
@@ -62,7 +71,7 @@ def run(tree: Path, name: str, out: Path, quick: bool) -> float:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    return time.perf_counter() - t
+    return time.perf_counter() - t, _children_cpu() - c
 
 
 def main():
@@ -73,28 +82,44 @@ def main():
     args = ap.parse_args()
     base = export(args.base)
     scratch = Path(tempfile.mkdtemp(prefix="pmd-repro-"))
-    totals = {"base": 0.0, "new": 0.0}
+    totals = {"base": [0.0, 0.0], "new": [0.0, 0.0]}
     rows = []
     try:
         for name in args.names:
-            secs = {}
+            secs, cpus = {}, {}
             for arm, tree in (("base", base), ("new", REPO)):
                 out = scratch / arm
                 out.mkdir(exist_ok=True)
                 load = os.getloadavg()[0]
-                secs[arm] = run(tree, name, out, args.quick)
-                totals[arm] += secs[arm]
-                print(f"{name} {arm}: {secs[arm]:.1f} s (load before {load:.1f})", flush=True)
+                secs[arm], cpus[arm] = run(tree, name, out, args.quick)
+                totals[arm][0] += secs[arm]
+                totals[arm][1] += cpus[arm]
+                print(
+                    f"{name} {arm}: {secs[arm]:.1f} s wall, {cpus[arm]:.1f} s CPU "
+                    f"(load before {load:.1f})",
+                    flush=True,
+                )
             import pandas as pd
 
             shapes = [pd.read_csv(scratch / a / name / "table.csv").shape for a in secs]
-            rows.append((name, secs["base"], secs["new"], shapes[0] == shapes[1]))
-        print("\n| experiment | base (s) | new (s) | ratio | same table shape |")
-        print("|---|---|---|---|---|")
-        for name, b, n, same in rows:
-            print(f"| `{name}` | {b:.0f} | {n:.0f} | {b / n:.1f}× | {'yes' if same else 'NO'} |")
-        b, n = totals["base"], totals["new"]
-        print(f"| **all** | **{b:.0f}** | **{n:.0f}** | **{b / n:.1f}×** | |")
+            rows.append(
+                (name, secs["base"], secs["new"], cpus["base"], cpus["new"], shapes[0] == shapes[1])
+            )
+        print(
+            "\n| experiment | base wall (s) | new wall (s) | ratio | base CPU (s) | new CPU (s) "
+            "| ratio | same table shape |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        for name, b, n, bc, nc, same in rows:
+            print(
+                f"| `{name}` | {b:.0f} | {n:.0f} | {b / n:.1f}× | {bc:.0f} | {nc:.0f} | "
+                f"{bc / nc:.1f}× | {'yes' if same else 'NO'} |"
+            )
+        (b, bc), (n, nc) = totals["base"], totals["new"]
+        print(
+            f"| **all** | **{b:.0f}** | **{n:.0f}** | **{b / n:.1f}×** | **{bc:.0f}** | "
+            f"**{nc:.0f}** | **{bc / nc:.1f}×** | |"
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(base, ignore_errors=True)
