@@ -157,17 +157,8 @@ class KNGMechanism(Mechanism):
 
     def exact_draws(self, data, sigma, size, rng):
         """Exact draws for checked data (``ExactDraws``, with acceptance rates)."""
-        if self.statistic == "median":
-            return exact.sample_kng_median(
-                self.manifold,
-                data,
-                sigma,
-                size,
-                rng,
-                domain=self.domain,
-                max_attempts=self.max_attempts,
-            )
-        return exact.sample_kng(
+        sampler = exact.sample_kng_median if self.statistic == "median" else exact.sample_kng
+        return sampler(
             self.manifold,
             data,
             sigma,
