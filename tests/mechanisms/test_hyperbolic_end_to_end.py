@@ -24,6 +24,7 @@ from scipy import integrate, optimize, stats
 import pymc_manidp as pmd
 from pymc_manidp.geometry.hyperbolic import Hyperbolic, from_poincare, to_poincare
 from pymc_manidp.laws.exact import sample_kng, sample_laplace
+from pymc_manidp.mcmc.sampling import strict_floats
 
 ALPHA = 0.01
 H2 = Hyperbolic(dim=2)
@@ -375,7 +376,9 @@ def test_nuts_on_laplace_and_kng_has_no_divergences_and_follows_the_laws():
     eta = H2.exp_coords(O2, [0.3, -0.2])
     dom = pmd.DataDomain(H2, O2, 1.0)
     data = dom.check(_data(20, 5, center=(0.4, 0.1), spread=0.35), clip=True)
-    with pm.Model():
+    # strict floats: with numba's fastmath a cold and a warm compile cache ran other
+    # chains from the same seed, and one of them (a CI run, cold cache) gave KS p = 7e-4
+    with pm.Model(), strict_floats():
         pmd.ManifoldLaplace("x", H2, eta, 0.3)
         pmd.KNG("k", H2, data, 0.25, dom)
         idata = pm.sample(
