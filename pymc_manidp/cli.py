@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "release",
-        help="release a private mean of your data (.npy/.csv) as JSON",
+        help="release a private mean (or KNG median) of your data (.npy/.csv) as JSON",
         description="Release a private mean of the records in DATA (one per row; see "
         "pymc_manidp.io.files for the layouts) and write it with its provenance as JSON. "
         "The center and radius of the public ball must be chosen without looking at "
@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--radius", required=True, type=float, help="radius of the public ball")
     p.add_argument("--mechanism", choices=("kng", "laplace"), default="kng")
     p.add_argument("--restrict", action="store_true", help="Laplace: restrict the law to the ball")
+    p.add_argument(
+        "--statistic",
+        choices=("mean", "median"),
+        default=None,
+        help="KNG: release a private Fréchet mean (default) or median (robust to outliers)",
+    )
     p.add_argument(
         "--sampler",
         default="exact",
@@ -284,6 +290,8 @@ def _refuse_ignored_options(args) -> None:
         ignored += ["--estimate-delta"] * args.estimate_delta
     if args.mechanism == "kng" and args.restrict:
         ignored.append("--restrict")
+    if args.mechanism == "laplace" and args.statistic is not None:
+        ignored.append("--statistic")
     if args.budget is None:
         for k in ("budget_epsilon", "budget_delta", "composition", "delta"):
             if getattr(args, k) is not None:
@@ -295,8 +303,9 @@ def _refuse_ignored_options(args) -> None:
         raise ValueError(
             f"{', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect on a "
             f"{args.mechanism} release with the {args.sampler} sampler (--restrict is for "
-            "--mechanism laplace; --draws/--tune/--chains/--report/--skip-diagnostics are "
-            "--delta/--estimate-delta are for --sampler nuts or metropolis): drop them"
+            "--mechanism laplace, --statistic for kng; --draws/--tune/--chains/--report/"
+            "--skip-diagnostics/--delta/--estimate-delta are for --sampler nuts or "
+            "metropolis): drop them"
         )
     if args.seed is not None and not args.allow_fixed_seed:
         raise ValueError(
@@ -428,7 +437,13 @@ def release(args) -> int:
     )
     center = parse_center(args.center, M)
     if args.mechanism == "kng":
-        mech = pmd.KNGMechanism(M, epsilon=args.epsilon, center=center, radius=args.radius)
+        mech = pmd.KNGMechanism(
+            M,
+            epsilon=args.epsilon,
+            center=center,
+            radius=args.radius,
+            statistic=args.statistic or "mean",
+        )
     else:
         mech = pmd.LaplaceMechanism(
             M, epsilon=args.epsilon, center=center, radius=args.radius, restrict=args.restrict

@@ -125,6 +125,22 @@ def test_release_writes_public_json_with_provenance_and_never_the_seed(capsys, s
     assert again["release"]["value"] == rel["value"] != other["release"]["value"]
 
 
+def test_release_of_a_private_median(capsys, sphere_csv):
+    # --statistic median reaches KNG: the JSON names the median's mechanism and its
+    # sigma = 4/(n eps), not the mean's 2 * 2r(2 - H)/(n eps)
+    argv = release_args(sphere_csv, "--statistic", "median", "--seed", "5", "--allow-fixed-seed")
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    rel = json.loads(out)["release"]
+    assert rel["mechanism"] == "KNG-median" and rel["n"] == 200
+    assert np.isclose(rel["sigma"], 4.0 / 200) and np.isclose(rel["sensitivity"], 2.0 / 200)
+    assert S2.dist(NORTH, np.array(rel["value"])) <= 0.4
+    mean = json.loads(
+        run(release_args(sphere_csv, "--seed", "5", "--allow-fixed-seed"), capsys)[1]
+    )["release"]
+    assert mean["mechanism"] == "KNG" and not np.isclose(mean["sigma"], rel["sigma"])
+
+
 def test_release_laplace_to_file_on_spd_npy(capsys, tmp_path):
     data = wishart_in_ball(40, k=2, random_seed=1)
     path = tmp_path / "cov.npy"
@@ -294,6 +310,7 @@ def test_extreme_epsilon_is_refused_with_the_cause(epsilon, expected, capsys, sp
 
 IGNORED = {
     "--restrict for kng": ["--restrict"],
+    "--statistic for laplace": ["--statistic", "median", "--mechanism", "laplace"],
     "--report for exact": ["--report", "plots"],
     "--skip-diagnostics for exact": ["--skip-diagnostics"],
     "--draws for exact": ["--draws", "10"],
