@@ -18,9 +18,35 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["sphere_log_mean"]
+__all__ = ["sphere_log_mean", "sphere_log_means"]
 
 _SERIES = 1e-3  # theta below it: 1 - theta cot theta by its series (error < 1e-19)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _add_log(x, data, i, wi, radius, u, g):
+    """Add ``wi log_x(y_i)`` to ``g``; leave the leg ``u`` of ``y_i`` in ``u``.
+
+    Returns ``(c, su2, su, theta)`` of ``y_i`` at ``x`` (module docstring). Both kernels
+    call it, so a point's sums are the same numbers, term by term, in either. Inlined:
+    called once per record, as a function call it made both kernels 15-20% slower
+    (2026-11-27, n = 1,000 on S^2); inlining changes no number (no fastmath here).
+    """
+    dd = x.shape[0]
+    c = 0.0
+    for j in range(dd):
+        c += data[i, j] * x[j]
+    c /= radius * radius
+    su2 = 0.0
+    for j in range(dd):
+        u[j] = data[i, j] - c * x[j]
+        su2 += u[j] * u[j]
+    su = np.sqrt(su2) / radius
+    theta = np.arctan2(su, c)
+    fac = theta / su if su > 0.0 else 1.0
+    for j in range(dd):
+        g[j] += wi * fac * u[j]
+    return c, su2, su, theta
 
 
 @njit(cache=True, error_model="numpy")
@@ -70,21 +96,9 @@ def sphere_log_mean(x, data, wts, radius, hessian):
     tc_sum = 0.0
     theta_max = 0.0
     for i in range(n):
-        c = 0.0
-        for j in range(dd):
-            c += data[i, j] * x[j]
-        c /= r2
-        su2 = 0.0
-        for j in range(dd):
-            u[j] = data[i, j] - c * x[j]
-            su2 += u[j] * u[j]
-        su = np.sqrt(su2) / radius
-        theta = np.arctan2(su, c)
-        theta_max = max(theta_max, theta)
-        fac = theta / su if su > 0.0 else 1.0
         wi = wts[i]
-        for j in range(dd):
-            g[j] += wi * fac * u[j]
+        c, su2, su, theta = _add_log(x, data, i, wi, radius, u, g)
+        theta_max = max(theta_max, theta)
         energy += wi * theta * theta
         if hessian and su > 0.0:
             if theta < _SERIES:  # 1 - theta cot theta = theta^2/3 + theta^4/45 + ...
@@ -146,22 +160,11 @@ def sphere_log_means(xs, data, wts, radius):
     for k in range(m):
         energy = 0.0
         theta_max = 0.0
+        xk, gk = xs[k], g[k]
         for i in range(n):
-            c = 0.0
-            for j in range(dd):
-                c += data[i, j] * xs[k, j]
-            c /= r2
-            su2 = 0.0
-            for j in range(dd):
-                u[j] = data[i, j] - c * xs[k, j]
-                su2 += u[j] * u[j]
-            su = np.sqrt(su2) / radius
-            theta = np.arctan2(su, c)
-            theta_max = max(theta_max, theta)
-            fac = theta / su if su > 0.0 else 1.0
             wi = wts[i]
-            for j in range(dd):
-                g[k, j] += wi * fac * u[j]
+            theta = _add_log(xk, data, i, wi, radius, u, gk)[3]
+            theta_max = max(theta_max, theta)
             energy += wi * theta * theta
         energies[k] = 0.5 * r2 * energy
         theta_maxes[k] = theta_max
