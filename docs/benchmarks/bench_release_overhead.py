@@ -18,10 +18,17 @@ private value).
    drawn in one call. Its log-density is checked against ``mech.logp`` (equal up to a
    constant) at a few points before timing.
 
+3. the arithmetic floor: the passes over the n records one exact release makes, called
+   directly with the same arrays and nothing else (the data's check ``Sphere.validate``,
+   the distances to the center, the Fréchet gradient at the center fused with that scan,
+   the two Newton passes of the Fréchet mean, one pass for a round of 4 proposals). No
+   release that keeps this arithmetic can be faster, so MH / floor bounds the ratio any
+   rewrite of the Python around it could reach.
+
 Rounds are interleaved (the machine may be loaded): each round times ``EXACT_PER_ROUND``
-exact releases, then one MH release. Medians over all rounds; the ratio is MH median /
-exact median, and also the median of the per-round ratios (each round's two medians
-measured within a second of each other).
+exact releases and as many floors, then one MH release. Medians over all rounds; the
+ratio is MH median / exact median, and also the median of the per-round ratios (each
+round's two medians measured within a second of each other).
 
 Run:  PYTHONPATH=$PWD .venv/bin/python docs/benchmarks/bench_release_overhead.py
       (about 15 s; ``--rounds R`` to change the number of rounds, default 12)
@@ -129,6 +136,26 @@ def check_log_density(mech, data, sigma):
     return float(np.max(np.abs(diff - diff[0])))
 
 
+def arithmetic_floor(mech, data):
+    """The passes over ``data`` one exact release makes, as a function of no arguments."""
+    S, domain = mech.manifold, mech.domain
+    ones = np.ones(len(data))
+    x_hat = pmd.frechet_mean(S, data).mean
+    xs = S.exp_coords(
+        x_hat, mech.sigma(len(data)) * np.eye(2)[[0, 1, 0, 1]] * [[1], [1], [-1], [-1]]
+    )
+
+    def passes():
+        checked = S.validate(data)
+        domain.distances(checked)
+        S.frechet_gradient(domain.center, checked, ones)
+        S._log_mean(x_hat, checked, ones, True)
+        S._log_mean(x_hat, checked, ones, True)
+        S.frechet_gradients(xs, checked, ones)
+
+    return passes
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=12)
@@ -149,7 +176,10 @@ def main():
         mech.release(data, random_seed=10**6 + i)
     np_mh_release(data, sigma, NORTH, RADIUS, seed=0, burn_in=200)
 
-    ex_times, mh_times, ratios, proposals = [], [], [], 0
+    floor = arithmetic_floor(mech, data)
+    for _ in range(WARMUP):
+        floor()
+    ex_times, mh_times, ratios, proposals, floor_times = [], [], [], 0, []
     for r in range(args.rounds):
         ts = []
         for _ in range(EXACT_PER_ROUND):
@@ -158,6 +188,10 @@ def main():
             rel = mech.release(data, random_seed=seed)
             ts.append(time.perf_counter() - t0)
             proposals += rel.sampler_info["proposals"]
+        for _ in range(EXACT_PER_ROUND):
+            t0 = time.perf_counter()
+            floor()
+            floor_times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         np_mh_release(data, sigma, NORTH, RADIUS, seed=100 + r)
         mh = time.perf_counter() - t0
@@ -175,6 +209,11 @@ def main():
         f"\nexact: {len(ex_times)} releases, median {ex * 1e3:.3f} ms (quartiles "
         f"{np.percentile(ex_times, 25) * 1e3:.3f} / {np.percentile(ex_times, 75) * 1e3:.3f}), "
         f"acceptance {len(ex_times) / proposals:.2f}"
+    )
+    fl = float(np.median(floor_times))
+    print(
+        f"arithmetic floor (the release's passes over the records alone): median "
+        f"{fl * 1e3:.3f} ms, {fl / ex:.0%} of a release; MH / floor {mh / fl:,.0f}"
     )
     print(f"NumPy MH (burn-in {BURN_IN:,}): {len(mh_times)} releases, median {mh:.3f} s")
     print(
