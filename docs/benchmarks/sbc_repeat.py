@@ -2,7 +2,8 @@
 
 Issue 28, item 6: a seeded test must give the same ranks in every process. Each run is
 a new ``pytest`` process on ``tests/laws/test_inference.py::test_simulation_based_calibration``
-(its 200 + 100 replicates), the first 5 alone (``-p no:xdist``), the next 5 under
+(its 200 + 100 replicates, on nutpie since the suite was cut to 15 minutes), the first
+5 alone (``-p no:xdist``), the next 5 under
 ``-n 2 --dist worksteal`` together with two other tests of the file (so the SBC test
 shares its worker with whatever xdist hands it); the test appends its ranks to
 ``$MANIDP_SBC_RANKS`` and this script prints the SHA-256 of each run's ranks (int64,
@@ -12,7 +13,8 @@ machine (warm after the first). Run from the repository's root::
 
     PYTHONPATH=$PWD .venv/bin/python docs/benchmarks/sbc_repeat.py
 
-About 1-2 minutes per run on 2 cores (20 in all on a loaded machine).
+About 1-2 minutes per run on 2 cores when the test ran PyMC's NUTS (20 in all on a
+loaded machine); less on nutpie.
 """
 
 import hashlib

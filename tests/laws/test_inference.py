@@ -14,12 +14,12 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytest
-from scipy import stats
 
 import pymc_manidp as pmd
 from pymc_manidp.laws.exact import sample_laplace
 from pymc_manidp.mcmc.sampling import FreshNUTS
 from tests.radial import mcmc_ks, radial_cdf
+from tests.sbc import needs_nutpie, nutpie_sbc
 
 S2 = pmd.Sphere(dim=2)
 ALPHA = 0.01
@@ -217,14 +217,22 @@ def _dump_ranks(ranks, wrong):
 
 
 @pytest.mark.slow
+@needs_nutpie
 def test_simulation_based_calibration():
-    # 200 replicates; ranks of the truth among 100 thinned draws, 10 bins, chi-square
-    # uniformity at alpha = 0.01; the model with sigma/2 (a wrong likelihood) is caught
-    # (100 replicates suffice: its posterior is half as wide, the ranks pile up at the ends)
-    ranks, n = sbc_ranks(0.3, 200, seed=11)
-    wrong, _ = sbc_ranks(0.15, 100, seed=12)
-    _dump_ranks(ranks, wrong)
-    counts = np.histogram(ranks, bins=10, range=(0, n + 1))[0]
-    assert stats.chisquare(counts).pvalue > ALPHA, counts
-    counts = np.histogram(wrong, bins=10, range=(0, n + 1))[0]
-    assert stats.chisquare(counts).pvalue < ALPHA, counts
+    """Simulation-based calibration on nutpie (``tests/sbc.py``) of the noise-aware
+    model (uniform prior, whose ``pm.draw`` is ``S2.sample_uniform``: normalized
+    Gaussians, as ``sbc_ranks`` draws; Laplace likelihood, releases at sigma = 0.3):
+    200 replicates, ranks of the truth's z-coordinate among L = 50 draws (2 chains x
+    100 after 100 tuning, thinned by 4), 10 bins, chi-square at alpha = 0.01, seed
+    fixed. The model with sigma/2 (releases still drawn at 0.3, 100 replicates: its
+    posterior is half as wide, the ranks pile up at the ends) is caught at the same
+    alpha. PyMC's NUTS runs the same check in ``sbc_ranks`` (the determinism tests
+    above) and in ``tests/mcmc/test_sbc_manifolds.py``."""
+    z = lambda p: p[:, 2]  # noqa: E731
+    north = np.array([0.0, 0.0, 1.0])
+    p, res = nutpie_sbc(pmd.noise_aware_model(_published(north, 0.3), S2), z, 0.3, 200, seed=11)
+    wrong_model = pmd.noise_aware_model(_published(north, 0.15), S2)
+    p_wrong, wrong = nutpie_sbc(wrong_model, z, 0.15, 100, seed=12, release_factor=2.0)
+    _dump_ranks(res.ranks[:, 0], wrong.ranks[:, 0])
+    assert p > ALPHA, res.histogram.T
+    assert p_wrong < ALPHA, wrong.histogram.T

@@ -13,13 +13,12 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytest
-from scipy import stats
 
 import pymc_manidp as pmd
 from pymc_manidp.geometry.rotations import Rotations
-from pymc_manidp.laws.exact import sample_laplace
 from tests.mechanisms.test_rotations_end_to_end import radial_cdf
 from tests.radial import mcmc_ks
+from tests.sbc import needs_nutpie, nutpie_sbc
 
 M = Rotations()
 ALPHA = 0.01
@@ -67,47 +66,19 @@ def test_haar_prior_posterior_is_the_laplace_at_the_release():
     assert mcmc_ks(d, radial_cdf(sigma / 2))[1] < ALPHA
 
 
-def sbc_ranks(sigma_model, replicates, seed, sigma=0.3, draws=200, thin=2):
-    """Ranks of the truth's entry [2, 2] among ``draws/thin`` posterior draws.
-
-    Haar prior (the default global chart: Gaussian quaternions), Laplace likelihood,
-    the release a ``pm.Data`` so one compiled NUTS step serves every replicate; the
-    chains start at the release (the posterior's mode).
-    """
-    rng = np.random.default_rng(seed)
-    with pm.Model() as model:
-        released = pm.Data("released", np.eye(3))
-        eta = pmd.ManifoldUniform("mean", M)
-        pmd.ManifoldLaplace("release", M, eta, sigma_model, observed=released)
-        step = pm.NUTS(target_accept=0.95)
-    ranks = []
-    for _ in range(replicates):
-        truth = M.sample_uniform(rng)  # the prior
-        released = sample_laplace(M, truth, sigma, 1, rng).points[0]
-        pm.set_data({"released": released}, model=model)
-        with model:
-            idata = pm.sample(
-                draws,
-                tune=200,
-                chains=1,
-                step=step,
-                initvals={"mean": released},
-                random_seed=int(rng.integers(2**31)),
-                progressbar=False,
-                compute_convergence_checks=False,
-            )
-        z = idata.posterior["mean"].values[0, ::thin, 2, 2]
-        ranks.append(int(np.sum(z < truth[2, 2])))
-    return np.array(ranks), draws // thin
-
-
-@pytest.mark.slow  # 300 NUTS replicates: several minutes
+@pytest.mark.slow
+@needs_nutpie
 def test_simulation_based_calibration():
-    """200 replicates, ranks among 100 thinned draws in 10 bins, chi-square uniformity
-    at alpha 0.01; the model with σ/2 (a wrong likelihood, 100 replicates) is caught."""
-    ranks, n = sbc_ranks(0.3, 200, seed=21)
-    counts = np.histogram(ranks, bins=10, range=(0, n + 1))[0]
-    assert stats.chisquare(counts).pvalue > ALPHA, counts
-    wrong, n = sbc_ranks(0.15, 100, seed=22)
-    counts = np.histogram(wrong, bins=10, range=(0, n + 1))[0]
-    assert stats.chisquare(counts).pvalue < ALPHA, counts
+    """Simulation-based calibration on nutpie (``tests/sbc.py``) of the noise-aware
+    model (Haar prior, whose ``pm.draw`` is ``M.sample_uniform``; Laplace likelihood,
+    releases at σ = 0.3): 200 replicates, ranks of the truth's entry [2, 2] among L = 50
+    draws (2 chains x 100 after 100 tuning, thinned by 4), 10 bins, chi-square at
+    alpha = 0.01, seed fixed. The model with σ/2 (releases still drawn at 0.3, 100
+    replicates) is caught at the same alpha."""
+    entry = lambda p: p[:, 2, 2]  # noqa: E731
+    model = pmd.noise_aware_model(_published(np.eye(3), 0.3), M)
+    p, res = nutpie_sbc(model, entry, 0.3, 200, seed=21)
+    assert p > ALPHA, res.histogram.T
+    wrong = pmd.noise_aware_model(_published(np.eye(3), 0.15), M)
+    p, res = nutpie_sbc(wrong, entry, 0.15, 100, seed=22, release_factor=2.0)
+    assert p < ALPHA, res.histogram.T

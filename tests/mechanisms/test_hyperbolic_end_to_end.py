@@ -25,6 +25,7 @@ import pymc_manidp as pmd
 from pymc_manidp.geometry.hyperbolic import Hyperbolic, from_poincare, to_poincare
 from pymc_manidp.laws.exact import sample_kng, sample_laplace
 from pymc_manidp.mcmc.sampling import strict_floats
+from tests.sbc import needs_nutpie, nutpie_sbc
 
 ALPHA = 0.01
 H2 = Hyperbolic(dim=2)
@@ -408,59 +409,32 @@ def test_nuts_mechanism_releases_are_gated(kind):
     assert _acosh_dist(mean, H2.validate(rel.value)) < 15 * mech.sigma(40)
 
 
-def _sbc_ranks(sigma_model, replicates, seed, sigma=0.3, prior_sigma=0.5, draws=200, thin=2):
-    """Ranks of the truth's first spatial coordinate among ``draws/thin`` posterior draws.
-
-    Prior: ``ManifoldLaplace(origin, prior_sigma)`` (H^2 is not compact: no uniform
-    prior); likelihood the release's ``ManifoldLaplace(eta, sigma_model)``; the release
-    is a ``pm.Data`` so one compiled :class:`~pymc_manidp.mcmc.FreshNUTS` serves every
-    replicate, each chain adapting from scratch and starting at its release.
-    """
-    from pymc_manidp.laws.exact import sample_laplace as draw
-    from pymc_manidp.mcmc import FreshNUTS
-
-    rng = np.random.default_rng(seed)
-    published = {
-        "value": O2,
-        "mechanism": "manifold Laplace",
-        "sigma": sigma_model,
-        "restricted": False,
-    }
-
-    def prior(name, **kw):
-        return pmd.ManifoldLaplace(name, H2, O2, prior_sigma, **kw)
-
-    # noise_aware_model's model, with the release a pm.Data (one compile for all)
-    assert pmd.noise_aware_model(published, H2, prior=prior)["release"] is not None
-    with pm.Model() as model:
-        released = pm.Data("released", O2)
-        eta = prior("mean")
-        pmd.ManifoldLaplace("release", H2, eta, sigma_model, observed=released)
-    nuts = FreshNUTS(model, initvals={"mean": released}, target_accept=0.95)
-    ranks = []
-    for _ in range(replicates):
-        truth = draw(H2, O2, prior_sigma, 1, rng).points[0]
-        value = draw(H2, truth, sigma, 1, rng).points[0]
-        pm.set_data({"released": value}, model=model)
-        chains, _ = nuts.sample(
-            draws=draws, tune=200, chains=1, random_seed=int(rng.integers(2**31))
-        )
-        z = chains["mean"][0, ::thin, 1]
-        ranks.append(int(np.sum(z < truth[1])))
-    return np.array(ranks), draws // thin
+def _noise_aware_h2(sigma_model):
+    """``pmd.noise_aware_model`` of one unrestricted Laplace release on H^2: prior
+    ``ManifoldLaplace(origin, 0.5)`` (H^2 is not compact: no uniform prior), likelihood
+    ``ManifoldLaplace(eta, sigma_model)``."""
+    published = {"value": O2, "mechanism": "manifold Laplace", "sigma": sigma_model,
+                 "restricted": False}  # fmt: skip
+    return pmd.noise_aware_model(
+        published, H2, prior=lambda n, **kw: pmd.ManifoldLaplace(n, H2, O2, 0.5, **kw)
+    )
 
 
 @pytest.mark.slow
+@needs_nutpie
 def test_noise_aware_sbc_passes_and_catches_half_sigma():
-    """150 replicates, 10 rank bins, chi-square at alpha 0.01; the model with sigma/2
-    (80 replicates: its posterior is half as wide, the ranks pile up at the ends) is
-    rejected. About 5 s per replicate on a busy 2-core machine."""
-    ranks, n = _sbc_ranks(0.3, 150, seed=11)
-    counts = np.histogram(ranks, bins=10, range=(0, n + 1))[0]
-    assert stats.chisquare(counts).pvalue > ALPHA, counts
-    wrong, n = _sbc_ranks(0.15, 80, seed=12)
-    counts = np.histogram(wrong, bins=10, range=(0, n + 1))[0]
-    assert stats.chisquare(counts).pvalue < ALPHA, counts
+    """Simulation-based calibration on nutpie (``tests/sbc.py``): 200 replicates, truth
+    from the prior ``ManifoldLaplace(origin, 0.5)`` (``pm.draw``: the exact sampler),
+    release at sigma = 0.3; ranks of the truth's first spatial coordinate among L = 50
+    draws (2 chains x 100 after 100 tuning, thinned by 4), 10 bins, chi-square at
+    alpha = 0.01, seed fixed. The model with sigma/2 (releases still drawn at 0.3, 100
+    replicates: its posterior is half as wide, the ranks pile up at the ends) is
+    rejected at the same alpha."""
+    coordinate = lambda p: p[:, 1]  # noqa: E731
+    p, res = nutpie_sbc(_noise_aware_h2(0.3), coordinate, 0.3, 200, seed=11)
+    assert p > ALPHA, res.histogram.T
+    p, res = nutpie_sbc(_noise_aware_h2(0.15), coordinate, 0.15, 100, seed=12, release_factor=2.0)
+    assert p < ALPHA, res.histogram.T
 
 
 def test_noise_aware_model_builds_with_a_prior():
