@@ -288,7 +288,9 @@ def rotations_laplace_log_normalizer(sigma):
     a = np.pi / sigma
     # sigma^2 (1 - e^{-a}) - 2 e^{-a} = sigma^2 (-expm1(-a) - 2 e^{-a - 2 log sigma})
     inner = -pt.expm1(-a) - 2.0 * pt.exp(-a - 2.0 * log_s)
-    return np.log(8.0 * np.pi) + 3.0 * log_s + pt.log(inner) - pt.logaddexp(0.0, 2.0 * log_s)
+    # log(1 + sigma^2) = softplus(2 log sigma), without overflow; not pt.logaddexp, whose op
+    # has no __props__, so a graph holding it could not be keyed by the nutpie cache
+    return np.log(8.0 * np.pi) + 3.0 * log_s + pt.log(inner) - pt.softplus(2.0 * log_s)
 
 
 # --- PyTensor helpers ----------------------------------------------------------------------

@@ -603,3 +603,30 @@ def test_samplers_compile_with_strict_floats(monkeypatch):
             sampling.CompiledSampler(model, "nuts", backend="nutpie")
         assert pytensor.config.numba__fastmath  # restored
     assert seen == [False]
+
+
+@pytest.mark.parametrize("space", ["sphere", "rotations", "kendall"])
+def test_noise_aware_models_can_be_keyed(space):
+    # SO(3)'s Laplace normalizer used pt.logaddexp, whose op has no __props__: every
+    # noise-aware SO(3) model was compiled again in every process (20-30 s each; found
+    # when the SBC tests moved to nutpie). A model must have a key, the same for another
+    # release of the same shape, another for another sigma
+    pytest.importorskip("nutpie")
+    import pymc_manidp as pmd
+
+    M = {
+        "sphere": pmd.Sphere(dim=2),
+        "rotations": pmd.Rotations(),
+        "kendall": pmd.KendallShape(k_landmarks=4),
+    }[space]
+    rng = np.random.default_rng(0)
+    x = M.sample_uniform(rng)
+
+    def key(value, sigma):
+        rec = {"value": value, "mechanism": "manifold Laplace", "sigma": sigma, "restricted": False}
+        return nutpie_cache._structure_key(pmd.noise_aware_model(rec, M))
+
+    k0 = key(x, 0.3)
+    assert k0 is not None
+    assert key(M.sample_uniform(rng), 0.3) == k0
+    assert key(x, 0.2) != k0
