@@ -67,6 +67,29 @@ def test_non_positive_definite_matrices(bad):
         P2.validate(np.stack([np.eye(2), bad]))
 
 
+@pytest.mark.parametrize("k", [2, 3, 8])
+def test_positive_definite_threshold_is_the_eigenvalue_criterion(k):
+    # SPD.validate accepts lambda_min > 1e-14 lambda_max. Its fast path (one Cholesky of
+    # x - 2e-14 tr(x) I) must decide exactly as that criterion, taken here from each
+    # matrix's known spectrum, alone and in a batch of well-conditioned ones. A plain
+    # Cholesky of x (no shift) accepts the ratios 0.3e-14 and 0.8e-14: caught below.
+    rng = np.random.default_rng(k)
+    q = np.linalg.qr(rng.normal(size=(k, k)))[0]
+    M = pmd.SPD(k=k)
+    good = np.stack([np.eye(k) + 0.1 * np.diag(rng.random(k)) for _ in range(5)])
+    for ratio in (0.3e-14, 0.8e-14, 1.5e-14, 3e-14, 1e-12, 1e-3):
+        lam = np.geomspace(ratio, 1.0, k) * 7.0  # lambda_min / lambda_max = ratio
+        x = (q * lam) @ q.T
+        x = 0.5 * (x + x.T)
+        accept = ratio > 1e-14
+        for batch in (x[None], np.concatenate([good, x[None], good])):
+            if accept:
+                np.testing.assert_array_equal(M.validate(batch), batch)
+            else:
+                with pytest.raises(ValueError, match="not positive definite"):
+                    M.validate(batch)
+
+
 def test_degenerate_shapes():
     x = np.stack([GOOD["kendall"][1][0], np.full((4, 2), 3.0)])
     with pytest.raises(ValueError, match=r"degenerate.*row 1"):
