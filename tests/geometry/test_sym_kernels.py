@@ -29,6 +29,7 @@ from pymc_manidp.geometry._kernels.sym_kernels import (
     _soa_jacobi3,
     congruence_sum_eig,
     congruence_sum_pullback_eig,
+    log_congruence_mean,
     sym_function,
     sym_function_pullback,
 )
@@ -363,6 +364,45 @@ def test_vectorized_jacobi_gives_each_matrix_the_scalar_result(scale):
         np.testing.assert_allclose(np.sort(rows[:3, j]), np.sort(w3), rtol=0, atol=tol)
         np.testing.assert_allclose((uj * rows[:3, j]) @ uj.T, x, rtol=0, atol=tol)
         np.testing.assert_allclose(uj @ uj.T, np.eye(3), rtol=0, atol=4e-15)
+
+
+def _log_congruence_mean_reference(a, d, wts):
+    """The Fréchet pass's sums from LAPACK's eigh, matrix by matrix."""
+    k = a.shape[0]
+    rows, cols = np.triu_indices(k, 1)
+    s, energy, coords = np.zeros((k, k)), 0.0, []
+    for di, wi in zip(d, wts, strict=True):
+        w, u = np.linalg.eigh(a @ di @ a)
+        log = (u * np.log(w)) @ u.T
+        s += wi * log
+        energy += 0.5 * wi * np.sum(np.log(w) ** 2)
+        coords.append(np.concatenate([np.diag(log), np.sqrt(2.0) * log[rows, cols]]))
+    c = np.array(coords)
+    return s, energy, (c * wts[:, None]).T @ c
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_fused_log_sums_skip_only_pairs_no_matrix_rotates(k):
+    # The vectorized Jacobi of the Fréchet pass skips a plane when no matrix of its
+    # chunk (64) rotates in it. Chunks here: all diagonal (every plane skipped from the
+    # first sweep), diagonal but one matrix coupled in one plane only (that plane must
+    # still rotate), and generic. Oracle: LAPACK's eigh per matrix.
+    rng = np.random.default_rng(k)
+    diag = np.stack([np.diag(rng.uniform(0.5, 2.0, k)) for _ in range(130)])
+    diag[64 + 17, 1, 2] = diag[64 + 17, 2, 1] = 0.3  # one plane of one matrix
+    diag[64 + 40, 0, k - 1] = diag[64 + 40, k - 1, 0] = -0.2
+    g = rng.normal(size=(100, k, k)) * 0.4
+    w, u = np.linalg.eigh(0.5 * (g + np.swapaxes(g, -1, -2)))
+    generic = (u * np.exp(w)[..., None, :]) @ np.swapaxes(u, -1, -2)
+    d = np.ascontiguousarray(np.concatenate([diag, generic]))
+    wts = rng.uniform(0.1, 1.0, len(d))
+    wts /= wts.sum()
+    for a in (np.eye(k), np.diag(rng.uniform(0.7, 1.3, k))):
+        s, energy, moments = log_congruence_mean(a, d, wts, True)
+        s_ref, e_ref, m_ref = _log_congruence_mean_reference(a, d, wts)
+        np.testing.assert_allclose(s, s_ref, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(energy, e_ref, rtol=1e-13)
+        np.testing.assert_allclose(moments, m_ref, rtol=0, atol=1e-13)
 
 
 def test_log_divided_difference_across_its_branch_point():

@@ -802,14 +802,22 @@ def _log_congruence_mean_soa(a, d, wts, cs_out, moments):
             active = 0
             for q0 in range(k - 1):
                 for q1 in range(q0 + 1, k):
+                    pair_active = 0
                     for i in range(m):
                         t_, c_, s_, negligible = _soa_rotation(
                             p[q0, q0, i], p[q1, q1, i], p[q0, q1, i]
                         )
-                        active += not negligible
+                        pair_active += not negligible
                         tn[i] = t_
                         cs[i] = c_
                         sn[i] = s_
+                    if pair_active == 0:
+                        # every rotation of the chunk is the exact no-op (t = 0, c = 1,
+                        # s = 0): skipping it leaves p and u bit for bit as they are,
+                        # and the last sweep (and most of the one before) is all such
+                        # pairs. Measured on 10^4 SPD(8): a pass 50 -> 38 ms.
+                        continue
+                    active += pair_active
                     # the rotation's exact effect on the symmetric p (as in
                     # _jacobi_eigh3): the 2 x 2 block through t, the other rows and
                     # columns rotated once and mirrored
