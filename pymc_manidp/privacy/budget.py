@@ -438,7 +438,11 @@ class PrivacyBudget:
     def public(self) -> dict:
         """The ledger as it may be published: the budget, the totals and, per charge,
         its (ε, δ), δ basis, status and public release record. Leaves out the δ
-        estimates (they depend on the data) and the data set's fingerprint."""
+        estimates (they depend on the data) and the data set's fingerprint.
+
+        A ``"failed"`` status (and the missing release record that goes with it) is
+        kept: whether a release failed can depend on the data, and no charge's ε
+        covers that bit (docs/privacy-budget.md, "Failed releases still spend")."""
         state = self._state()
         spend = _spend(state)
         eps_left, delta_left = _remaining(state, spend)
