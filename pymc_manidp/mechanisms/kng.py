@@ -55,11 +55,12 @@ class KNGMechanism(Mechanism):
         sampler: rejection from a piecewise-uniform envelope, docs/exact.md).
     max_attempts : int, optional
         The exact sampler's cap on envelope proposals per draw (default
-        ``laws.exact.DEFAULT_MAX_ATTEMPTS``, 10,000). A release that hits it raises
-        ``ExactSamplingError`` and releases nothing. The law does not depend on it, only
-        how often a release gives up: the median's envelope in ``d >= 4`` can accept
-        1 proposal in 10⁴ or fewer (Kendall(4), n = 500), where a larger cap is what
-        makes the release go through.
+        ``laws.exact.DEFAULT_MAX_ATTEMPTS``, 10,000, for the mean;
+        ``laws.exact.DEFAULT_MEDIAN_MAX_ATTEMPTS``, 100,000, for the median). A release
+        that hits it raises ``ExactSamplingError`` and releases nothing, after the data
+        were read (a budget's charge stands). The law does not depend on it, only how
+        often a release gives up: the median's envelope in ``d >= 4`` can accept 1
+        proposal in 10⁴ or fewer (Kendall(4), n = 500), hence its larger cap.
 
     Examples
     --------
@@ -84,15 +85,17 @@ class KNGMechanism(Mechanism):
 
     def __init__(self, manifold, *, epsilon, center, radius, statistic="mean", max_attempts=None):
         super().__init__(manifold, epsilon=epsilon, center=center, radius=radius)
-        self.max_attempts = (
-            exact.DEFAULT_MAX_ATTEMPTS
-            if max_attempts is None
-            else check_positive_int(max_attempts, "max_attempts")
-        )
         if statistic not in STATISTICS:
             raise ValueError(
                 f"statistic must be one of {', '.join(map(repr, STATISTICS))}, got {statistic!r}"
             )
+        if max_attempts is None:
+            max_attempts = (
+                exact.DEFAULT_MEDIAN_MAX_ATTEMPTS
+                if statistic == "median"
+                else exact.DEFAULT_MAX_ATTEMPTS
+            )
+        self.max_attempts = check_positive_int(max_attempts, "max_attempts")
         self.statistic = statistic
         if statistic == "median":
             # the instance's own: the Release names the statistic it privatizes

@@ -144,12 +144,35 @@ def test_mechanism_max_attempts_reaches_the_exact_sampler(statistic):
     tight = pmd.KNGMechanism(S2, **kw, max_attempts=1)
     with pytest.raises(ExactSamplingError, match=r"max_attempts = 1 proposals per draw"):
         tight.sample(data, 200, random_seed=0)
-    roomy = pmd.KNGMechanism(S2, **kw)  # the default cap
-    assert roomy.max_attempts == 10_000
+    roomy = pmd.KNGMechanism(S2, **kw)  # the default cap: the median's is 10 times larger
+    assert roomy.max_attempts == (100_000 if statistic == "median" else 10_000)
     assert roomy.sample(data, 200, random_seed=0).shape == (200, 3)
     for bad in (0, -3, 2.5, "10"):
         with pytest.raises((ValueError, TypeError), match="max_attempts"):
             pmd.KNGMechanism(S2, **kw, max_attempts=bad)
+
+
+def test_the_median_default_cap_releases_a_replicate_the_old_cap_gave_up_on():
+    # median_robustness's Kendall(4) cell at n = 500 with 10% of the records at the
+    # ball's edge: the data of seed 1231 were the one replicate in 300 whose release
+    # needed more than 10,000 proposals (20,720). A cap never changes the law, only
+    # whether a release that already read the data gives up.
+    from pymc_manidp.experiments import median_robustness as mr
+    from pymc_manidp.laws.exact import sample_kng_median
+
+    M, gen, mechs, outlier = mr._setup("Kendall(4)", 1.0)
+    mech = mechs[mr.KNG_MEDIAN]
+
+    def release(**kw):
+        rng = np.random.default_rng(1231)
+        x = gen(500, rng)
+        x[:50] = outlier
+        return sample_kng_median(M, x, mech.sigma(500), 1, rng=rng, domain=mech.domain, **kw)
+
+    with pytest.raises(ExactSamplingError, match="max_attempts = 10000"):
+        release(max_attempts=10_000)  # the old default
+    out = release()
+    assert 10_000 < out.proposals <= 100_000
 
 
 def test_pm_draw_and_observed_with_the_median_law():
