@@ -382,6 +382,8 @@ class CompiledSampler:
                 progressbar=False,
                 compute_convergence_checks=False,
             )
+            if s.cores is not None:
+                kwargs["cores"] = s.cores
             with self.model, strict_floats():
                 if self.sampler == "metropolis":
                     idata = pm.sample(step=pm.Metropolis(), **kwargs)

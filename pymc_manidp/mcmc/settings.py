@@ -43,6 +43,13 @@ class MCMCSettings:
     backend : {None, "auto", "nutpie", "pymc"}
         NUTS implementation; ``None`` follows ``$PYMC_MANIDP_NUTS_BACKEND``, then
         ``"auto"`` (nutpie when installed). Metropolis is always PyMC's.
+    cores : int, optional
+        How many processes PyMC's own samplers (its NUTS, Metropolis) run the chains
+        in, ``>= 1``; ``None`` is PyMC's default (one per core, at most 4). ``1`` runs
+        the chains one after another in this process: the same draws for a seed (PyMC
+        seeds each chain on its own), without starting processes that each import
+        PyMC and compile the model again, which costs more than a short run samples
+        (the test suite uses it). nutpie runs its chains on threads and ignores it.
 
     Examples
     --------
@@ -62,6 +69,7 @@ class MCMCSettings:
     chains: int = 4
     target_accept: float = 0.9
     backend: str | None = None
+    cores: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "draws", check_positive_int(self.draws, "draws"))
@@ -80,6 +88,8 @@ class MCMCSettings:
                 "picks nutpie when it is installed"
             )
         object.__setattr__(self, "backend", backend)
+        if self.cores is not None:
+            object.__setattr__(self, "cores", check_positive_int(self.cores, "cores"))
 
     def with_overrides(self, **changes) -> MCMCSettings:
         """A copy with the fields given and not ``None`` replaced (checked again)."""

@@ -97,10 +97,23 @@ def backend(request, monkeypatch):
 def test_second_release_samples_the_second_data_sets_law(backend):
     mech = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
     # the first release only fills the cache: a short run, gate skipped
-    mech.release(D1, sampler="nuts", draws=50, tune=50, random_seed=1, skip_diagnostics=True)
+    # chains in this process (cores=1: the same draws, no chain processes to start
+    # while the other xdist worker is busy, which made this test 10x slower in the suite)
+    inproc = mcmc.MCMCSettings(cores=1)
+    mech.release(
+        D1,
+        sampler="nuts",
+        settings=inproc,
+        draws=50,
+        tune=50,
+        random_seed=1,
+        skip_diagnostics=True,
+    )
     compiled = mech.mcmc_cache.find(50, "nuts", backend)
     assert compiled.backend == backend
-    rel = mech.release(D2, sampler="nuts", draws=2000, tune=1000, chains=2, random_seed=2)
+    rel = mech.release(
+        D2, sampler="nuts", settings=inproc, draws=2000, tune=1000, chains=2, random_seed=2
+    )
     assert mech.mcmc_cache.keys() == [(50, "nuts", backend)]
     assert mech.mcmc_cache.find(50, "nuts", backend) is compiled
     assert "constant_data" not in rel.diagnostics.children  # the data are not copied
@@ -117,7 +130,14 @@ def test_second_release_samples_the_second_data_sets_law(backend):
 def test_cache_is_per_mechanism_and_keyed_on_n_and_sampler():
     mech = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
     other = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
-    kw = dict(sampler="metropolis", draws=30, tune=30, chains=2, skip_diagnostics=True)
+    kw = dict(
+        sampler="metropolis",
+        settings=mcmc.MCMCSettings(cores=1),
+        draws=30,
+        tune=30,
+        chains=2,
+        skip_diagnostics=True,
+    )
     mech.release(D1, random_seed=1, **kw)
     first = mech.mcmc_cache.find(50, "metropolis", "pymc")
     mech.release(D1[:40], random_seed=2, **kw)
@@ -176,6 +196,41 @@ def test_backend_choice_and_record(monkeypatch):
         mcmc.nuts_backend("nutpie")
     monkeypatch.delenv(mcmc.BACKEND_ENV)
     mech = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
-    rel = mech.release(D1, sampler="nuts", random_seed=3, draws=300, tune=300)
+    rel = mech.release(
+        D1,
+        sampler="nuts",
+        settings=mcmc.MCMCSettings(cores=1),
+        random_seed=3,
+        draws=300,
+        tune=300,
+    )
     assert rel.diagnostics.posterior.attrs["sampler_backend"] == "pymc-nuts"
     assert rel.diagnostics.attrs["sampler_backend"] == "pymc-nuts"
+
+
+def test_cores_reaches_pymc_sample_and_is_checked(monkeypatch):
+    """``MCMCSettings.cores`` is passed to ``pm.sample`` as given, and left out when None."""
+    import pymc as pm
+
+    seen = []
+    real = pm.sample
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("cores", "absent"))
+        # run in this process whatever was asked: the draws do not depend on it
+        return real(*args, **{**kwargs, "cores": 1})
+
+    monkeypatch.setattr(pm, "sample", spy)
+    mech = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
+    kw = dict(sampler="metropolis", draws=20, tune=20, chains=2, skip_diagnostics=True)
+    a = mech.release(D1, settings=mcmc.MCMCSettings(cores=1), random_seed=4, **kw)
+    assert seen == [1]
+    with pytest.raises(ValueError, match="cores must be an integer >= 1"):
+        mcmc.MCMCSettings(cores=0)
+    with pytest.raises(TypeError, match="cores must be an integer"):
+        mcmc.MCMCSettings(cores=True)
+    with pytest.raises(TypeError, match="cores must be an integer"):
+        mcmc.MCMCSettings(cores=1.5)
+    b = mech.release(D1, random_seed=4, **kw)  # None: PyMC's default, not passed
+    assert seen == [1, "absent"]
+    np.testing.assert_array_equal(a.value, b.value)  # one seed, one release

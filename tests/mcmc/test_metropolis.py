@@ -37,12 +37,22 @@ def sphere_data(n, seed):
 # n = 10, eps = 0.5: sigma ~ 0.24, wide enough for the curvature to shape the law
 DATA = sphere_data(10, seed=0)
 MECH = pmd.LaplaceMechanism(S2, epsilon=0.5, center=NORTH, radius=np.pi / 8)
+# the chains in this process, one after the other: the same draws as PyMC's default
+# processes for a seed, without starting two processes (each importing PyMC and
+# compiling) while the other xdist worker is busy: the fixture took 140 s in the suite
+INPROC = pmd.mcmc.MCMCSettings(cores=1)
 
 
 @pytest.fixture(scope="module")
 def released():
     return MECH.release(
-        DATA, sampler="metropolis", random_seed=1, draws=12_000, tune=1500, chains=2
+        DATA,
+        sampler="metropolis",
+        settings=INPROC,
+        random_seed=1,
+        draws=12_000,
+        tune=1500,
+        chains=2,
     )
 
 
@@ -87,13 +97,22 @@ def test_ks_rejects_wrong_laws(released, wrong):
 
 def test_gate_refuses_a_short_metropolis_run():
     with pytest.raises(DiagnosticsError, match="convergence"):
-        MECH.release(DATA, sampler="metropolis", random_seed=2, draws=50, tune=50, chains=2)
+        MECH.release(
+            DATA,
+            sampler="metropolis",
+            settings=INPROC,
+            random_seed=2,
+            draws=50,
+            tune=50,
+            chains=2,
+        )
 
 
 def test_gate_opt_out_is_recorded():
     rel = MECH.release(
         DATA,
         sampler="metropolis",
+        settings=INPROC,
         random_seed=2,
         draws=50,
         tune=50,
