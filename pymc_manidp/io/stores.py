@@ -350,10 +350,20 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
     ------
     ValueError
         Nothing found, a FIFO or empty file, shards of different trailing shapes,
-        Parquet files with other column names, a folder mixing ``.npy`` and Parquet,
-        a missing Zarr chunk (a corrupt one when it is read).
+        Parquet files with other or repeated column names, a folder holding anything
+        that may hold records beside its shards (``.npy`` and Parquet, a ``.csv``,
+        ``.npz``, ``.txt``, a subfolder). When a block is read (after any charge to a
+        privacy budget, which stands): a file or store that changed since it was
+        opened, a Parquet page whose checksum fails, a corrupt Zarr chunk.
     TypeError
         Data that are not integer or floating point (bools, complex, dates...).
+
+    Notes
+    -----
+    A Zarr chunk absent from the store is read as the fill value, as the Zarr
+    specification defines (Zarr omits chunks equal to it); one lost from the store
+    cannot be told apart. Parquet files written without page checksums (pyarrow's
+    default) cannot show a corrupt value. See docs/datasets.md.
     """
     import dask
     import dask.array as da

@@ -933,6 +933,10 @@ def distance_profile(M, x, data, top, bins=1024, *, profile=None):
     return edges[1:], counts / counts.sum()
 
 
+def _sum_chunk(block, index, offset):
+    return np.asarray(block, dtype=float).sum(axis=0)
+
+
 def weighted_sum(data, weights=None):
     """Compute ``sum_i w_i x_i`` in the ambient space (default ``w_i = 1/n``) in one pass.
 
@@ -964,7 +968,8 @@ def weighted_sum(data, weights=None):
     if is_dask(data):
         if weights is not None:
             raise ValueError("weights are not supported with Dask data")
-        return np.asarray(data.sum(axis=0).compute()) / n
+        # through _run_pass, not data.sum: each block's rows are checked against n
+        return np.sum(_run_pass(data, _sum_chunk, "ambient sum"), axis=0) / n
     if weights is None:
         return np.asarray(data).sum(axis=0) / n
     return np.tensordot(weights, data, axes=(0, 0))
