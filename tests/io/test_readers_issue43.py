@@ -520,3 +520,68 @@ def test_a_shard_rewritten_after_opening_reads_only_if_its_shape_is_unchanged(
     else:
         with pytest.raises(ValueError, match=r"b\.npy changed after it was opened"):
             opened.compute()
+
+
+def _write_source(kind, path, cap):
+    """Write ``cap`` (or something odd) at ``path``; return the path to release and n."""
+    if kind == "npy":
+        np.save(path, cap)
+    elif kind == "npy-f4":
+        np.save(path, cap.astype("f4"))  # float32 records: read exactly as float64
+    elif kind == "npy-complex":
+        np.save(path, cap + 0j)
+    elif kind == "npy-object":
+        np.save(path, cap.astype(object), allow_pickle=True)
+    elif kind == "npy-strings":
+        np.save(path, cap.astype(str))
+    elif kind == "npy-truncated":
+        np.save(path, cap)
+        path.write_bytes(path.read_bytes()[:-5])
+    elif kind == "npy-nan":
+        cap = cap.copy()
+        cap[-1, 0] = np.nan
+        np.save(path, cap)
+    elif kind == "npz":
+        with open(path, "wb") as f:
+            np.savez(f, x=cap)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind in ("folder", "shards", "mixed"):
+        path.mkdir()
+        np.save(path / "a.npy", cap)
+        if kind == "mixed":
+            np.savetxt(path / "b.csv", cap, delimiter=",")
+        if kind == "folder":
+            (path / "a.npy").unlink()
+    elif kind in ("symlink", "dangling"):
+        np.save(path.with_suffix(".real.npy"), cap)
+        path.symlink_to(path.with_suffix(".real.npy" if kind == "symlink" else ".gone.npy"))
+    return len(cap)
+
+
+_SOURCES = ["npy", "npy-f4", "npy-complex", "npy-object", "npy-strings", "npy-truncated"]
+_SOURCES += ["npy-nan", "npz", "fifo", "folder", "shards", "mixed", "symlink", "dangling"]
+
+
+@pytest.mark.parametrize("kind", _SOURCES)  # every kind, each once: a sample could skip one
+def test_cli_release_reads_npy_files_and_odd_paths_or_refuses_charging_nothing(
+    kind, tmp_path, capsys
+):
+    if kind == "fifo" and not hasattr(os, "mkfifo"):
+        pytest.skip("needs FIFOs")
+    rows = 1 + _SOURCES.index(kind) % 5
+    n = len(list(tmp_path.iterdir()))
+    data, ledger = tmp_path / f"d{n}.npy", tmp_path / f"l{n}.json"
+    if kind in ("folder", "shards", "mixed"):
+        data = tmp_path / f"d{n}"
+    cap = generators.sphere_cap(rows, radius=0.3, center=NORTH, random_seed=rows)
+    _write_source(kind, data, cap)
+    argv = release_args(data, "--budget", str(ledger), "--budget-epsilon", "5")
+    code, out, err = run(argv, capsys)
+    if kind in ("npy", "npy-f4", "symlink", "shards"):
+        assert code == 0, err
+        assert json.loads(out)["release"]["n"] == rows
+        assert json.loads(ledger.read_text())["budget"]["epsilon"] == 5.0
+    else:
+        _one_line(code, err, data.name)
+        assert not ledger.exists()  # refused when read: no ledger, no charge
