@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import pymc_manidp as pmd
 from pymc_manidp.datasets import generators
 from pymc_manidp.io import open_ledger, open_points, read_points
-from pymc_manidp.io.files import manifold_for
+from pymc_manidp.io.files import manifold_for, parse_center
 from pymc_manidp.stats import reductions
 from tests.test_cli import release_args, run
 
@@ -224,6 +224,13 @@ def test_csv_underscores_and_header_with_npy_are_refused(tmp_path, points, capsy
         read_points(tmp_path / "d.npy", header=True)
     code, _, err = run(release_args(tmp_path / "d.npy", "--header"), capsys)
     _one_line(code, err, "--header applies to CSV files only")
+    (tmp_path / "shards").mkdir()
+    np.save(tmp_path / "shards" / "a.npy", points)
+    code, _, err = run(release_args(tmp_path / "shards", "--header"), capsys)
+    _one_line(code, err, "--header applies to CSV files only")
+    with pytest.raises(ValueError, match="center must be comma-separated numbers"):
+        parse_center("0,0,1_0", S2)  # was read as (0, 0, 10)
+    np.testing.assert_array_equal(parse_center(" 0, -0.0 ,1 ", S2), [0.0, 0.0, 1.0])
 
 
 def test_unknown_dask_chunk_sizes_are_named_by_every_reader(tmp_path, points):
