@@ -368,6 +368,14 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
     import dask
     import dask.array as da
 
+    if chunk_rows is not None:  # 0 gave range()'s error, -1 "no records", True one row
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)):
+            raise TypeError(f"chunk_rows must be a whole number of rows, got {chunk_rows!r}")
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be at least 1 (or None), got {chunk_rows}")
+        chunk_rows = int(chunk_rows)
+    if component is not None and not isinstance(component, str):
+        raise TypeError(f"component must be the name of an array in the group, got {component!r}")
     text = str(path).rstrip("/") or "/"
     if text.lower().endswith(".zarr"):
         parts = _open_zarr(text, component, chunk_rows)

@@ -592,3 +592,17 @@ def test_cli_release_reads_npy_files_and_odd_paths_or_refuses_charging_nothing(
     else:
         _one_line(code, err, data.name)
         assert not ledger.exists()  # refused when read: no ledger, no charge
+
+
+@pytest.mark.parametrize(
+    "chunk_rows, error",
+    [(0, ValueError), (-1, ValueError), (2.5, TypeError), (True, TypeError), ("2", TypeError)],
+)
+def test_open_points_refuses_a_chunk_size_that_is_not_a_positive_count(
+    chunk_rows, error, tmp_path, points
+):
+    """0 raised range()'s error, -1 said 'no records', True gave one-row chunks."""
+    np.save(tmp_path / "a.npy", points)
+    with pytest.raises(error, match="chunk_rows must be"):
+        open_points(tmp_path, chunk_rows=chunk_rows)
+    assert open_points(tmp_path, chunk_rows=np.int64(7)).chunks[0] == (7,) * 5 + (5,)
