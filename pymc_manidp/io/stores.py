@@ -94,8 +94,17 @@ def _files(path):
             "pattern (reading only one kind would drop the other's records); move one "
             "kind elsewhere or name the files with a pattern"
         )
+    seen = {}
     for f in files:  # a FIFO would block the reader forever; an empty file is named
         check_regular_file(f)
+        info = os.stat(f)
+        first = seen.setdefault((info.st_dev, info.st_ino), f)
+        if first != f:  # a link to another shard: its records would count twice
+            raise ValueError(
+                f"{f} and {first} are the same file (a symbolic or hard link): its records "
+                "would be read and counted twice, and a record counted twice is not "
+                "covered by the sensitivity for one; remove one of the names"
+            )
     return files
 
 

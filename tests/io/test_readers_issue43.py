@@ -606,3 +606,18 @@ def test_open_points_refuses_a_chunk_size_that_is_not_a_positive_count(
     with pytest.raises(error, match="chunk_rows must be"):
         open_points(tmp_path, chunk_rows=chunk_rows)
     assert open_points(tmp_path, chunk_rows=np.int64(7)).chunks[0] == (7,) * 5 + (5,)
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_a_shard_named_twice_is_refused_not_counted_twice(link, tmp_path, points, capsys):
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    np.save(folder / "a.npy", points)
+    if link == "symlink":
+        (folder / "b.npy").symlink_to(folder / "a.npy")
+    else:
+        os.link(folder / "a.npy", folder / "b.npy")
+    with pytest.raises(ValueError, match=r"b\.npy and .*a\.npy are the same file"):
+        open_points(folder)  # was n = 80: each record counted twice
+    code, _, err = run(release_args(folder), capsys)
+    _one_line(code, err, "are the same file")
