@@ -430,7 +430,7 @@ def release(args) -> int:
             "shards, .zarr, Parquet): a single .npy/.csv file is released in memory"
         )
     if lazy and args.header:
-        raise ValueError("--header is for .csv files: sharded data have no header")
+        raise ValueError("--header applies to CSV files only: sharded data have no header")
     M, data = manifold_for(
         args.manifold,
         open_points(args.data) if lazy else read_points(args.data, header=args.header or None),

@@ -73,8 +73,9 @@ def check_real_data(x, name: str = "data"):
     ``numpy.asarray`` to decide).
     Refused: bools, complex numbers (their imaginary part would be dropped),
     ``timedelta64``/``datetime64`` (integers underneath, not coordinates), strings and
-    objects; and a ``numpy.ma.MaskedArray`` with masked entries, whose mask every
-    conversion to a plain array ignores.
+    objects; a ``numpy.ma.MaskedArray`` with masked entries, whose mask every
+    conversion to a plain array ignores; and any Dask masked array (its chunks'
+    ``_meta`` is a masked array: its mask cannot be counted without reading the data).
 
     Parameters
     ----------
@@ -92,7 +93,7 @@ def check_real_data(x, name: str = "data"):
     TypeError
         A dtype other than integer or floating point.
     ValueError
-        A masked array with masked entries.
+        A masked array with masked entries, or a Dask masked array.
 
     Examples
     --------
@@ -106,6 +107,13 @@ def check_real_data(x, name: str = "data"):
             f"{name} is a masked array with {int(np.ma.count_masked(x))} masked entries: "
             "the mask would be ignored. Drop the masked records (x[~x.mask.any(axis=-1)] "
             "for rows) or fill them, and pass a plain array"
+        )
+    if isinstance(getattr(x, "_meta", None), np.ma.MaskedArray):  # Dask, never imported
+        raise ValueError(
+            f"{name} is a Dask masked array: its mask would be ignored, and counting its "
+            "masked entries would read the data. Drop the masked records (then "
+            "compute_chunk_sizes(), so that n is known) or fill them (dask.array.ma.filled), "
+            "and pass a plain Dask array"
         )
     dtype = x if isinstance(x, np.dtype) else getattr(x, "dtype", None)
     if not isinstance(dtype, np.dtype):

@@ -25,6 +25,7 @@ import datetime
 import math
 import os
 import platform
+import re
 import stat
 from pathlib import Path
 
@@ -93,7 +94,7 @@ def read_points(path, *, header=None) -> np.ndarray:
     header : bool, optional
         Whether the ``.csv`` file's first record is a header: ``None`` (the default)
         decides as above, ``True`` always skips the first record, ``False`` never
-        does. Ignored for ``.npy``.
+        does. A ``.npy`` file has no header: ``True`` is refused for one.
 
     Returns
     -------
@@ -105,7 +106,9 @@ def read_points(path, *, header=None) -> np.ndarray:
     ------
     ValueError
         An unsupported suffix, a missing, empty or non-regular file, an unreadable
-        ``.npy`` file, or a malformed ``.csv`` record (named by line and field).
+        ``.npy`` file, a malformed ``.csv`` record (named by line and field), or a NaN,
+        infinite or float-overflowing value (named by row: no release accepts one, so
+        it is refused before any privacy budget is charged).
     TypeError
         Values that are not real numbers (bools, complex numbers, dates, strings).
 
@@ -121,6 +124,10 @@ def read_points(path, *, header=None) -> np.ndarray:
     suffix = path.suffix.lower()
     if suffix not in (".npy", ".csv", ".txt"):
         raise ValueError(f"unsupported data file {path}: use .npy or .csv")
+    if header is not None and not isinstance(header, bool):
+        raise TypeError(f"header must be True, False or None, got {header!r}")
+    if header and suffix == ".npy":  # silently ignoring it would hide a mistaken file
+        raise ValueError(f"--header applies to CSV files only: {path} is a .npy file")
     check_regular_file(path)
     if suffix == ".npy":
         try:
@@ -129,25 +136,61 @@ def read_points(path, *, header=None) -> np.ndarray:
             raise ValueError(
                 f"cannot read {path} as a NumPy array: {err or 'empty file'}"
             ) from None
+        if not isinstance(arr, np.ndarray):  # np.load opens a zip (.npz) whatever its name
+            arr.close()
+            raise ValueError(
+                f"{path} is a .npz archive, not a .npy array: save one array with np.save"
+            )
     else:
         arr = _read_csv(path, header)
     check_real_data(arr, str(path))
-    return np.asarray(arr, dtype=float)
+    with np.errstate(over="ignore"):  # a float128 or huge integer past 1.8e308: inf
+        arr = np.asarray(arr, dtype=float)
+    _check_finite(arr, path)
+    return arr
+
+
+def _check_finite(arr: np.ndarray, path: Path) -> None:
+    """Refuse NaN and infinite values by row, as every release would, but before any
+    privacy budget is charged (the file is read before the charge)."""
+    finite = np.isfinite(arr)
+    if finite.all():
+        return
+    rows = finite.reshape(len(arr), -1).all(axis=1) if arr.ndim else finite.reshape(1)
+    row = int(np.argmin(rows))
+    raise ValueError(
+        f"{path}: record {row + 1} (row {row}) holds a NaN or infinite value (or one past "
+        f"the largest float64, 1.8e308), and {int((~rows).sum())} record(s) in all: no "
+        "release accepts them; drop or fix those records"
+    )
+
+
+#: a decimal number as written by any CSV writer; Python's ``float`` would also take
+#: ``1_0`` (as 10), other scripts' digits (``١٢``) and ``nan``/``inf``/``infinity``
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _is_number(field: str) -> bool:
+    return _NUMBER.fullmatch(field) is not None
+
+
+def _looks_numeric(field: str) -> bool:
+    """Whether Python reads ``field`` as a number: such a field is never a header's (a
+    first line ``nan,1_0,inf`` is a record, refused by name, not a header dropped)."""
     try:
         float(field)
     except ValueError:
-        return False
+        return field.lower().startswith(("0x", "-0x", "+0x"))  # hex floats
     return True
 
 
 def _read_csv(path: Path, header=None) -> np.ndarray:
-    try:
-        lines = path.read_text().splitlines()
+    try:  # utf-8-sig: a byte order mark (spreadsheets write one) is not part of a field
+        text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise ValueError(f"cannot read {path} as text: {err}") from None
+        raise ValueError(f"cannot read {path} as UTF-8 text: {err}") from None
+    # only \n, \r\n and \r end a line (str.splitlines also splits at \x0c, \x1e, ...)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     records = []  # (line number, fields) of the non-blank, non-comment lines
     for number, line in enumerate(lines, start=1):
         text = line.split("#", 1)[0].strip()
@@ -159,7 +202,7 @@ def _read_csv(path: Path, header=None) -> np.ndarray:
         rest = [len(fields) for _, fields in records[1:]]
         width = max(set(rest), key=rest.count) if rest else len(records[0][1])
         first = records[0][1]
-        header = len(first) == width and not any(_is_number(f) for f in first)
+        header = len(first) == width and not any(_looks_numeric(f) for f in first)
     if header:
         records = records[1:]
     if not records:
@@ -175,9 +218,10 @@ def _read_csv(path: Path, header=None) -> np.ndarray:
         for j, field in enumerate(fields, start=1):
             if not _is_number(field):
                 raise ValueError(
-                    f"{path}, line {number}, field {j}: {field!r} is not a number (every "
-                    "record must be numeric; only a first line with as many fields as the "
-                    "records is a header)"
+                    f"{path}, line {number}, field {j}: {field!r} is not a number: every "
+                    "record must be plain decimals such as -1.5e-3 (no digit separators, "
+                    "hex, nan or inf; only a first line with as many fields as the records "
+                    "is a header)"
                 )
         rows.append([float(f) for f in fields])
     return np.array(rows, dtype=float)
@@ -224,7 +268,9 @@ def manifold_for(name: str, data: np.ndarray):
     cls = manifold_class(name)
     if not reductions.is_dask(data):  # a Dask array (pymc_manidp.io) stays lazy
         data = np.asarray(data, dtype=float)
-    if data.ndim < 2 or len(data) == 0:
+    elif data.ndim >= 1:
+        reductions.n_rows(data)  # unknown chunk sizes: a message saying what to do
+    if data.ndim < 2 or data.shape[0] == 0:
         raise ValueError(f"data must hold one record per row, got shape {data.shape}")
     manifold = cls.from_record_shape(tuple(data.shape[1:]))
     return manifold, data.reshape(data.shape[0], *manifold.point_shape)
@@ -277,13 +323,14 @@ def parse_center(text: str, manifold) -> np.ndarray:
     if text.lower().endswith((".npy", ".csv", ".txt")):
         values = read_points(text)
     else:
-        try:
-            values = np.array([float(v) for v in text.replace(";", ",").split(",")])
-        except ValueError:
+        fields = [v.strip() for v in text.replace(";", ",").split(",")]
+        if all(_is_number(v) for v in fields):  # float() would read "1_0" as 10
+            values = np.array([float(v) for v in fields])
+        else:
             raise ValueError(
                 "center must be comma-separated numbers, 'identity' (the space's origin) or "
                 f"a .npy/.csv file, got {text!r}"
-            ) from None
+            )
     if values.size != math.prod(shape):
         raise ValueError(
             f"center must have {math.prod(shape)} numbers for {manifold} (a point of shape "

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pymc_manidp.geometry.validation import check_real_data
 from pymc_manidp.privacy.budget import LedgerError, PrivacyBudget, check_state, new_state, seal
 from pymc_manidp.stats import reductions
 
@@ -81,6 +82,8 @@ def data_fingerprint(data, key: bytes) -> str:
     if not isinstance(key, bytes) or not 16 <= len(key) <= 64:
         raise ValueError("key must be 16 to 64 bytes")
     if reductions.is_dask(data):
+        check_real_data(data, "data")  # a Dask masked array: its mask would be ignored
+        reductions.n_rows(data)  # unknown chunk sizes: a message, not int(nan)
         shape = tuple(int(s) for s in data.shape)
         total = 0
         for i in range(data.numblocks[0]):

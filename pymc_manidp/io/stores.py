@@ -23,7 +23,6 @@ Examples
 from __future__ import annotations
 
 import glob
-import math
 import os
 from pathlib import Path
 
@@ -80,6 +79,7 @@ def _files(path):
     elif os.path.isdir(text):
         entries = sorted(os.listdir(text))
         files = [os.path.join(text, f) for f in entries if f.lower().endswith((".npy", *_PARQUET))]
+        _refuse_other_data(text, entries)
     elif os.path.exists(text):
         files = [text]
     else:
@@ -94,9 +94,56 @@ def _files(path):
             "pattern (reading only one kind would drop the other's records); move one "
             "kind elsewhere or name the files with a pattern"
         )
+    seen = {}
     for f in files:  # a FIFO would block the reader forever; an empty file is named
         check_regular_file(f)
+        info = os.stat(f)
+        first = seen.setdefault((info.st_dev, info.st_ino), f)
+        if first != f:  # a link to another shard: its records would count twice
+            raise ValueError(
+                f"{f} and {first} are the same file (a symbolic or hard link): its records "
+                "would be read and counted twice, and a record counted twice is not "
+                "covered by the sensitivity for one; remove one of the names"
+            )
     return files
+
+
+#: files that may hold records but are not shards: a folder holding one beside its
+#: shards would lose its records silently (n would count the shards only)
+_OTHER_DATA = (".npz", ".csv", ".tsv", ".txt", ".json", ".h5", ".hdf5", ".feather", ".arrow")
+
+
+def _refuse_other_data(folder: str, entries) -> None:
+    """Refuse a folder holding, beside its shards, files or folders that may hold records.
+
+    Hidden names (``.``) and ``_`` names (Spark's ``_SUCCESS``, Parquet's
+    ``_metadata``) are left alone; so is any other file (``README.md``).
+    """
+    others = [
+        f
+        for f in entries
+        if not f.startswith((".", "_"))
+        and (f.lower().endswith(_OTHER_DATA) or os.path.isdir(os.path.join(folder, f)))
+    ]
+    if others:
+        named = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise ValueError(
+            f"{folder} holds {len(others)} file(s) or folder(s) that may hold records but "
+            f"are not .npy or Parquet shards ({named}): they would be left out, so n would "
+            "count only the shards; one data set per folder: move them elsewhere, or name "
+            f"the shards with a pattern such as {os.path.join(folder, '*.npy')}"
+        )
+
+
+def _changed(path, what: str, now, opened) -> ValueError:
+    """The error for data that changed between opening (when n was counted) and reading."""
+    return ValueError(
+        f"{path} changed after it was opened: its {what} {now}, but it was opened with "
+        f"{opened}. n, and with it the sensitivity, were computed from what was opened, "
+        "so nothing is released from what is read now; a charge already made to a "
+        "privacy budget stands (the release had started). Keep the files unchanged "
+        "while a release reads them"
+    )
 
 
 def input_files(path) -> list[Path]:
@@ -131,15 +178,50 @@ def _npy_header(path):
     return arr.shape, arr.dtype
 
 
-def _load_npy(path, start, stop):
-    """Rows ``start:stop`` of an ``.npy`` shard (a memory map: only those rows are read)."""
-    return np.array(np.load(path, mmap_mode="r")[start:stop], dtype=float)
+def _load_npy(path, start, stop, shape, dtype):
+    """Rows ``start:stop`` of an ``.npy`` shard (a memory map: only those rows are read),
+    if the shard still has the ``shape`` and ``dtype`` it was opened with."""
+    try:
+        check_regular_file(path)  # a FIFO put in its place would block the worker
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise _changed(path, "content", f"cannot be read ({err or 'empty'})", shape) from None
+    if arr.shape != shape or arr.dtype != dtype:
+        raise _changed(
+            path, "shape and dtype are", (arr.shape, str(arr.dtype)), (shape, str(dtype))
+        )
+    return np.array(arr[start:stop], dtype=float)
 
 
-def _load_parquet(path, group, columns):
+def _parquet_layout(meta, columns) -> tuple:
+    """What a Parquet file must still have when read: rows per group, the columns' types."""
+    groups = tuple(meta.metadata.row_group(g).num_rows for g in range(meta.num_row_groups))
+    schema = meta.schema_arrow
+    types = tuple(
+        str(schema.field(c).type) if schema.get_field_index(c) >= 0 else None for c in columns
+    )
+    return groups, types
+
+
+def _load_parquet(path, group, columns, layout):
+    """Row group ``group``'s ``columns`` (by name), page checksums verified where written."""
     import pyarrow.parquet as pq
 
-    table = pq.ParquetFile(path).read_row_group(group, columns=columns)
+    try:
+        check_regular_file(path)
+        meta = pq.ParquetFile(path, page_checksum_verification=True)
+        now = _parquet_layout(meta, columns)
+    except Exception as err:  # pyarrow raises several types for a bad file
+        raise _changed(path, "content", f"cannot be read ({err})", "a readable file") from None
+    if now != layout:
+        raise _changed(path, "row groups (rows) and column types are", now, layout)
+    try:
+        table = meta.read_row_group(group, columns=columns)
+    except Exception as err:  # a CRC mismatch (OSError), a bad codec, ...
+        raise ValueError(
+            f"{path}: row group {group} is corrupt ({type(err).__name__}: {err}); a charge "
+            "already made to a privacy budget stands (the release had started)"
+        ) from None
     # by name, in the order asked for: never by position in the file
     return np.column_stack([table.column(c).to_numpy().astype(float) for c in columns])
 
@@ -158,6 +240,11 @@ def _parquet_parts(files, columns):
     import dask.array as da
     import pyarrow.parquet as pq
 
+    if columns is not None:
+        if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+            raise TypeError(f"columns must be a list of column names, got {columns!r}")
+        if len(set(columns)) != len(columns) or not columns:
+            raise ValueError(f"columns must name each column once (at least one), got {columns}")
     names, parts = None if columns is None else list(columns), []
     for f in files:
         try:
@@ -165,6 +252,12 @@ def _parquet_parts(files, columns):
         except Exception as err:  # pyarrow raises several types for a bad file
             raise ValueError(f"cannot read {f} as Parquet: {err}") from None
         schema = meta.schema_arrow
+        twice = sorted({c for c in schema.names if schema.names.count(c) > 1})
+        if twice:  # a name cannot say which of its columns holds the coordinate
+            raise ValueError(
+                f"{f}: the column name(s) {twice} appear more than once: columns are read "
+                "by name, so each needs its own; rename them"
+            )
         if names is None:  # every column of the first file, in its order
             names = list(schema.names)
         missing = [c for c in names if c not in schema.names]
@@ -178,25 +271,37 @@ def _parquet_parts(files, columns):
         for c in names:
             field = schema.field(c)
             check_real_data(_parquet_dtype(field.type), f"{f}, column {c!r} ({field.type})")
-        for g in range(meta.num_row_groups):
-            rows = meta.metadata.row_group(g).num_rows
-            load = dask.delayed(_load_parquet, pure=True)(f, g, names)
+        layout = _parquet_layout(meta, names)
+        for g, rows in enumerate(layout[0]):
+            load = dask.delayed(_load_parquet, pure=True)(f, g, names, layout)
             parts.append(da.from_delayed(load, (rows, len(names)), dtype=float))
     return parts
 
 
-def _load_zarr(path, component, start, stop):
-    """Rows ``start:stop`` of a Zarr array; a chunk that cannot be decoded is named."""
+def _load_zarr(path, component, start, stop, layout):
+    """Rows ``start:stop`` of a Zarr array that still has the shape, chunks and dtype it
+    was opened with (``layout``); a chunk that cannot be decoded is named."""
     import zarr
 
     try:
-        block = zarr.open_array(path, path=component or "", mode="r")[start:stop]
+        z = zarr.open_array(path, path=component or "", mode="r")
+    except Exception as err:  # zarr raises several types for a bad store
+        raise _changed(path, "metadata", f"cannot be read ({err})", layout) from None
+    if _zarr_layout(z) != layout:
+        raise _changed(path, "shape, chunks and dtype are", _zarr_layout(z), layout)
+    try:
+        block = z[start:stop]
     except Exception as err:  # zarr and its codecs raise many types for a corrupt chunk
         raise ValueError(
             f"{path}: cannot read rows {start}:{stop} (a corrupt chunk?): "
             f"{type(err).__name__}: {err}"
         ) from None
     return np.asarray(block, dtype=float)
+
+
+def _zarr_layout(z) -> tuple:
+    """What a Zarr array must still have when read: shape, chunks, dtype, fill value."""
+    return tuple(z.shape), tuple(z.chunks), str(z.dtype), repr(z.fill_value)
 
 
 def _open_zarr(text, component, chunk_rows):
@@ -212,26 +317,16 @@ def _open_zarr(text, component, chunk_rows):
     if z.ndim < 2:
         raise ValueError(f"{text} must hold one record per row, got shape {z.shape}")
     check_real_data(z, text)
-    grid = tuple(math.ceil(s / c) for s, c in zip(z.shape, z.chunks, strict=True))
-    if z.nchunks_initialized < math.prod(grid):
-        # a missing chunk reads as the fill value: made-up records, never released
-        root = Path(text) / (component or "")
-        absent = [
-            key
-            for key in (z.metadata.encode_chunk_key(ix) for ix in np.ndindex(*grid))
-            if not (root / key).exists()
-        ]
-        named = f": {', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}" if absent else ""
-        raise ValueError(
-            f"{text}: {math.prod(grid) - z.nchunks_initialized} of {math.prod(grid)} chunks "
-            f"are missing{named} (Zarr would fill them with {z.fill_value}: made-up "
-            "records); restore them or drop those rows from the store"
-        )
+    # A chunk absent from the store reads as the fill value, as the Zarr specification
+    # defines: Zarr itself omits every chunk equal to it (write_empty_chunks=False, its
+    # default), and nothing in a store tells such a chunk from one lost afterwards, so
+    # refusing absent chunks would refuse stores Zarr wrote (docs/datasets.md).
+    layout = _zarr_layout(z)
     step = chunk_rows or z.chunks[0]
     parts = []
     for start in range(0, z.shape[0], step):
         stop = min(start + step, z.shape[0])
-        load = dask.delayed(_load_zarr, pure=True)(text, component, start, stop)
+        load = dask.delayed(_load_zarr, pure=True)(text, component, start, stop, layout)
         parts.append(da.from_delayed(load, (stop - start, *z.shape[1:]), dtype=float))
     return parts
 
@@ -264,14 +359,32 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
     ------
     ValueError
         Nothing found, a FIFO or empty file, shards of different trailing shapes,
-        Parquet files with other column names, a folder mixing ``.npy`` and Parquet,
-        a missing Zarr chunk (a corrupt one when it is read).
+        Parquet files with other or repeated column names, a folder holding anything
+        that may hold records beside its shards (``.npy`` and Parquet, a ``.csv``,
+        ``.npz``, ``.txt``, a subfolder). When a block is read (after any charge to a
+        privacy budget, which stands): a file or store that changed since it was
+        opened, a Parquet page whose checksum fails, a corrupt Zarr chunk.
     TypeError
         Data that are not integer or floating point (bools, complex, dates...).
+
+    Notes
+    -----
+    A Zarr chunk absent from the store is read as the fill value, as the Zarr
+    specification defines (Zarr omits chunks equal to it); one lost from the store
+    cannot be told apart. Parquet files written without page checksums (pyarrow's
+    default) cannot show a corrupt value. See docs/datasets.md.
     """
     import dask
     import dask.array as da
 
+    if chunk_rows is not None:  # 0 gave range()'s error, -1 "no records", True one row
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)):
+            raise TypeError(f"chunk_rows must be a whole number of rows, got {chunk_rows!r}")
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be at least 1 (or None), got {chunk_rows}")
+        chunk_rows = int(chunk_rows)
+    if component is not None and not isinstance(component, str):
+        raise TypeError(f"component must be the name of an array in the group, got {component!r}")
     text = str(path).rstrip("/") or "/"
     if text.lower().endswith(".zarr"):
         parts = _open_zarr(text, component, chunk_rows)
@@ -286,7 +399,7 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
         for f in files:
             if not f.lower().endswith(".npy"):
                 raise ValueError(f"{f}: shards must all be .npy files")
-            shape, _ = _npy_header(f)
+            shape, dtype = _npy_header(f)
             if trailing is None:
                 trailing = shape[1:]
             elif shape[1:] != trailing:
@@ -296,7 +409,7 @@ def open_points(path, *, chunk_rows: int | None = None, columns=None, component=
             step = chunk_rows or max(shape[0], 1)
             for start in range(0, shape[0], step):
                 stop = min(start + step, shape[0])
-                load = dask.delayed(_load_npy, pure=True)(f, start, stop)
+                load = dask.delayed(_load_npy, pure=True)(f, start, stop, shape, dtype)
                 parts.append(da.from_delayed(load, (stop - start, *trailing), dtype=float))
     if not parts:
         raise ValueError(f"the files at {text} hold no records")

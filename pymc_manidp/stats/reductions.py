@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pymc_manidp.geometry.validation import check_real_data
+
 __all__ = [
     "BLOCK_ELEMENTS",
     "CheckSummary",
@@ -170,6 +172,7 @@ def lazy_validate(M, data):
     dask.array.Array, shape ``(n, *point_shape)``
         The same records, each chunk passed through ``M.validate`` when computed.
     """
+    check_real_data(data, "data")  # a Dask masked array: refused before any read
     return _point_chunks(data, M.point_shape).map_blocks(M.validate, dtype=float)
 
 
@@ -225,15 +228,30 @@ def _client():
         return None
 
 
+def _rows_checked(block, index, offset, rows, chunk_fn, *args):
+    """``chunk_fn`` on a block that has the ``rows`` its chunk declared (n counted them)."""
+    got = np.shape(block)[:1]
+    if got != (rows,):
+        raise ValueError(
+            f"chunk {index} (rows {offset}:{offset + rows}) was declared with {rows} rows but "
+            f"{got[0] if got else 'no'} were read: n, and with it the sensitivity, counted "
+            "the declared rows, so nothing is released (the data changed after they were "
+            "opened, or a loader returns other rows than it declares); a charge already "
+            "made to a privacy budget stands (the release had started)"
+        )
+    return chunk_fn(block, index, offset, *args)
+
+
 def _run_pass(data, chunk_fn, label: str, *args):
     """``[chunk_fn(block, chunk_index, row_offset, *args) for each chunk]`` computed by Dask."""
     import dask
 
     blocks = data.to_delayed().ravel()
     offsets = np.concatenate([[0], np.cumsum(data.chunks[0])[:-1]]).astype(int)
-    fn = dask.delayed(chunk_fn, pure=True)
+    fn = dask.delayed(_rows_checked, pure=True)  # each block's rows checked where it is read
     parts = [
-        fn(b, i, int(off), *args) for i, (b, off) in enumerate(zip(blocks, offsets, strict=True))
+        fn(b, i, int(off), int(rows), chunk_fn, *args)
+        for i, (b, off, rows) in enumerate(zip(blocks, offsets, data.chunks[0], strict=True))
     ]
     _PROGRESS["count"] += 1
     client = _client()
@@ -915,6 +933,10 @@ def distance_profile(M, x, data, top, bins=1024, *, profile=None):
     return edges[1:], counts / counts.sum()
 
 
+def _sum_chunk(block, index, offset):
+    return np.asarray(block, dtype=float).sum(axis=0)
+
+
 def weighted_sum(data, weights=None):
     """Compute ``sum_i w_i x_i`` in the ambient space (default ``w_i = 1/n``) in one pass.
 
@@ -946,7 +968,8 @@ def weighted_sum(data, weights=None):
     if is_dask(data):
         if weights is not None:
             raise ValueError("weights are not supported with Dask data")
-        return np.asarray(data.sum(axis=0).compute()) / n
+        # through _run_pass, not data.sum: each block's rows are checked against n
+        return np.sum(_run_pass(data, _sum_chunk, "ambient sum"), axis=0) / n
     if weights is None:
         return np.asarray(data).sum(axis=0) / n
     return np.tensordot(weights, data, axes=(0, 0))

@@ -30,7 +30,7 @@ def shards(tmp_path, points):
     folder.mkdir()
     for i, part in enumerate(np.array_split(points, 4)):
         np.save(folder / f"part-{i:02d}.npy", part)
-    (folder / "README.txt").write_text("not a shard")  # ignored: only .npy files count
+    (folder / "README.md").write_text("not a shard")  # ignored: no format that holds records
     return folder
 
 
