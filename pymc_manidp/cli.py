@@ -145,7 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--composition",
         choices=("basic", "optimal"),
         default=None,
-        help="how a new ledger composes releases (basic; optimal needs dp-accounting)",
+        help="how a new ledger composes releases (basic; optimal needs dp-accounting and "
+        "--budget-plan)",
+    )
+    p.add_argument(
+        "--budget-plan",
+        default=None,
+        metavar="EPS[:DELTA],...",
+        help="with --composition optimal: every charge the new ledger will admit, in order, "
+        "declared before its first release (e.g. 0.4,0.4,0.2); optimal composition holds for "
+        "(epsilon, delta) fixed in advance",
     )
     p.add_argument(
         "--delta",
@@ -293,7 +302,7 @@ def _refuse_ignored_options(args) -> None:
     if args.mechanism == "laplace" and args.statistic is not None:
         ignored.append("--statistic")
     if args.budget is None:
-        for k in ("budget_epsilon", "budget_delta", "composition", "delta"):
+        for k in ("budget_epsilon", "budget_delta", "composition", "budget_plan", "delta"):
             if getattr(args, k) is not None:
                 raise ValueError(
                     f"--{k.replace('_', '-')} is for a release charged to a ledger: add "
@@ -417,6 +426,7 @@ def release(args) -> int:
 
     _refuse_ignored_options(args)
     out = _check_out(args)
+    new = _new_budget(args)
     if args.seed is not None:
         print(
             "pymc-manidp release: WARNING: fixed seed: this release is reproducible by "
@@ -455,12 +465,6 @@ def release(args) -> int:
         from pymc_manidp.io.ledger import open_ledger
 
         # refused here (another data set's ledger, a damaged one) before any release
-        new = {"epsilon": args.budget_epsilon}
-        if args.budget_epsilon is not None:
-            new["delta"] = args.budget_delta if args.budget_delta is not None else 0.0
-            new["composition"] = args.composition or "basic"
-        elif args.budget_delta is not None or args.composition is not None:
-            raise ValueError("--budget-delta and --composition need --budget-epsilon")
         budget = open_ledger(args.budget, data=data, **new)
         if args.sampler != "exact":
             mcmc.update(delta=args.delta, estimate_delta=args.estimate_delta)
@@ -514,6 +518,38 @@ def release(args) -> int:
     return 0
 
 
+def _new_budget(args) -> dict:
+    """``open_ledger``'s budget arguments, checked before the data are read."""
+    new = {"epsilon": args.budget_epsilon}
+    if args.budget_epsilon is not None:
+        from pymc_manidp.privacy.budget import new_state
+
+        new["delta"] = args.budget_delta if args.budget_delta is not None else 0.0
+        new["composition"] = args.composition or "basic"
+        new["plan"] = _parse_plan(args.budget_plan)
+        new_state(**new)  # a bad budget or a plan that does not fit it: refused now
+    elif any(v is not None for v in (args.budget_delta, args.composition, args.budget_plan)):
+        raise ValueError("--budget-delta, --composition and --budget-plan need --budget-epsilon")
+    return new
+
+
+def _parse_plan(text):
+    """``--budget-plan EPS[:DELTA],...`` as ``[(epsilon, delta), ...]`` (None: no plan)."""
+    if text is None:
+        return None
+    plan = []
+    for item in text.split(","):
+        eps, _, delta = item.strip().partition(":")
+        try:
+            plan.append((float(eps), float(delta) if delta else 0.0))
+        except ValueError:
+            raise ValueError(
+                f"--budget-plan must be EPS[:DELTA] separated by commas (e.g. 0.4,0.4:1e-7), "
+                f"got {item!r}"
+            ) from None
+    return plan
+
+
 def _budget_line(name, pub) -> str:
     spent, left, budget = pub["spent"], pub["remaining"], pub["budget"]
     proved = "" if spent["proved"] else " (not proved: rests on MCMC deltas, see the charges)"
@@ -534,6 +570,11 @@ def budget(args) -> int:
         return 0
     print(f"data set: {pub['dataset']}; privacy unit: {pub['privacy_unit']}")
     print(f"composition: {pub['rule']}")
+    plan = pub["budget"].get("plan")
+    if plan is not None:
+        made = len(pub["charges"])
+        planned = ", ".join(f"{e:.6g}" + (f":{d:.6g}" if d else "") for e, d in plan)
+        print(f"plan ({made} of {len(plan)} charges made): {planned}")
     print(_budget_line(args.ledger, pub))
     for c in pub["charges"]:
         basis = {"proved": "", "assumed": " (assumed)", "estimated": " (estimated, not proved)"}
