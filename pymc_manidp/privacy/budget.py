@@ -586,6 +586,19 @@ class PrivacyBudget:
         epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
         _refuse_overspend(self._state(), epsilon, delta, delta_basis)
 
+    def check_many(self, charges) -> None:
+        """Raise :class:`BudgetExceededError` if the charges ``[(epsilon, delta), ...]``,
+        made in this order, would overspend or leave the plan; changes nothing.
+
+        For a call that charges several releases at once: it is refused before the
+        first charge rather than after some (``Mechanism.release_many``).
+        """
+        state = self._state()
+        for epsilon, delta in charges:
+            epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+            _refuse_overspend(state, epsilon, delta, "proved")
+            state["entries"].append({"epsilon": epsilon, "delta": delta, "delta_basis": "proved"})
+
     def charge(
         self,
         epsilon,

@@ -263,3 +263,13 @@ def test_an_optimal_ledger_written_before_plans_counts_by_basic_composition():
     assert (b.spent.epsilon, b.spent.delta) == (1.0, 1e-5) and b.spent.rule == UNPLANNED
     with pytest.raises(BudgetExceededError):
         b.charge(0.01)  # the PLD would admit it; basic composition does not
+
+
+def test_release_many_off_the_plan_is_refused_before_any_charge():
+    mech = pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=0.3, center=[0, 0, 1.0], radius=0.7)
+    b = pmd.PrivacyBudget(1.0, 1e-6, composition="optimal", plan=[0.3, 0.3])
+    with pytest.raises(BudgetExceededError, match="all 2 charges of the plan are made"):
+        mech.release_many([DATA, DATA, DATA], budget=b, random_seed=0)
+    assert b.entries == []  # not two charges made and then marked failed
+    rels = mech.release_many([DATA, DATA], budget=b, random_seed=0)
+    assert len(rels) == 2 and [e["status"] for e in b.entries] == ["released"] * 2
