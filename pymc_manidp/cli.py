@@ -10,6 +10,8 @@ Every failure ends the program with one line on stderr, never a traceback. Exit 
   malformed input, an output that is an input, a cluster that is not one, a bad
   environment variable, a failed premise, diagnostics, a sampler cap);
 - 3: an unexpected internal error (a bug: please report the line printed);
+- 4: the release was made (and charged to ``--budget``) but its output could not be
+  written; the ledger keeps its public record (``pymc-manidp budget LEDGER --json``);
 - 130: interrupted (Ctrl-C);
 - 141: the reader of standard output closed it early (``--out - | head``): what was
   asked for was done (a release was made and charged) and its output cut short.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -28,11 +31,24 @@ from pathlib import Path
 # where a Ctrl-C during the seconds of imports exits 130 with one line, and after
 # PyTensor's compile folder is known to be writable.
 
-__all__ = ["EXIT_AUDIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERNAL", "build_parser", "main"]
+__all__ = [
+    "EXIT_AUDIT_FAILED",
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERNAL",
+    "EXIT_OUTPUT_LOST",
+    "build_parser",
+    "main",
+]
+
+
+class OutputLostError(OSError):
+    """A release was made (and maybe charged) but writing its output failed."""
+
 
 EXIT_AUDIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
+EXIT_OUTPUT_LOST = 4
 EXIT_INTERRUPTED = 130
 EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a writer killed by it
 
@@ -124,7 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the passes over sharded data on this distributed cluster "
         "(e.g. tcp://10.0.0.5:8786; default: Dask's local scheduler)",
     )
-    p.add_argument("--out", default="release.json", help="output JSON file ('-': stdout)")
+    p.add_argument(
+        "--out",
+        default="release.json",
+        help="output JSON file, a regular file or a new path ('-': stdout)",
+    )
     p.add_argument(
         "--budget",
         default=None,
@@ -344,38 +364,121 @@ def _input_paths(args) -> list[Path]:
     return paths
 
 
+def _stdout_is_open() -> bool:
+    """False when standard output is closed (``>&-``): Python then sets ``sys.stdout``
+    to None and ``print`` writes nowhere, silently."""
+    if sys.stdout is None:
+        return False
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture): trust it
+        return True
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _is_ledger(path: Path) -> bool:
+    """``path`` is a regular file that starts as a privacy ledger does."""
+    from pymc_manidp.privacy.budget import FORMAT
+
+    try:  # non-blocking: a FIFO would otherwise wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and FORMAT.encode() in os.read(fd, 4096)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _check_out(args) -> Path | None:
     """The output file, checked before any sampling: no input, a writable folder.
 
     An input is any file the release reads, after resolving folders, patterns and
     symbolic links (and hard links: the same file by any name); a name ending in
-    ``/`` is a folder, and a folder is never the output.
+    ``/`` is a folder, and a folder is never the output. An existing output must be a
+    regular file, and neither a privacy ledger nor a ledger's lock file: the record
+    replaces it (``os.replace``), which would turn a device (``/dev/null``) or a FIFO
+    into a plain file, lose a ledger, or give a lock a new inode that the next writer
+    locks while another holds the old one. ``-`` (standard output) must be open.
     """
     if args.out == "-":
+        if not _stdout_is_open():
+            raise ValueError(
+                "--out -: standard output is closed, so the release would be printed "
+                "nowhere (and charged to a --budget all the same): open it (e.g. "
+                "> release.json) or write to --out FILE"
+            )
         return None
     out = Path(args.out)
     if args.out.endswith(("/", os.sep)) or args.out in (".", ".."):
         what = "is a folder" if out.is_dir() else "names a folder that does not exist"
         raise ValueError(f"--out {args.out} {what}: name a file, e.g. {out / 'release.json'}")
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:  # e.g. a component that is not a folder
+        raise ValueError(f"--out {out}: {err.strerror or err}") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise ValueError(
+            f"--out {out} is a symbolic link (to {os.path.realpath(out)}): the record "
+            "would replace the link, not write through it; name the file itself"
+        )
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"--out {out} is a folder: name a file")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "a device"
+        )
+        raise ValueError(
+            f"--out {out} is {kind}, not a regular file: the record would replace it with "
+            "a plain file; write to a regular file or a new path (--out - for standard "
+            "output)"
+        )
     target = out.resolve()
     # the ledger is written by the release even when it does not exist yet
-    if getattr(args, "budget", None) is not None and target == Path(args.budget).resolve():
-        raise ValueError(f"--out {out} is the ledger --budget {args.budget}: write elsewhere")
+    if getattr(args, "budget", None) is not None:
+        from pymc_manidp.io.ledger import LedgerFile
+
+        ledger = LedgerFile(args.budget)
+        for name, path in (("the ledger", ledger.path), ("the ledger's lock", ledger.lock_path)):
+            same = target == path.resolve()
+            if not same and st is not None and path.exists():
+                same = os.path.samefile(out, path)
+            if same:
+                raise ValueError(
+                    f"--out {out} is {name} of --budget {args.budget}: write elsewhere"
+                )
+    if st is not None and (
+        _is_ledger(out) or (out.name.endswith(".lock") and _is_ledger(out.with_suffix("")))
+    ):
+        raise ValueError(
+            f"--out {out} is a privacy ledger or a ledger's lock file: replacing it would "
+            "lose the ledger's charges or defeat its lock; write elsewhere"
+        )
     for src in _input_paths(args):
         if not src.exists():
             continue
-        same = target == src.resolve() or (out.exists() and os.path.samefile(out, src))
+        same = target == src.resolve() or (st is not None and os.path.samefile(out, src))
         if same or (src.is_dir() and src.resolve() in target.parents):
             raise ValueError(
                 f"--out {out} is {'inside ' if not same else ''}the input {src}: it would "
                 "be overwritten; write the release elsewhere"
             )
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a folder: name a file")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise ValueError(f"--out {out}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+    if not os.access(parent, os.W_OK) or (st is not None and not os.access(out, os.W_OK)):
         raise ValueError(f"--out {out}: not writable")
     return out
 
@@ -498,10 +601,29 @@ def release(args) -> int:
         source=source_name(args.data),
     )
     text = json.dumps(doc, indent=2)
-    if out is None:
-        print(text)
-    else:
-        _write_atomic(out, text + "\n")
+    try:
+        if out is None:
+            if not _stdout_is_open():  # closed since the check: print would write nowhere
+                raise OSError("standard output is closed")
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+        else:
+            _write_atomic(out, text + "\n")
+    except BrokenPipeError:
+        raise  # the reader left early: main's own code and message
+    except OSError as err:
+        kept = (
+            f"its public record, with the value, is kept in the ledger: pymc-manidp budget "
+            f"{args.budget} --json"
+            if budget is not None
+            else "it was not kept anywhere (no --budget)"
+        )
+        raise OutputLostError(
+            f"the release was made{' and charged' if budget is not None else ''}, but "
+            f"writing it to {'standard output' if out is None else out} failed "
+            f"({err.strerror or err}); {kept}"
+        ) from None
+    if out is not None:
         print(f"wrote {args.out}: {rel.mechanism}, eps = {rel.epsilon:g}, delta = {rel.delta}")
         print(f"released value: {np.array2string(np.asarray(rel.value), precision=6)}")
     if budget is not None:  # stderr: stdout may carry the release (--out -)
@@ -760,6 +882,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_PIPE_CLOSED
+    except OutputLostError as err:  # not code 2: a release was made, and maybe charged
+        print(f"pymc-manidp {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_OUTPUT_LOST
     # OSError includes a lost or unreachable cluster (ClusterError); ImportError a
     # missing optional package (nutpie asked for by name)
     except (
