@@ -20,6 +20,7 @@ Every failure ends the program with one line on stderr, never a traceback. Exit 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import stat
@@ -500,6 +501,10 @@ def _write_atomic(out: Path, text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
+        # checked before the charge (_check_out); again here, as the file may have changed
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISREG(os.lstat(out).st_mode):
+                raise OSError(f"{out} is no longer a regular file: not replaced")
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -696,7 +701,11 @@ def budget(args) -> int:
     if plan is not None:
         made = len(pub["charges"])
         planned = ", ".join(f"{e:.6g}" + (f":{d:.6g}" if d else "") for e, d in plan)
-        print(f"plan ({made} of {len(plan)} charges made): {planned}")
+        total = pub["planned"]
+        print(
+            f"plan ({made} of {len(plan)} charges made; all together epsilon = "
+            f"{total['epsilon']:.6g}, delta = {total['delta']:.6g}): {planned}"
+        )
     print(_budget_line(args.ledger, pub))
     for c in pub["charges"]:
         basis = {"proved": "", "assumed": " (assumed)", "estimated": " (estimated, not proved)"}

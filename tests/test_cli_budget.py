@@ -132,6 +132,9 @@ def test_optimal_composition_takes_a_plan_kept_in_the_ledger(tmp_path, points, c
     code, out, err = run(release(points, ledger), capsys)
     assert code == 2 and out == "" and "charge 1 of the plan is epsilon = 0.3" in err
     code, out, _ = run(["budget", ledger], capsys)
-    assert code == 0 and "plan (1 of 2 charges made): 0.4, 0.3:1e-07" in out
+    assert (
+        code == 0 and "plan (1 of 2 charges made; all together epsilon = 0.7, delta = 1e-07)" in out
+    )
+    assert "): 0.4, 0.3:1e-07" in out
     assert "spent epsilon = 0.4, delta = 0 " in out  # pure charges: delta 0
     assert len(json.loads(ledger.read_text())["entries"]) == 1

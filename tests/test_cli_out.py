@@ -263,3 +263,22 @@ def test_a_lock_named_file_without_a_ledger_beside_it_is_an_ordinary_output(tmp_
     code, _, err = run(argv, capsys)
     assert code == 0, err
     assert json.loads((tmp_path / name).read_text())["release"]["epsilon"] == 0.1
+
+
+def test_a_target_made_a_fifo_after_the_check_is_not_replaced(tmp_path, capsys, monkeypatch):
+    data = tmp_path / "points.npy"
+    np.save(data, DATA)
+    ledger = tmp_path / "ledger.json"
+    check = cli._check_out
+
+    def check_then_swap(args):
+        out = check(args)
+        os.mkfifo(out)  # a new path when checked, a FIFO when written
+        return out
+
+    monkeypatch.setattr(cli, "_check_out", check_then_swap)
+    code, _, err = run(release(data, ledger, tmp_path / "r.json"), capsys)
+    assert code == EXIT_OUTPUT_LOST and "no longer a regular file" in err, err
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "r.json").st_mode)
+    assert not list(tmp_path.glob(".*.tmp"))
+    assert json.loads(ledger.read_text())["entries"][0]["status"] == "released"

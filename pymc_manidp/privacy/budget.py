@@ -516,6 +516,17 @@ class PrivacyBudget:
         return None if plan is None else [tuple(c) for c in plan]
 
     @property
+    def planned(self) -> Spend | None:
+        """The total of the whole :attr:`plan` (None without one): the guarantee of all
+        the budget will ever admit, and the one to state when the releases made so far
+        were chosen to be the last after seeing them (docs/privacy-budget.md)."""
+        state = self._state()
+        plan = state["budget"].get("plan")
+        if plan is None:
+            return None
+        return _total(state["budget"], [(e, d, "proved") for e, d in plan])
+
+    @property
     def spent(self) -> Spend:
         """What the charges so far are together (a :class:`Spend`)."""
         return _spend(self._state())
@@ -557,6 +568,7 @@ class PrivacyBudget:
         state = self._state()
         spend = _spend(state)
         eps_left, delta_left = _remaining(state, spend)
+        planned = self.planned
         keep = ("index", "mechanism", "sampler", "epsilon", "delta", "delta_basis", "status")
         dataset = state["dataset"]
         return {
@@ -566,6 +578,11 @@ class PrivacyBudget:
             "spent": {"epsilon": spend.epsilon, "delta": spend.delta, "proved": spend.proved},
             "remaining": {"epsilon": eps_left, "delta": delta_left},
             "rule": spend.rule,
+            **(
+                {}
+                if planned is None
+                else {"planned": {"epsilon": planned.epsilon, "delta": planned.delta}}
+            ),
             "charges": [
                 {**{k: e[k] for k in keep}, "release": e["release"]} for e in state["entries"]
             ],

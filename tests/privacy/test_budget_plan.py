@@ -183,8 +183,14 @@ def test_the_plan_composes_as_dp_accounting_does_with_unequal_charges():
 
     plan = [(0.1, 1e-9), (0.05, 0.0), (0.15, 1e-8)] * 20
     b = pmd.PrivacyBudget(3.5, 1e-5, composition="optimal", plan=plan)
+    planned = b.planned  # the whole plan's total, known before the first release
+    assert b.public()["planned"] == {"epsilon": planned.epsilon, "delta": planned.delta}
+    assert (
+        "planned" not in pmd.PrivacyBudget(1.0).public() and pmd.PrivacyBudget(1.0).planned is None
+    )
     for eps, delta in plan:
         b.charge(eps, delta)
+    assert b.spent == planned
     pld = None
     for eps, delta in plan:
         one = privacy_loss_distribution.from_privacy_parameters(
