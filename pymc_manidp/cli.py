@@ -397,6 +397,14 @@ def _is_ledger(path: Path) -> bool:
         os.close(fd)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` are one file by any names (False if either is missing)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _check_out(args) -> Path | None:
     """The output file, checked before any sampling: no input, a writable folder.
 
@@ -426,6 +434,34 @@ def _check_out(args) -> Path | None:
         st = None
     except OSError as err:  # e.g. a component that is not a folder
         raise ValueError(f"--out {out}: {err.strerror or err}") from None
+    target = out.resolve()
+    # the ledger is written by the release even when it does not exist yet
+    if getattr(args, "budget", None) is not None:
+        from pymc_manidp.io.ledger import LedgerFile
+
+        ledger = LedgerFile(args.budget)
+        for name, path in (("the ledger", ledger.path), ("the ledger's lock", ledger.lock_path)):
+            if target == path.resolve() or _same_file(out, path):
+                raise ValueError(
+                    f"--out {out} is {name} of --budget {args.budget}: write elsewhere"
+                )
+    if st is not None and (
+        _is_ledger(out) or (out.name.endswith(".lock") and _is_ledger(out.with_suffix("")))
+    ):
+        raise ValueError(
+            f"--out {out} is a privacy ledger or a ledger's lock file: replacing it would "
+            "lose the ledger's charges or defeat its lock; write elsewhere"
+        )
+    for src in _input_paths(args):
+        if not src.exists():
+            continue
+        same = target == src.resolve() or _same_file(out, src)
+        if same or (src.is_dir() and src.resolve() in target.parents):
+            raise ValueError(
+                f"--out {out} is {'inside ' if not same else ''}the input {src}: it would "
+                "be overwritten; write the release elsewhere"
+            )
+    # after the inputs and ledgers, whose messages say more
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise ValueError(
             f"--out {out} is a symbolic link (to {os.path.realpath(out)}): the record "
@@ -446,36 +482,6 @@ def _check_out(args) -> Path | None:
             "a plain file; write to a regular file or a new path (--out - for standard "
             "output)"
         )
-    target = out.resolve()
-    # the ledger is written by the release even when it does not exist yet
-    if getattr(args, "budget", None) is not None:
-        from pymc_manidp.io.ledger import LedgerFile
-
-        ledger = LedgerFile(args.budget)
-        for name, path in (("the ledger", ledger.path), ("the ledger's lock", ledger.lock_path)):
-            same = target == path.resolve()
-            if not same and st is not None and path.exists():
-                same = os.path.samefile(out, path)
-            if same:
-                raise ValueError(
-                    f"--out {out} is {name} of --budget {args.budget}: write elsewhere"
-                )
-    if st is not None and (
-        _is_ledger(out) or (out.name.endswith(".lock") and _is_ledger(out.with_suffix("")))
-    ):
-        raise ValueError(
-            f"--out {out} is a privacy ledger or a ledger's lock file: replacing it would "
-            "lose the ledger's charges or defeat its lock; write elsewhere"
-        )
-    for src in _input_paths(args):
-        if not src.exists():
-            continue
-        same = target == src.resolve() or (st is not None and os.path.samefile(out, src))
-        if same or (src.is_dir() and src.resolve() in target.parents):
-            raise ValueError(
-                f"--out {out} is {'inside ' if not same else ''}the input {src}: it would "
-                "be overwritten; write the release elsewhere"
-            )
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise ValueError(f"--out {out}: folder {parent} does not exist")
