@@ -242,10 +242,11 @@ def test_a_closed_stdout_is_refused_before_the_charge(tmp_path):
     proc = subprocess.run(
         ["bash", "-c", f"{shlex.join(argv)} >&-"],
         stdin=subprocess.DEVNULL,
-        capture_output=False,
         stderr=subprocess.PIPE,
         text=True,
         timeout=600,
+        # this worktree's package, whatever is installed
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
     )
     assert proc.returncode == 2, proc.stderr
     assert "standard output is closed" in proc.stderr and "Traceback" not in proc.stderr
