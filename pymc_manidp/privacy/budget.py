@@ -201,6 +201,8 @@ def _check_plan(plan, composition) -> list[list[float]] | None:
                 raise TypeError(f"plan[{i}] must be epsilon or (epsilon, delta), got {item!r}")
         if len(item) != 2:
             raise TypeError(f"plan[{i}] must be epsilon or (epsilon, delta), got {item!r}")
+        if any(isinstance(v, bool) for v in item):  # True is no epsilon of 1
+            raise TypeError(f"plan[{i}] must be real numbers, not bools, got {item!r}")
         try:
             pair = [
                 _check_epsilon(item[0], f"plan[{i}]'s epsilon"),
@@ -376,7 +378,8 @@ def _total(budget, charges) -> Spend:
     proved = all(basis == "proved" for _, _, basis in charges)
     eps = sum((_exact(c[0]) for c in charges), Fraction(0))
     delta = sum((_exact(c[1]) for c in charges if c[2] != "estimated"), Fraction(0))
-    basic = Spend(float(eps), float(delta), proved, COMPOSITIONS["basic"])
+    # a sum past the largest float (two charges of 1e308) is inf: it fits no budget
+    basic = Spend(_float(eps), _float(delta), proved, COMPOSITIONS["basic"])
     if budget["composition"] == "basic" or not charges:
         return basic
     if budget.get("plan") is None:  # an unplanned optimal ledger (module docstring)
@@ -390,6 +393,13 @@ def _total(budget, charges) -> Spend:
     counted = [(c[0], c[1] if c[2] != "estimated" else 0.0) for c in charges]
     optimal = _pld_epsilon(counted, target) if delta < _exact(target) else math.inf
     return Spend(optimal, float(target), proved, rule)
+
+
+def _float(x: Fraction) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
 
 
 def _fits(budget, spend: Spend) -> bool:

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import pymc_manidp as pmd
@@ -90,6 +90,9 @@ def _valid(item):
 
 
 @given(plan=PLANS, budget_eps=st.sampled_from([1.0, 3.0, 1e308]))
+@example(plan=[(True, 0.0)], budget_eps=1.0)  # found by the long profile: taken as 1
+@example(plan=[(0.5, False)], budget_eps=1.0)
+@example(plan=[1e308, 1e308], budget_eps=1e308)  # the sum overflowed a float
 def test_a_plan_is_kept_as_declared_or_refused_with_a_message(plan, budget_eps):
     """Every plan is either kept exactly (and fits the budget) or refused by a
     TypeError/ValueError naming the problem; no traceback of another kind."""
