@@ -10,6 +10,8 @@ Every failure ends the program with one line on stderr, never a traceback. Exit 
   malformed input, an output that is an input, a cluster that is not one, a bad
   environment variable, a failed premise, diagnostics, a sampler cap);
 - 3: an unexpected internal error (a bug: please report the line printed);
+- 4: the release was made (and charged to ``--budget``) but its output could not be
+  written; the ledger keeps its public record (``pymc-manidp budget LEDGER --json``);
 - 130: interrupted (Ctrl-C);
 - 141: the reader of standard output closed it early (``--out - | head``): what was
   asked for was done (a release was made and charged) and its output cut short.
@@ -18,8 +20,10 @@ Every failure ends the program with one line on stderr, never a traceback. Exit 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -28,11 +32,24 @@ from pathlib import Path
 # where a Ctrl-C during the seconds of imports exits 130 with one line, and after
 # PyTensor's compile folder is known to be writable.
 
-__all__ = ["EXIT_AUDIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERNAL", "build_parser", "main"]
+__all__ = [
+    "EXIT_AUDIT_FAILED",
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERNAL",
+    "EXIT_OUTPUT_LOST",
+    "build_parser",
+    "main",
+]
+
+
+class OutputLostError(OSError):
+    """A release was made (and maybe charged) but writing its output failed."""
+
 
 EXIT_AUDIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
+EXIT_OUTPUT_LOST = 4
 EXIT_INTERRUPTED = 130
 EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a writer killed by it
 
@@ -124,7 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the passes over sharded data on this distributed cluster "
         "(e.g. tcp://10.0.0.5:8786; default: Dask's local scheduler)",
     )
-    p.add_argument("--out", default="release.json", help="output JSON file ('-': stdout)")
+    p.add_argument(
+        "--out",
+        default="release.json",
+        help="output JSON file, a regular file or a new path ('-': stdout)",
+    )
     p.add_argument(
         "--budget",
         default=None,
@@ -145,7 +166,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--composition",
         choices=("basic", "optimal"),
         default=None,
-        help="how a new ledger composes releases (basic; optimal needs dp-accounting)",
+        help="how a new ledger composes releases (basic; optimal needs dp-accounting and "
+        "--budget-plan)",
+    )
+    p.add_argument(
+        "--budget-plan",
+        default=None,
+        metavar="EPS[:DELTA],...",
+        help="with --composition optimal: every charge the new ledger will admit, in order, "
+        "declared before its first release (e.g. 0.4,0.4,0.2); optimal composition holds for "
+        "(epsilon, delta) fixed in advance",
     )
     p.add_argument(
         "--delta",
@@ -293,7 +323,7 @@ def _refuse_ignored_options(args) -> None:
     if args.mechanism == "laplace" and args.statistic is not None:
         ignored.append("--statistic")
     if args.budget is None:
-        for k in ("budget_epsilon", "budget_delta", "composition", "delta"):
+        for k in ("budget_epsilon", "budget_delta", "composition", "budget_plan", "delta"):
             if getattr(args, k) is not None:
                 raise ValueError(
                     f"--{k.replace('_', '-')} is for a release charged to a ledger: add "
@@ -335,38 +365,127 @@ def _input_paths(args) -> list[Path]:
     return paths
 
 
+def _stdout_is_open() -> bool:
+    """False when standard output is closed (``>&-``): Python then sets ``sys.stdout``
+    to None and ``print`` writes nowhere, silently."""
+    if sys.stdout is None:
+        return False
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture): trust it
+        return True
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _is_ledger(path: Path) -> bool:
+    """``path`` is a regular file that starts as a privacy ledger does."""
+    from pymc_manidp.privacy.budget import FORMAT
+
+    try:  # non-blocking: a FIFO would otherwise wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and FORMAT.encode() in os.read(fd, 4096)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` are one file by any names (False if either is missing)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _check_out(args) -> Path | None:
     """The output file, checked before any sampling: no input, a writable folder.
 
     An input is any file the release reads, after resolving folders, patterns and
     symbolic links (and hard links: the same file by any name); a name ending in
-    ``/`` is a folder, and a folder is never the output.
+    ``/`` is a folder, and a folder is never the output. An existing output must be a
+    regular file, and neither a privacy ledger nor a ledger's lock file: the record
+    replaces it (``os.replace``), which would turn a device (``/dev/null``) or a FIFO
+    into a plain file, lose a ledger, or give a lock a new inode that the next writer
+    locks while another holds the old one. ``-`` (standard output) must be open.
     """
     if args.out == "-":
+        if not _stdout_is_open():
+            raise ValueError(
+                "--out -: standard output is closed, so the release would be printed "
+                "nowhere (and charged to a --budget all the same): open it (e.g. "
+                "> release.json) or write to --out FILE"
+            )
         return None
     out = Path(args.out)
     if args.out.endswith(("/", os.sep)) or args.out in (".", ".."):
         what = "is a folder" if out.is_dir() else "names a folder that does not exist"
         raise ValueError(f"--out {args.out} {what}: name a file, e.g. {out / 'release.json'}")
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:  # e.g. a component that is not a folder
+        raise ValueError(f"--out {out}: {err.strerror or err}") from None
     target = out.resolve()
     # the ledger is written by the release even when it does not exist yet
-    if getattr(args, "budget", None) is not None and target == Path(args.budget).resolve():
-        raise ValueError(f"--out {out} is the ledger --budget {args.budget}: write elsewhere")
+    if getattr(args, "budget", None) is not None:
+        from pymc_manidp.io.ledger import LedgerFile
+
+        ledger = LedgerFile(args.budget)
+        for name, path in (("the ledger", ledger.path), ("the ledger's lock", ledger.lock_path)):
+            if target == path.resolve() or _same_file(out, path):
+                raise ValueError(
+                    f"--out {out} is {name} of --budget {args.budget}: write elsewhere"
+                )
+    if st is not None and (
+        _is_ledger(out) or (out.name.endswith(".lock") and _is_ledger(out.with_suffix("")))
+    ):
+        raise ValueError(
+            f"--out {out} is a privacy ledger or a ledger's lock file: replacing it would "
+            "lose the ledger's charges or defeat its lock; write elsewhere"
+        )
     for src in _input_paths(args):
         if not src.exists():
             continue
-        same = target == src.resolve() or (out.exists() and os.path.samefile(out, src))
+        same = target == src.resolve() or _same_file(out, src)
         if same or (src.is_dir() and src.resolve() in target.parents):
             raise ValueError(
                 f"--out {out} is {'inside ' if not same else ''}the input {src}: it would "
                 "be overwritten; write the release elsewhere"
             )
-    if out.is_dir():
+    # after the inputs and ledgers, whose messages say more
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise ValueError(
+            f"--out {out} is a symbolic link (to {os.path.realpath(out)}): the record "
+            "would replace the link, not write through it; name the file itself"
+        )
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise ValueError(f"--out {out} is a folder: name a file")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "a device"
+        )
+        raise ValueError(
+            f"--out {out} is {kind}, not a regular file: the record would replace it with "
+            "a plain file; write to a regular file or a new path (--out - for standard "
+            "output)"
+        )
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise ValueError(f"--out {out}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+    if not os.access(parent, os.W_OK) or (st is not None and not os.access(out, os.W_OK)):
         raise ValueError(f"--out {out}: not writable")
     return out
 
@@ -388,6 +507,10 @@ def _write_atomic(out: Path, text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
+        # checked before the charge (_check_out); again here, as the file may have changed
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISREG(os.lstat(out).st_mode):
+                raise OSError(f"{out} is no longer a regular file: not replaced")
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -417,6 +540,7 @@ def release(args) -> int:
 
     _refuse_ignored_options(args)
     out = _check_out(args)
+    new = _new_budget(args)
     if args.seed is not None:
         print(
             "pymc-manidp release: WARNING: fixed seed: this release is reproducible by "
@@ -455,12 +579,6 @@ def release(args) -> int:
         from pymc_manidp.io.ledger import open_ledger
 
         # refused here (another data set's ledger, a damaged one) before any release
-        new = {"epsilon": args.budget_epsilon}
-        if args.budget_epsilon is not None:
-            new["delta"] = args.budget_delta if args.budget_delta is not None else 0.0
-            new["composition"] = args.composition or "basic"
-        elif args.budget_delta is not None or args.composition is not None:
-            raise ValueError("--budget-delta and --composition need --budget-epsilon")
         budget = open_ledger(args.budget, data=data, **new)
         if args.sampler != "exact":
             mcmc.update(delta=args.delta, estimate_delta=args.estimate_delta)
@@ -494,10 +612,29 @@ def release(args) -> int:
         source=source_name(args.data),
     )
     text = json.dumps(doc, indent=2)
-    if out is None:
-        print(text)
-    else:
-        _write_atomic(out, text + "\n")
+    try:
+        if out is None:
+            if not _stdout_is_open():  # closed since the check: print would write nowhere
+                raise OSError("standard output is closed")
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+        else:
+            _write_atomic(out, text + "\n")
+    except BrokenPipeError:
+        raise  # the reader left early: main's own code and message
+    except OSError as err:
+        kept = (
+            f"its public record, with the value, is kept in the ledger: pymc-manidp budget "
+            f"{args.budget} --json"
+            if budget is not None
+            else "it was not kept anywhere (no --budget)"
+        )
+        raise OutputLostError(
+            f"the release was made{' and charged' if budget is not None else ''}, but "
+            f"writing it to {'standard output' if out is None else out} failed "
+            f"({err.strerror or err}); {kept}"
+        ) from None
+    if out is not None:
         print(f"wrote {args.out}: {rel.mechanism}, eps = {rel.epsilon:g}, delta = {rel.delta}")
         print(f"released value: {np.array2string(np.asarray(rel.value), precision=6)}")
     if budget is not None:  # stderr: stdout may carry the release (--out -)
@@ -512,6 +649,38 @@ def release(args) -> int:
             print(f"wrote {f}", file=sys.stderr)
         rep.close()
     return 0
+
+
+def _new_budget(args) -> dict:
+    """``open_ledger``'s budget arguments, checked before the data are read."""
+    new = {"epsilon": args.budget_epsilon}
+    if args.budget_epsilon is not None:
+        from pymc_manidp.privacy.budget import new_state
+
+        new["delta"] = args.budget_delta if args.budget_delta is not None else 0.0
+        new["composition"] = args.composition or "basic"
+        new["plan"] = _parse_plan(args.budget_plan)
+        new_state(**new)  # a bad budget or a plan that does not fit it: refused now
+    elif any(v is not None for v in (args.budget_delta, args.composition, args.budget_plan)):
+        raise ValueError("--budget-delta, --composition and --budget-plan need --budget-epsilon")
+    return new
+
+
+def _parse_plan(text):
+    """``--budget-plan EPS[:DELTA],...`` as ``[(epsilon, delta), ...]`` (None: no plan)."""
+    if text is None:
+        return None
+    plan = []
+    for item in text.split(","):
+        eps, _, delta = item.strip().partition(":")
+        try:
+            plan.append((float(eps), float(delta) if delta else 0.0))
+        except ValueError:
+            raise ValueError(
+                f"--budget-plan must be EPS[:DELTA] separated by commas (e.g. 0.4,0.4:1e-7), "
+                f"got {item!r}"
+            ) from None
+    return plan
 
 
 def _budget_line(name, pub) -> str:
@@ -534,6 +703,15 @@ def budget(args) -> int:
         return 0
     print(f"data set: {pub['dataset']}; privacy unit: {pub['privacy_unit']}")
     print(f"composition: {pub['rule']}")
+    plan = pub["budget"].get("plan")
+    if plan is not None:
+        made = len(pub["charges"])
+        planned = ", ".join(f"{e:.6g}" + (f":{d:.6g}" if d else "") for e, d in plan)
+        total = pub["planned"]
+        print(
+            f"plan ({made} of {len(plan)} charges made; all together epsilon = "
+            f"{total['epsilon']:.6g}, delta = {total['delta']:.6g}): {planned}"
+        )
     print(_budget_line(args.ledger, pub))
     for c in pub["charges"]:
         basis = {"proved": "", "assumed": " (assumed)", "estimated": " (estimated, not proved)"}
@@ -719,6 +897,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_PIPE_CLOSED
+    except OutputLostError as err:  # not code 2: a release was made, and maybe charged
+        print(f"pymc-manidp {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_OUTPUT_LOST
     # OSError includes a lost or unreachable cluster (ClusterError); ImportError a
     # missing optional package (nutpie asked for by name)
     except (

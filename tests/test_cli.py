@@ -413,6 +413,7 @@ def test_every_exit_code_is_documented():
 
     doc = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
     codes = [0, cli.EXIT_AUDIT_FAILED, cli.EXIT_BAD_INPUT, cli.EXIT_INTERNAL, cli.EXIT_INTERRUPTED]
+    codes.append(cli.EXIT_OUTPUT_LOST)
     for code in codes:
         assert f"| {code} |" in doc, code
 

@@ -107,3 +107,34 @@ def test_budget_options_are_checked(tmp_path, points, capsys):
     assert json.loads(ledger.read_text())["entries"] == []  # nothing charged by a refusal
     code, _, err = run(["budget", tmp_path / "missing.json"], capsys)
     assert code == 2 and "ledger not found" in err
+
+
+def test_optimal_composition_takes_a_plan_kept_in_the_ledger(tmp_path, points, capsys):
+    pytest.importorskip("dp_accounting")
+    ledger = tmp_path / "ledger.json"
+    new = ["--budget-epsilon", "1", "--budget-delta", "1e-6", "--composition", "optimal"]
+    code, _, err = run(release(points, ledger, *new), capsys)
+    assert code == 2 and "needs the plan" in err and not ledger.exists()
+    # a bad or unfitting plan is refused before the data are read (here: no data file)
+    for plan, msg in (("0.4,x", "--budget-plan must be EPS"), ("0.6,0.6", "more than the budget")):
+        code, _, err = run(
+            release(tmp_path / "none.npy", ledger, *new, "--budget-plan", plan), capsys
+        )
+        assert code == 2 and msg in err and not ledger.exists(), err
+    code, _, err = run(
+        release(points, ledger, "--budget-epsilon", "1", "--budget-plan", "0.4"), capsys
+    )
+    assert code == 2 and "a plan is for composition='optimal'" in err
+    code, _, err = run(release(points, ledger, *new, "--budget-plan", "0.4,0.3:1e-7"), capsys)
+    assert code == 0, err
+    assert json.loads(ledger.read_text())["budget"]["plan"] == [[0.4, 0.0], [0.3, 1e-7]]
+    # the next charge must be the plan's: 0.4 again is an epsilon chosen afterwards
+    code, out, err = run(release(points, ledger), capsys)
+    assert code == 2 and out == "" and "charge 1 of the plan is epsilon = 0.3" in err
+    code, out, _ = run(["budget", ledger], capsys)
+    assert (
+        code == 0 and "plan (1 of 2 charges made; all together epsilon = 0.7, delta = 1e-07)" in out
+    )
+    assert "): 0.4, 0.3:1e-07" in out
+    assert "spent epsilon = 0.4, delta = 0 " in out  # pure charges: delta 0
+    assert len(json.loads(ledger.read_text())["entries"]) == 1

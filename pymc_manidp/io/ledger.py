@@ -199,7 +199,7 @@ class LedgerFile:
 
 
 def open_ledger(
-    path, *, data, epsilon=None, delta=0.0, composition="basic", name=None
+    path, *, data, epsilon=None, delta=0.0, composition="basic", plan=None, name=None
 ) -> PrivacyBudget:
     """The privacy budget of ``data`` kept in the ledger file ``path``.
 
@@ -217,6 +217,10 @@ def open_ledger(
     epsilon, delta : float
         The budget, for a new ledger (``epsilon`` None: the ledger must exist).
     composition : {"basic", "optimal"}
+    plan : sequence of (float, float), optional
+        ``composition="optimal"``: the charges declared before the first release
+        (``PrivacyBudget``'s ``plan``), kept in the ledger; checked against an existing
+        ledger's like the budget.
     name : str or None
         A name for the data set (default: the ledger's file name), printed with it.
 
@@ -243,6 +247,11 @@ def open_ledger(
     0.25
     """
     path = Path(path)
+    if epsilon is not None:  # a bad budget or plan is refused before the data are hashed
+        asked = {"epsilon": epsilon, "delta": delta, "composition": composition}
+        asked.update(new_state(**asked, plan=plan)["budget"])
+    elif plan is not None:
+        raise ValueError("a plan is declared with the budget (epsilon) of a new ledger")
     store = LedgerFile(path)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
@@ -259,7 +268,7 @@ def open_ledger(
                 "key": key.hex(),
                 "fingerprint": data_fingerprint(data, key),
             }
-            state = new_state(epsilon, delta, composition=composition, dataset=dataset)
+            state = new_state(epsilon, delta, composition=composition, dataset=dataset, plan=plan)
             _write_atomic(path, json.dumps(state, indent=1) + "\n")
         else:
             state = _load(path)
@@ -269,10 +278,9 @@ def open_ledger(
         store.fingerprint = data_fingerprint(data, bytes.fromhex(dataset["key"]))
         store._check(state)
         budget = state["budget"]
-        asked = {"epsilon": epsilon, "delta": delta, "composition": composition}
         if epsilon is not None:
             for k, v in asked.items():
-                if v != budget[k]:
+                if v != budget.get(k):
                     raise LedgerError(
                         f"{path} has a budget of epsilon = {budget['epsilon']:g}, "
                         f"delta = {budget['delta']:g} ({budget['composition']} composition), "

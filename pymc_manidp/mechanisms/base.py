@@ -470,12 +470,13 @@ class Mechanism:
             instead of refusing.
         budget : PrivacyBudget, optional
             Charged ε once **per data set** (default: the budget entered with
-            ``with budget:``), all before any data are read. With basic composition a
-            call whose ``R`` charges would overspend is refused before any is made;
-            with optimal composition the charges are made one by one, and the one that
-            would overspend raises :class:`~pymc_manidp.privacy.budget.BudgetExceededError`
-            (the earlier ones are marked failed: no data were read, but the charges
-            stand). A call that fails after its charges marks them all failed.
+            ``with budget:``), all before any data are read. A call whose ``R``
+            charges would overspend (or leave an optimal budget's plan) is refused
+            before any is made; should another process charge the budget meanwhile,
+            the charge that no longer fits raises
+            :class:`~pymc_manidp.privacy.budget.BudgetExceededError` and the earlier
+            ones are marked failed (no data were read, but the charges stand). A call
+            that fails after its charges marks them all failed.
 
         Returns
         -------
@@ -521,8 +522,7 @@ class Mechanism:
             raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
         charges = []
         if budget is not None:  # one charge per data set, before any data are read
-            if budget.composition == "basic":
-                budget.check(self.epsilon * total)
+            budget.check_many([(self.epsilon, 0.0)] * total)  # none charged if one cannot be
             try:
                 for _ in range(total):
                     charges.append(self._charge(budget, None, False, False, "exact")[1][0])

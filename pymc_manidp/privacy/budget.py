@@ -11,11 +11,17 @@ budget's ``composition`` rule, which every total names (docs/privacy-budget.md):
   same records are, together, :math:`(\sum_i \varepsilon_i, \sum_i \delta_i)`-DP (basic
   composition; Dwork & Roth 2014, Theorem 3.16). The sums are exact: each ε and δ
   counts as the decimal number it prints as, so ten releases of ε = 0.1 spend ε = 1.
-- ``"optimal"``: the releases' worst-case privacy loss distributions, composed
+- ``"optimal"``: a **plan** of charges ``[(eps_1, delta_1), ..., (eps_k, delta_k)]``,
+  declared when the budget is created (before the first release) and refused unless it
+  fits the budget; the i-th charge must be the plan's i-th, and a charge outside the
+  plan is refused. The total of the charges made so far is the basic one while it fits
+  the budget, otherwise their worst-case privacy loss distributions composed
   numerically by ``dp_accounting``'s PLD accountant (an upper bound on the optimal
-  composition of Kairouz, Oh & Viswanath 2015 and Murtagh & Vadhan 2016), read at the
-  budget's δ; the total is the smaller of it and the basic one (both are valid bounds).
-  Needs the ``[budget]`` extra.
+  composition of Kairouz, Oh & Viswanath 2015, Theorem 3.3, and Murtagh & Vadhan 2016),
+  read at the budget's δ. Those theorems hold for releases chosen adaptively *with
+  their (ε_i, δ_i) fixed in advance*; a curator who picks the next ε after seeing the
+  earlier releases is not covered by them (Rogers, Roth, Ullman & Vadhan 2016, privacy
+  filters), hence the plan. Needs the ``[budget]`` extra.
 
 MCMC releases have no proved δ (docs/architecture.md, privacy rules). Charging one needs
 either a δ the curator states (``delta_basis="assumed"``: counted in the total, which is
@@ -58,10 +64,21 @@ __all__ = [
 COMPOSITIONS = {
     "basic": "basic composition (Dwork & Roth 2014, Theorem 3.16): (sum of epsilons, "
     "sum of deltas)",
-    "optimal": "privacy loss distributions composed by dp_accounting (an upper bound on "
-    "optimal composition, Kairouz, Oh & Viswanath 2015, Theorem 3.3; Murtagh & Vadhan "
-    "2016), read at the budget's delta; the smaller of it and basic composition",
+    "optimal": "a plan of charges declared before the first release; the basic sums while "
+    "they fit the budget, otherwise privacy loss distributions composed by dp_accounting (an "
+    "upper bound on optimal composition, Kairouz, Oh & Viswanath 2015, Theorem 3.3; Murtagh & "
+    "Vadhan 2016: each release's (epsilon, delta) fixed in advance), read at the budget's delta",
 }
+#: the rule of an "optimal" ledger written before plans existed: its charges may have
+#: been chosen adaptively, which only basic composition covers
+UNPLANNED = (
+    "basic composition (Dwork & Roth 2014, Theorem 3.16): this ledger's optimal composition "
+    "has no plan declared before its first release, and optimal composition holds only for "
+    "(epsilon, delta) fixed in advance"
+)
+#: the longest plan: each charge recomposes the plan's charges so far (1,000 unequal
+#: charges take seconds)
+MAX_PLAN = 1000
 #: where a charge's δ comes from: a proof (exact samplers: 0), the curator's
 #: assumption (MCMC), or the coupling estimate (MCMC; never in the total)
 DELTA_BASES = ("proved", "assumed", "estimated")
@@ -149,25 +166,89 @@ def _check_delta(delta, name="delta") -> float:
     return delta
 
 
-def new_state(epsilon, delta=0.0, *, composition="basic", dataset=None) -> dict:
+def _check_plan(plan, composition) -> list[list[float]] | None:
+    """The plan as ``[[epsilon, delta], ...]`` (floats), or None for basic composition."""
+    if composition != "optimal":
+        if plan is not None:
+            raise ValueError(
+                "a plan is for composition='optimal': basic composition holds however the "
+                "releases are chosen, and needs none (drop plan=)"
+            )
+        return None
+    if plan is None:
+        raise ValueError(
+            "composition='optimal' needs the plan of charges declared before the first "
+            "release, plan=[(epsilon, delta), ...]: optimal composition (Kairouz, Oh & "
+            "Viswanath 2015; Murtagh & Vadhan 2016) holds for (epsilon, delta) fixed in "
+            "advance, not for ones chosen after seeing earlier releases. Without a plan, "
+            "use composition='basic' (valid however the releases are chosen)"
+        )
+    if isinstance(plan, str | bytes | dict) or not hasattr(plan, "__iter__"):
+        raise TypeError(
+            f"plan must be a sequence of epsilon or (epsilon, delta) pairs, got {plan!r}"
+        )
+    pairs = []
+    for i, item in enumerate(plan):
+        if len(pairs) >= MAX_PLAN:
+            raise ValueError(
+                f"a plan has at most {MAX_PLAN} charges (each charge recomposes the plan so "
+                "far); merge small charges or use composition='basic'"
+            )
+        if isinstance(item, str | bytes | dict) or not hasattr(item, "__len__"):
+            if isinstance(item, int | float) and not isinstance(item, bool):
+                item = (item, 0.0)
+            else:
+                raise TypeError(f"plan[{i}] must be epsilon or (epsilon, delta), got {item!r}")
+        if len(item) != 2:
+            raise TypeError(f"plan[{i}] must be epsilon or (epsilon, delta), got {item!r}")
+        if any(isinstance(v, bool) for v in item):  # True is no epsilon of 1
+            raise TypeError(f"plan[{i}] must be real numbers, not bools, got {item!r}")
+        try:
+            pair = [
+                _check_epsilon(item[0], f"plan[{i}]'s epsilon"),
+                _check_delta(item[1], f"plan[{i}]'s delta"),
+            ]
+        except OverflowError:  # an int past the largest float
+            raise ValueError(f"plan[{i}] must be finite numbers, got {item!r}") from None
+        pairs.append(pair)
+    if not pairs:
+        raise ValueError("the plan is empty: declare at least one (epsilon, delta) charge")
+    return pairs
+
+
+def new_state(epsilon, delta=0.0, *, composition="basic", dataset=None, plan=None) -> dict:
     """A new, empty ledger's state (sealed): a budget of ``(epsilon, delta)``.
 
     ``dataset`` is the file ledger's record of its data set (name and keyed
-    fingerprint, ``pymc_manidp.io.ledger``), or None for an in-memory budget.
+    fingerprint, ``pymc_manidp.io.ledger``), or None for an in-memory budget. ``plan``
+    (``composition="optimal"`` only, and required there) is the list of the charges
+    ``(epsilon, delta)`` the budget will admit, in order; it is refused unless the
+    whole plan fits the budget.
     """
     if composition not in COMPOSITIONS:
         raise ValueError(
             f"composition must be one of {', '.join(map(repr, COMPOSITIONS))}, got {composition!r}"
         )
+    budget = {
+        "epsilon": _check_epsilon(epsilon),
+        "delta": _check_delta(delta),
+        "composition": composition,
+        "plan": _check_plan(plan, composition),
+    }
+    if budget["plan"] is not None:
+        whole = _total(budget, [(e, d, "proved") for e, d in budget["plan"]])
+        if not _fits(budget, whole):
+            raise ValueError(
+                f"the plan's {len(budget['plan'])} charges together spend epsilon = "
+                f"{_fmt(whole.epsilon)} at delta = {_fmt(whole.delta)} (optimal composition), "
+                f"more than the budget (epsilon = {_fmt(budget['epsilon'])}, delta = "
+                f"{_fmt(budget['delta'])}): plan fewer or smaller charges, or a larger budget"
+            )
     state = {
         "format": FORMAT,
         "version": VERSION,
         "privacy_unit": PRIVACY_UNIT,
-        "budget": {
-            "epsilon": _check_epsilon(epsilon),
-            "delta": _check_delta(delta),
-            "composition": composition,
-        },
+        "budget": budget,
         "dataset": dataset,
         "entries": [],
         "totals": {"count": 0, "epsilon": 0.0, "delta": 0.0},
@@ -234,6 +315,15 @@ def check_state(state) -> dict:
         if budget["composition"] not in COMPOSITIONS:
             raise ValueError(f"unknown composition {budget['composition']!r}")
         entries = state["entries"]
+        plan = budget.get("plan")  # absent in ledgers written before plans existed
+        if plan is not None:
+            if budget["composition"] != "optimal":
+                raise ValueError("a plan in a budget of basic composition")
+            if _check_plan(plan, "optimal") != plan:
+                raise ValueError("the plan is not a list of [epsilon, delta] pairs")
+            for i, e in enumerate(entries):
+                if i >= len(plan) or [e["epsilon"], e["delta"]] != plan[i]:
+                    raise ValueError(f"entry {i} is not the plan's charge {i}")
         for i, e in enumerate(entries):
             if e["index"] != i:
                 raise ValueError(f"entry {i} is numbered {e['index']!r}: entries are out of order")
@@ -266,43 +356,58 @@ def _pld_epsilon(charges, delta_target: float) -> float:
             "composition='optimal' uses dp_accounting: pip install 'pymc-manidp[budget]'"
         ) from None
     pld = None
-    for eps, delta in charges:
-        one = privacy_loss_distribution.from_privacy_parameters(
-            common.DifferentialPrivacyParameters(eps, delta)
-        )
-        pld = one if pld is None else pld.compose(one)
-    return float(pld.get_epsilon_for_delta(delta_target))
+    try:
+        for eps, delta in charges:
+            one = privacy_loss_distribution.from_privacy_parameters(
+                common.DifferentialPrivacyParameters(eps, delta)
+            )
+            pld = one if pld is None else pld.compose(one)
+        return float(pld.get_epsilon_for_delta(delta_target))
+    except OverflowError:  # an epsilon past what the PLD can discretize (1e308): no bound
+        return math.inf
 
 
 def _spend(state, extra=()) -> Spend:
     """The total of ``state``'s entries (and ``extra`` charges ``(eps, delta, basis)``)."""
     charges = [(e["epsilon"], e["delta"], e["delta_basis"]) for e in state["entries"]]
-    charges += list(extra)
+    return _total(state["budget"], charges + list(extra))
+
+
+def _total(budget, charges) -> Spend:
+    """The total of ``charges`` ``(eps, delta, basis)`` under ``budget``'s rule."""
     proved = all(basis == "proved" for _, _, basis in charges)
     eps = sum((_exact(c[0]) for c in charges), Fraction(0))
     delta = sum((_exact(c[1]) for c in charges if c[2] != "estimated"), Fraction(0))
-    budget = state["budget"]
-    composition = budget["composition"]
-    if composition == "basic" or not charges:
-        return Spend(float(eps), float(delta), proved, COMPOSITIONS["basic"])
+    # a sum past the largest float (two charges of 1e308) is inf: it fits no budget
+    basic = Spend(_float(eps), _float(delta), proved, COMPOSITIONS["basic"])
+    if budget["composition"] == "basic" or not charges:
+        return basic
+    if budget.get("plan") is None:  # an unplanned optimal ledger (module docstring)
+        return Spend(basic.epsilon, basic.delta, proved, UNPLANNED)
+    rule = COMPOSITIONS["optimal"]
+    # (Σε, Σδ) while it fits: a total of pure charges then keeps δ = 0, where the PLD read
+    # at the budget's δ would report (Σε - a hair, budget δ)
+    if eps <= _exact(budget["epsilon"]) and delta <= _exact(budget["delta"]):
+        return Spend(basic.epsilon, basic.delta, proved, rule)
     target = budget["delta"]
     counted = [(c[0], c[1] if c[2] != "estimated" else 0.0) for c in charges]
     optimal = _pld_epsilon(counted, target) if delta < _exact(target) else math.inf
-    if delta <= _exact(target) and (math.isinf(optimal) or eps <= _exact(optimal)):
-        # basic composition's (Σε, Σδ) implies (Σε, target)-DP: the smaller bound
-        return Spend(float(eps), float(target), proved, COMPOSITIONS["optimal"])
-    return Spend(optimal, float(target), proved, COMPOSITIONS["optimal"])
+    return Spend(optimal, float(target), proved, rule)
 
 
-def _fits(state, spend: Spend) -> bool:
-    budget = state["budget"]
+def _float(x: Fraction) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
+def _fits(budget, spend: Spend) -> bool:
     if not math.isfinite(spend.epsilon):
         return False
-    if budget["composition"] == "basic":
-        return _exact(spend.epsilon) <= _exact(budget["epsilon"]) and _exact(spend.delta) <= _exact(
-            budget["delta"]
-        )
-    return _exact(spend.epsilon) <= _exact(budget["epsilon"])
+    return _exact(spend.epsilon) <= _exact(budget["epsilon"]) and _exact(spend.delta) <= _exact(
+        budget["delta"]
+    )
 
 
 def _fmt(x) -> str:
@@ -350,7 +455,16 @@ class PrivacyBudget:
     delta : float, default 0.0
         The total δ, in [0, 1).
     composition : {"basic", "optimal"}
-        How charges add up (module docstring); ``"optimal"`` needs dp_accounting.
+        How charges add up (module docstring); ``"optimal"`` needs dp_accounting and a
+        ``plan``.
+    plan : sequence of float or (float, float), optional
+        ``composition="optimal"`` only, and required there: the charges
+        ``(epsilon, delta)`` (a number alone is ``(epsilon, 0)``) the budget admits, in
+        this order, declared before the first release. Refused unless the whole plan
+        fits the budget; a charge other than the plan's next one is refused
+        (:class:`BudgetExceededError`). Optimal composition holds for (ε, δ) fixed in
+        advance, not for ones chosen after seeing earlier releases
+        (docs/privacy-budget.md).
 
     Examples
     --------
@@ -371,8 +485,8 @@ class PrivacyBudget:
     pymc_manidp.privacy.budget.BudgetExceededError: the release asks for epsilon = 0.4, ...
     """
 
-    def __init__(self, epsilon, delta=0.0, *, composition="basic"):
-        self._store = _MemoryStore(new_state(epsilon, delta, composition=composition))
+    def __init__(self, epsilon, delta=0.0, *, composition="basic", plan=None):
+        self._store = _MemoryStore(new_state(epsilon, delta, composition=composition, plan=plan))
         self._tokens = threading.local()
 
     @classmethod
@@ -403,6 +517,24 @@ class PrivacyBudget:
     def composition(self) -> str:
         """The composition rule, a key of ``COMPOSITIONS``."""
         return self._state()["budget"]["composition"]
+
+    @property
+    def plan(self) -> list[tuple[float, float]] | None:
+        """The charges ``(epsilon, delta)`` an optimal budget admits, in order (None:
+        basic composition, or an optimal ledger written before plans existed)."""
+        plan = self._state()["budget"].get("plan")
+        return None if plan is None else [tuple(c) for c in plan]
+
+    @property
+    def planned(self) -> Spend | None:
+        """The total of the whole :attr:`plan` (None without one): the guarantee of all
+        the budget will ever admit, and the one to state when the releases made so far
+        were chosen to be the last after seeing them (docs/privacy-budget.md)."""
+        state = self._state()
+        plan = state["budget"].get("plan")
+        if plan is None:
+            return None
+        return _total(state["budget"], [(e, d, "proved") for e, d in plan])
 
     @property
     def spent(self) -> Spend:
@@ -446,6 +578,7 @@ class PrivacyBudget:
         state = self._state()
         spend = _spend(state)
         eps_left, delta_left = _remaining(state, spend)
+        planned = self.planned
         keep = ("index", "mechanism", "sampler", "epsilon", "delta", "delta_basis", "status")
         dataset = state["dataset"]
         return {
@@ -455,6 +588,11 @@ class PrivacyBudget:
             "spent": {"epsilon": spend.epsilon, "delta": spend.delta, "proved": spend.proved},
             "remaining": {"epsilon": eps_left, "delta": delta_left},
             "rule": spend.rule,
+            **(
+                {}
+                if planned is None
+                else {"planned": {"epsilon": planned.epsilon, "delta": planned.delta}}
+            ),
             "charges": [
                 {**{k: e[k] for k in keep}, "release": e["release"]} for e in state["entries"]
             ],
@@ -474,6 +612,19 @@ class PrivacyBudget:
         overspend; changes nothing."""
         epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
         _refuse_overspend(self._state(), epsilon, delta, delta_basis)
+
+    def check_many(self, charges) -> None:
+        """Raise :class:`BudgetExceededError` if the charges ``[(epsilon, delta), ...]``,
+        made in this order, would overspend or leave the plan; changes nothing.
+
+        For a call that charges several releases at once: it is refused before the
+        first charge rather than after some (``Mechanism.release_many``).
+        """
+        state = self._state()
+        for epsilon, delta in charges:
+            epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+            _refuse_overspend(state, epsilon, delta, "proved")
+            state["entries"].append({"epsilon": epsilon, "delta": delta, "delta_basis": "proved"})
 
     def charge(
         self,
@@ -558,20 +709,38 @@ def _remaining(state, spend: Spend) -> tuple[float, float]:
     budget = state["budget"]
     if not math.isfinite(spend.epsilon):
         return 0.0, 0.0
+    # an optimal total read from the PLD is read at the budget's delta: none is left
     eps_left = _exact(budget["epsilon"]) - _exact(spend.epsilon)
-    if budget["composition"] == "basic":
-        delta_left = _exact(budget["delta"]) - _exact(spend.delta)
-    else:  # the optimal total is read at the budget's delta: delta is all used or not
-        delta_left = Fraction(0) if state["entries"] else _exact(budget["delta"])
+    delta_left = _exact(budget["delta"]) - _exact(spend.delta)
     return float(max(eps_left, Fraction(0))), float(max(delta_left, Fraction(0)))
 
 
 def _refuse_overspend(state, epsilon, delta, delta_basis) -> None:
-    before = _spend(state)
-    after = _spend(state, extra=[(epsilon, delta, delta_basis)])
-    if _fits(state, after):
-        return
     budget = state["budget"]
+    plan = budget.get("plan")
+    before = _spend(state)
+    if plan is not None:
+        k = len(state["entries"])
+        if k >= len(plan) or [epsilon, delta] != plan[k]:
+            planned = (
+                f"charge {k} of the plan is epsilon = {plan[k][0]!r}, delta = {plan[k][1]!r}"
+                if k < len(plan)
+                else f"all {len(plan)} charges of the plan are made"
+            )
+            raise BudgetExceededError(
+                f"the release asks for epsilon = {epsilon!r}, delta = {delta!r}, but this "
+                f"budget's optimal composition covers only its plan, declared before the "
+                f"first release, and {planned}: nothing was computed or released. Optimal "
+                "composition holds for (epsilon, delta) fixed in advance, not for ones "
+                "chosen after seeing earlier releases (docs/privacy-budget.md): make the "
+                "planned charge, or release nothing more from these records",
+                spent=(before.epsilon, before.delta),
+                remaining=_remaining(state, before),
+                asked=(epsilon, delta),
+            )
+    after = _spend(state, extra=[(epsilon, delta, delta_basis)])
+    if _fits(budget, after):
+        return
     left = _remaining(state, before)
     raise BudgetExceededError(
         f"the release asks for epsilon = {_fmt(epsilon)}, delta = {_fmt(delta)}, but the "

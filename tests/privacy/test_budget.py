@@ -129,8 +129,10 @@ def test_optimal_composition_equals_dp_accounting():
     pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
     from dp_accounting.pld import common
 
-    # (eps, delta) releases: dp_accounting's own self-composition as the oracle
-    b = pmd.PrivacyBudget(5.0, delta=1e-5, composition="optimal")
+    # (eps, delta) releases: dp_accounting's own self-composition as the oracle. A
+    # budget of 3 < 40 * 0.1: the basic sum does not fit, so the PLD total is reported
+    plan = [(0.1, 1e-8)] * 40 + [(0.4, 1e-8)]
+    b = pmd.PrivacyBudget(3.0, delta=1e-5, composition="optimal", plan=plan)
     for _ in range(40):
         b.charge(0.1, 1e-8)
     one = pld_mod.from_privacy_parameters(common.DifferentialPrivacyParameters(0.1, 1e-8))
@@ -138,29 +140,32 @@ def test_optimal_composition_equals_dp_accounting():
     assert b.spent.epsilon == pytest.approx(expected, abs=1e-3)
     assert b.spent.epsilon < 2.6  # much tighter than basic composition's 40 * 0.1
     assert b.spent.delta == 1e-5 and "dp_accounting" in b.spent.rule
-    # a charge the optimal bound admits but basic composition would refuse
-    b.charge(1.5, 1e-8)
-    assert b.spent.epsilon <= 5.0
-    basic = pmd.PrivacyBudget(5.0, delta=1e-5)
-    for _ in range(40):
+    # the planned charge the optimal bound admits but basic composition would refuse
+    b.charge(0.4, 1e-8)
+    assert b.spent.epsilon <= 3.0
+    basic = pmd.PrivacyBudget(3.0, delta=1e-5)
+    for _ in range(30):
         basic.charge(0.1, 1e-8)
     with pytest.raises(BudgetExceededError):
-        basic.charge(1.5, 1e-8)
+        basic.charge(0.1, 1e-8)
 
 
 def test_optimal_composition_is_never_worse_than_basic():
     pytest.importorskip("dp_accounting")
-    b = pmd.PrivacyBudget(10.0, delta=1e-6, composition="optimal")
+    b = pmd.PrivacyBudget(10.0, delta=1e-6, composition="optimal", plan=[0.5] * 5)
     for k in range(1, 6):
         b.charge(0.5)
-        assert b.spent.epsilon <= 0.5 * k  # the smaller of the two valid bounds
+        # the basic sum fits the budget: it is the total, with delta = 0 (pure charges)
+        assert (b.spent.epsilon, b.spent.delta) == (0.5 * k, 0.0)
     # with a budget delta of 0 nothing beats the sum of pure epsilons
-    b = pmd.PrivacyBudget(1.0, composition="optimal")
+    b = pmd.PrivacyBudget(1.0, composition="optimal", plan=[0.5, 0.5])
     b.charge(0.5)
     b.charge(0.5)
     assert b.spent.epsilon == 1.0
     with pytest.raises(BudgetExceededError):
         b.charge(0.01)
+    with pytest.raises(ValueError, match="more than the budget"):
+        pmd.PrivacyBudget(1.0, composition="optimal", plan=[0.5, 0.5, 0.01])
 
 
 def test_mcmc_releases_need_a_stated_or_estimated_delta():
