@@ -42,48 +42,29 @@ from pathlib import Path
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import read_env
+from pymc_manidp.geometry._kernels.cache import (
+    CACHE_ENV,
+    CACHE_SUBDIRS,
+    cache_dir,
+    private_cache,
+)
+from pymc_manidp.geometry._kernels.cache import not_ours_alone as _not_ours_alone  # noqa: F401 (tests)
 
 __all__ = ["CACHE_ENV", "NutpieInternalsError", "cache_dir", "clear_cache", "compile_nutpie"]
 
-CACHE_ENV = "PYMC_MANIDP_CACHE_DIR"
 _CACHE_FORMAT = 3  # bump when the wrappers' layout changes: old entries are then ignored
 _WRAPPER_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCATOR = None
 
 
-def cache_dir() -> Path:
-    """Directory of the compiled NUTS entry points kept across processes.
-
-    Deleting it (:func:`clear_cache`) is always safe: the next release compiles again.
-    PyTensor keeps its own compiled functions under ``pytensor.config.base_compiledir``
-    (``PYTENSOR_FLAGS=base_compiledir=...``).
-
-    Returns
-    -------
-    pathlib.Path
-        ``$PYMC_MANIDP_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pymc-manidp`` (by
-        default ``~/.cache/pymc-manidp``). It may not exist yet.
-
-    Raises
-    ------
-    ValueError
-        Either variable set to something other than an absolute path (named).
-    """
-    env = read_env(CACHE_ENV, "path")
-    if env:
-        return Path(env).expanduser()
-    base = read_env("XDG_CACHE_HOME", "path") or Path.home() / ".cache"
-    return Path(base) / "pymc-manidp"
-
-
 def clear_cache() -> None:
-    """Delete the compiled NUTS entry points under :func:`cache_dir` (rebuilt on demand).
+    """Delete what the package caches under :func:`cache_dir` (rebuilt on demand).
 
-    Only the two folders this module writes (``numba``, ``models``) are removed, so a
-    ``PYMC_MANIDP_CACHE_DIR`` pointed at a folder with other files loses none of them.
+    Only the folders the package writes (``numba``, with the kernels' cache, and
+    ``models``) are removed, so a ``PYMC_MANIDP_CACHE_DIR`` pointed at a folder with
+    other files loses none of them.
     """
-    for sub in ("numba", "models"):
+    for sub in CACHE_SUBDIRS:
         shutil.rmtree(cache_dir() / sub, ignore_errors=True)
 
 
@@ -93,57 +74,12 @@ def _cache_is_private() -> bool:
     The cache holds code that runs in the curator's process beside the private data
     (numba's pickled index and object code), so the folder and everything the loader
     reads below it (``numba/``, ``models/``) must belong to the current user, be
-    writable by nobody else, and be plain files and folders: no symbolic link (it
-    could point out of the tree), no FIFO. Otherwise it warns, naming the first
-    offending path, and returns False: the model is then compiled in the process and
-    nothing is read from or written to the cache.
+    writable by nobody else, and be plain files and folders
+    (:func:`pymc_manidp.geometry._kernels.cache.not_ours_alone`). Otherwise it warns,
+    naming the first offending path, and returns False: the model is then compiled in
+    the process and nothing is read from or written to the cache.
     """
-    root = cache_dir()
-    try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        problem = _not_ours_alone(root)
-    except OSError as err:
-        problem = f"it cannot be inspected ({err})"
-    if problem is None:
-        return True
-    warnings.warn(
-        f"not using the compile cache {root}: {problem}. It holds code that runs in this "
-        "process, so it is read only if every file in it is yours and writable by you only; "
-        f"compiling in this process instead. Remove {root / 'numba'} and {root / 'models'} "
-        f"(pymc_manidp.mcmc.clear_cache()) or set {CACHE_ENV} to a folder of your own.",
-        stacklevel=4,
-    )
-    return False
-
-
-def _not_ours_alone(root):
-    """Why the tree under ``root`` that the cache loader reads is not ours alone, or None."""
-
-    def fail(err):
-        if not isinstance(err, FileNotFoundError):  # gone: another process replaced it
-            raise err
-
-    paths = [root]  # ``root`` itself may be a link the user chose: its target is checked
-    for sub in ("numba", "models"):
-        if os.path.lexists(root / sub):
-            paths.append(root / sub)
-            for folder, dirs, files in os.walk(root / sub, onerror=fail):  # links not followed
-                paths += [Path(folder, name) for name in dirs + files]
-    uid = os.getuid()
-    for path in paths:
-        try:
-            st = path.stat() if path == root else path.lstat()
-        except FileNotFoundError:  # a temporary file another process has just renamed
-            continue
-        if stat.S_ISLNK(st.st_mode):
-            return f"{path} is a symbolic link"
-        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
-            return f"{path} is not a regular file or folder"
-        if st.st_uid != uid:
-            return f"{path} belongs to uid {st.st_uid}, not to you (uid {uid})"
-        if st.st_mode & 0o022:
-            return f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
+    return private_cache(stacklevel=4) is not None
 
 
 def _private_files(pattern):

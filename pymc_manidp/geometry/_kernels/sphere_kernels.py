@@ -16,7 +16,9 @@ none, and sums the Hessian in the same pass.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+# numba's njit, but cache=True caches in the package's checked cache folder only
+from pymc_manidp.geometry._kernels.cache import njit
 
 __all__ = ["sphere_log_mean", "sphere_log_means"]
 

@@ -37,7 +37,9 @@ stopped PyMC's NUTS instead (issue 28).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+# numba's njit, but cache=True caches in the package's checked cache folder only
+from pymc_manidp.geometry._kernels.cache import njit
 
 __all__ = [
     "FUNC_CODES",
