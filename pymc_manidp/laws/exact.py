@@ -1076,6 +1076,17 @@ class _MedianCells:
     h: np.ndarray
     L: np.ndarray
     log_w: np.ndarray
+    #: per box, ``G min(r, |a| + half diagonal)``: a bound of ``log J`` on the box's part
+    #: in the ball (``log J(c) <= G |c|``), 0 where ``J <= 1`` (``G = 0``)
+    log_J: np.ndarray = None
+
+    @staticmethod
+    def _log_J(M, a, h, r):
+        growth = M.log_volume_growth
+        if growth == 0:
+            return np.zeros(len(a))
+        reach = np.linalg.norm(a, axis=-1) + 0.5 * h * np.sqrt(M.dim)
+        return growth * np.minimum(reach, r)
 
     @classmethod
     def build(cls, M, data, sigma, domain, size=1):
@@ -1092,7 +1103,7 @@ class _MedianCells:
         a, h = cls._inside(a, h, r)
         L, slack = cls._bounds(M, data, m0, a, h, r)
         while len(a) < budget:
-            log_w = d * np.log(h) - L / sigma
+            log_w = d * np.log(h) - L / sigma + cls._log_J(M, a, h, r)
             share = np.exp(log_w - special.logsumexp(log_w))
             # the acceptance to expect (the target's mass on a cell is about its value
             # at the center): once it is reached, more cells cost more than they save
@@ -1120,16 +1131,17 @@ class _MedianCells:
             h = np.concatenate([h[keep], kids_h])
             L = np.concatenate([L[keep], kids_L])
             slack = np.concatenate([slack[keep], kids_slack])
-        return cls(a, h, L, d * np.log(h) - L / sigma)
+        log_J = cls._log_J(M, a, h, r)
+        return cls(a, h, L, d * np.log(h) - L / sigma + log_J, log_J)
 
     @property
     def prob(self):
         return np.exp(self.log_w - special.logsumexp(self.log_w))
 
     def log_mass(self, M, domain) -> float:
-        """Log of the envelope's integral over the coordinates at ``m0`` (the volume
-        step's ``e^{G r}`` included)."""
-        return float(special.logsumexp(self.log_w)) + M.log_volume_growth * domain.radius
+        """Log of the envelope's integral over the coordinates at ``m0`` (each box's
+        volume bound ``e^{G min(r, |a| + half diagonal)}`` included)."""
+        return float(special.logsumexp(self.log_w))
 
     @staticmethod
     def _inside(a, h, r):
@@ -1369,12 +1381,13 @@ def sample_kng_median(
     e^{-L_k/σ}``, a point ``c`` uniformly in it (kept if ``|c| <= r``), and
     accepted with probability
 
-    .. math:: J(c)\, e^{-G r} \cdot e^{-(\|\nabla F(x)\| - L_k)/\sigma} \le 1,
+    .. math:: J(c)\, e^{-G \rho_k} \cdot e^{-(\|\nabla F(x)\| - L_k)/\sigma} \le 1,
 
-    ``J`` the exp chart's volume density and ``G = M.log_volume_growth`` (``J <=
-    e^{G|c|}``). At small ``σ`` (large ``n·ε``) boxes cannot follow the law in
-    ``d >= 3`` within their budget; there the envelope is radial around the
-    computed median ``x_hat`` instead: on shells ``τ_k < t <= τ_{k+1}`` of
+    ``J`` the exp chart's volume density, ``G = M.log_volume_growth`` (``J <=
+    e^{G|c|}``) and ``ρ_k = min(r, |a_k| + half the box's diagonal) >= |c|`` (the box's
+    volume bound, included in its weight). At small ``σ`` (large ``n·ε``) boxes
+    cannot follow the law in ``d >= 3`` within their budget; there the envelope is
+    radial around the computed median ``x_hat`` instead: on shells ``τ_k < t <= τ_{k+1}`` of
     ``t = ρ(x_hat, x)``, ``|grad F(x)| >= g(t)``, piecewise linear with the slopes
     of ``F``'s curvature along geodesics from ``x_hat`` (Hessian comparison, each
     record's turning bounded; private ``_MedianShells``), and a proposal
@@ -1431,7 +1444,6 @@ def sample_kng_median(
         M, data, sigma, size, rng, domain, max_attempts
     )
     d, r = M.dim, domain.radius
-    growth = M.log_volume_growth  # log J(c) <= G |c| <= G r on the ball
     m0 = domain.center
     stats = {"proposals": 0, "volume_accepted": 0, "kng_ratio_rate_num": 0}
     what = f"KNG's median sampler on {M}"
@@ -1466,7 +1478,9 @@ def sample_kng_median(
         k = rng.choice(len(prob), size=m, p=prob)
         c = cells.a[k] + cells.h[k][:, None] * (rng.random((m, d)) - 0.5)
         keep = np.linalg.norm(c, axis=-1) <= r
-        keep &= rng.random(m) < np.exp(M.log_volume_density(c) - growth * r)
+        # the box's own volume bound, not the ball's e^{G r}: on H^2 at r = 6 that step
+        # alone accepted e^{-6} of the proposals where the law lives (near m0)
+        keep &= rng.random(m) < np.exp(M.log_volume_density(c) - cells.log_J[k])
         x = _proposal_points(M, m0, c, what)
         keep &= domain.distances(x) <= r  # rounding only: exp_{m0}(c) is in the ball
         idx = np.flatnonzero(keep)
