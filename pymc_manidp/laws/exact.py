@@ -1089,8 +1089,12 @@ class _MedianCells:
         return growth * np.minimum(reach, r)
 
     @classmethod
-    def build(cls, M, data, sigma, domain, size=1):
+    def build(cls, M, data, sigma, domain, size=1, ref=None):
         d, r, m0 = M.dim, domain.radius, domain.center
+        # the secant bound's reference: any point of the ball (the computed median is
+        # the best); its objective F(ref), one pass
+        ref = m0 if ref is None else ref
+        ref = (ref, float(reductions.median_terms(M, ref[None], data)[3][0]))
         n = reductions.n_rows(data)
         budget = max(256, _CELL_LOG_MAPS // max(n, 1))
         # 8 boxes per axis where the budget allows; in high dimension fewer (at worst
@@ -1101,7 +1105,7 @@ class _MedianCells:
         a = np.stack(np.meshgrid(*([axes] * d), indexing="ij"), -1).reshape(-1, d)
         h = np.full(len(a), side)
         a, h = cls._inside(a, h, r)
-        L, slack = cls._bounds(M, data, m0, a, h, r)
+        L, slack = cls._bounds(M, data, m0, a, h, r, ref)
         while len(a) < budget:
             log_w = d * np.log(h) - L / sigma + cls._log_J(M, a, h, r)
             share = np.exp(log_w - special.logsumexp(log_w))
@@ -1125,7 +1129,7 @@ class _MedianCells:
             kids_a = (a[split][:, None, :] + offs[None] * h[split][:, None, None]).reshape(-1, d)
             kids_h = np.repeat(h[split] / 2.0, 2**d)
             kids_a, kids_h = cls._inside(kids_a, kids_h, r)
-            kids_L, kids_slack = cls._bounds(M, data, m0, kids_a, kids_h, r)
+            kids_L, kids_slack = cls._bounds(M, data, m0, kids_a, kids_h, r, ref)
             keep = ~split
             a = np.concatenate([a[keep], kids_a])
             h = np.concatenate([h[keep], kids_h])
@@ -1152,11 +1156,14 @@ class _MedianCells:
         return a[keep], h[keep]
 
     @staticmethod
-    def _bounds(M, data, m0, a, h, r):
+    def _bounds(M, data, m0, a, h, r, ref=None):
         """``L`` and its slack on each box: the box's part in the ball lies in the
         geodesic ball of radius ``delta`` (half its diagonal, times the chart's
         distortion) around its anchor, the box's center, moved into the ball where the
-        cut locus comes before the conjugate locus (docs/exact.md, "anchors")."""
+        cut locus comes before the conjugate locus (docs/exact.md, "anchors"). ``L`` is
+        the larger of two bounds: the turn budget's, and with ``ref = (x_ref, F(x_ref))``
+        the secant's ``(F(anchor) - delta - F(x_ref)) / (rho(x_ref, anchor) + delta)``
+        (docs/exact.md, "secant")."""
         d = M.dim
         half_diag = 0.5 * h * np.sqrt(d)
         norm_a = np.linalg.norm(a, axis=-1)
@@ -1171,7 +1178,7 @@ class _MedianCells:
             # a convex set is 1-Lipschitz and fixes those points), and lies in the ball
             a = a * np.minimum(1.0, r / np.maximum(norm_a, r))[:, None]
         centers = M.validate(M.exp_coords(np.broadcast_to(m0, (len(a), *m0.shape)), a))
-        out_L, out_s = [], []
+        out_L, out_s, out_F = [], [], []
         step = max(
             1, _KNG_BATCH_LOG_MAPS // (reductions.n_rows(data) * int(np.prod(M.point_shape)))
         )
@@ -1181,11 +1188,24 @@ class _MedianCells:
             )
             out_L.append(L)
             out_s.append(slack)
+            if ref is not None:
+                out_F.append(reductions.median_terms(M, centers[s : s + step], data)[3])
+        L = np.concatenate(out_L)
+        grad_c = L + np.concatenate(out_s)  # |grad F| at the anchors
+        if ref is not None:
+            # F is 1-Lipschitz (F(x) >= F(anchor) - delta on the box) and convex along
+            # the geodesic from x_ref to x in the ball, so |grad F(x)| >= (F(x) -
+            # F(x_ref)) / rho(x_ref, x): it does not shrink with the box where the turn
+            # budget (every record charged delta coth rho >= delta on H^d) gives nothing
+            F_c = np.concatenate(out_F)
+            num = F_c - delta - ref[1] - 1e-12 * (1.0 + np.abs(F_c))  # F's rounding
+            den = M.dist(ref[0], centers) * (1 + 1e-12) + delta
+            L = np.maximum(L, np.where(num > 0, num / np.maximum(den, 1e-300), 0.0))
         # a few ulps of the computed norms: rounding cannot push a ratio above 1
-        L = np.concatenate(out_L) - 1e-12
+        L = L - 1e-12
         # |grad F| >= 0: a looser bound says nothing more, and would weigh e^{|L|/σ}
         clamped = np.maximum(L, 0.0)
-        return clamped, np.concatenate(out_s) - (clamped - L)
+        return clamped, np.maximum(grad_c - clamped, 0.0)
 
 
 def _log_shell_mass(d, slope, sigma, lo, hi):
@@ -1523,7 +1543,8 @@ def sample_kng_median(
         # higher acceptance: both dominate the same target, whose mass is either
         # rate's numerator), the boxes built now for that number of draws; the stops
         # above looked at counts only, so all draws are i.i.d. (docs/exact.md)
-        cells = _MedianCells.build(M, data, sigma, domain, size - got)
+        ref = None if shells is None else shells.x_hat
+        cells = _MedianCells.build(M, data, sigma, domain, size - got, ref=ref)
         boxes = shells is None or cells.log_mass(M, domain) < shells.log_mass(M)
         pts, more = _rejection(
             propose_cells if boxes else propose_shells,
