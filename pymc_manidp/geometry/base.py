@@ -389,6 +389,12 @@ class ManifoldBase:
                 elif callable(member):
                     member.__doc__ = docs[name]
 
+    #: How close to the injectivity radius ``log`` refuses to go (0: it never does). A
+    #: public ball of radius r holds records 2r apart, so ``DataDomain`` refuses radii
+    #: with ``2r > injectivity_radius - 2 log_cut_margin`` (a margin of another
+    #: ``log_cut_margin`` for rounding); only SO(3), whose r* = inj/2, comes near.
+    log_cut_margin: float = 0.0
+
     @property
     def max_radius(self) -> float:
         """``r*`` of Assumption 1: data radii must stay strictly below it."""

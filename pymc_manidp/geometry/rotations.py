@@ -370,6 +370,9 @@ class Rotations(ManifoldBase):
     # the volume density (sin(t/2)/(t/2))^2 <= 1 depends on t = |c| only, and the group
     # acts transitively by isometries (left translations)
     exact_sampling = True
+    # log refuses angles within _CUT_TOL of a half turn, and r* = pi/2 lets two records
+    # be 2r ~ pi apart: radii past pi/2 - 1e-8 are refused (DataDomain)
+    log_cut_margin = _CUT_TOL
     homogeneous = True
     volume_is_radial = True
     gaussian_shape = (4,)

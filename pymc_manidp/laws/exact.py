@@ -694,12 +694,27 @@ def _kng_shells(M, sigma, H, r, rho_data, e, t_max, rho_weights=None):
     edges = tau + e
     edges[0] = 0.0
     scale = sigma / slopes
-    q_lo = special.gammaincc(d, edges[:-1] / scale)
-    q_hi = special.gammaincc(d, edges[1:] / scale)
-    with np.errstate(divide="ignore"):
-        log_mass = np.log(np.maximum(q_lo - q_hi, 0.0))
+    # the tail that keeps the digits: near r* (slopes ~ H ~ 1e-16) or at a huge sigma
+    # the upper tails are both 1 to working precision and their difference 0, a shell of
+    # zero mass (then no shell had any: "the shells' weights are not a distribution")
+    log_mass = _log_gamma_mass(d, edges[:-1] / scale, edges[1:] / scale)
     log_weights = -offsets / sigma + d * np.log(scale) + log_mass
     return edges, slopes, offsets, log_weights
+
+
+def _log_gamma_mass(d, a, b):
+    """``log(P(d, b) - P(d, a))`` (``P`` the regularized lower incomplete gamma) from the
+    tail that keeps the digits: the lower one below the mode ``d``, the upper above."""
+    lower = special.gammainc(d, b) - special.gammainc(d, a)
+    upper = special.gammaincc(d, a) - special.gammaincc(d, b)
+    with np.errstate(divide="ignore"):
+        return np.log(np.maximum(np.where(a < d, lower, upper), 0.0))
+
+
+#: below this lower-tail mass at its outer edge, a shell's radius is drawn through the
+#: lower tail's inverse: the upper tail's would read u = 1 - P to an absolute 1e-16, a
+#: relative error 1e-16/P in P (1e-13 at this threshold), and 0 where P < 1e-16
+_LOWER_TAIL_BELOW = 1e-3
 
 
 def _kng_arguments(M, data, sigma, size, rng, domain, max_attempts):
@@ -909,6 +924,11 @@ class _KNGEnvelope:
         self.scales = self.sigma / self.slopes
         self.q_lo = special.gammaincc(d, lo / self.scales)
         self.q_hi = np.where(np.isfinite(hi), special.gammaincc(d, hi / self.scales), 0.0)
+        # shells deep in the lower tail (slopes near 0: r near r*, or sigma huge) draw
+        # through P's inverse (the others as before: the same numbers)
+        self.p_lo = special.gammainc(d, lo / self.scales)
+        self.p_hi = special.gammainc(d, hi / self.scales)
+        self.lower_tail = self.p_hi < _LOWER_TAIL_BELOW
 
     def draw(self, m, rng, stats):
         """``(x, g, ok)``: ``m`` proposals, the bound g(t) at them, the volume-density step."""
@@ -938,10 +958,14 @@ class _KNGEnvelope:
             pos = pos[np.argsort(shell[pos], kind="stable")]
             k = shell[pos]
             q_lo, q_hi = self.q_lo[k], self.q_hi[k]
-            u = q_hi + (q_lo - q_hi) * rng.random(len(pos))  # rng.uniform(q_hi, q_lo)
-            t[pos] = np.clip(
-                self.scales[k] * special.gammainccinv(M.dim, u), self.edges[k], self.edges[k + 1]
-            )
+            v = rng.random(len(pos))
+            u = q_hi + (q_lo - q_hi) * v  # rng.uniform(q_hi, q_lo)
+            inv = special.gammainccinv(M.dim, u)
+            low = self.lower_tail[k]
+            if low.any():  # the same v, from the shell's outer edge inwards as above
+                p = self.p_hi[k][low] - (self.p_hi[k][low] - self.p_lo[k][low]) * v[low]
+                inv[low] = special.gammaincinv(M.dim, p)
+            t[pos] = np.clip(self.scales[k] * inv, self.edges[k], self.edges[k + 1])
         # the chart's volume density J(t) <= 1: a first, cheap acceptance step
         ok = rng.random(m) < np.exp(_radial_log_ratio(M, t))
         c = t[:, None] * _directions(rng, m, M.dim)
@@ -1030,6 +1054,18 @@ def _chart_distortion(M, radius):
     return float(np.sinh(a) / a) if a > 0 else 1.0
 
 
+def _cut_before_conjugate(M) -> bool:
+    """Whether ``M``'s injectivity radius comes before its first conjugate radius
+    ``pi/sqrt(kappa_max)`` (SO(3): pi against 2 pi): there a record's cut locus is not
+    where the turn budget of the median's bounds charges its worst case (it charges 2
+    only at the conjugate radius, :func:`~pymc_manidp.stats.reductions.turn_rate`)."""
+    kappa_max = float(M.curvature_bounds[1])
+    conjugate = np.pi / np.sqrt(kappa_max) if kappa_max > 0 else np.inf
+    # a relative margin: on spheres the two are equal but for rounding (Sphere(radius=7.3)
+    # has inj an ulp below pi/sqrt(kappa)), and there the turn budget does see the cut locus
+    return bool(M.injectivity_radius < conjugate * (1.0 - 1e-9))
+
+
 @dataclass
 class _MedianCells:
     """The median envelope: boxes in normal coordinates at ``m0`` (centers ``a``,
@@ -1040,10 +1076,25 @@ class _MedianCells:
     h: np.ndarray
     L: np.ndarray
     log_w: np.ndarray
+    #: per box, ``G min(r, |a| + half diagonal)``: a bound of ``log J`` on the box's part
+    #: in the ball (``log J(c) <= G |c|``), 0 where ``J <= 1`` (``G = 0``)
+    log_J: np.ndarray = None
+
+    @staticmethod
+    def _log_J(M, a, h, r):
+        growth = M.log_volume_growth
+        if growth == 0:
+            return np.zeros(len(a))
+        reach = np.linalg.norm(a, axis=-1) + 0.5 * h * np.sqrt(M.dim)
+        return growth * np.minimum(reach, r)
 
     @classmethod
-    def build(cls, M, data, sigma, domain, size=1):
+    def build(cls, M, data, sigma, domain, size=1, ref=None):
         d, r, m0 = M.dim, domain.radius, domain.center
+        # the secant bound's reference: any point of the ball (the computed median is
+        # the best); its objective F(ref), one pass
+        ref = m0 if ref is None else ref
+        ref = (ref, float(reductions.median_terms(M, ref[None], data)[3][0]))
         n = reductions.n_rows(data)
         budget = max(256, _CELL_LOG_MAPS // max(n, 1))
         # 8 boxes per axis where the budget allows; in high dimension fewer (at worst
@@ -1054,9 +1105,9 @@ class _MedianCells:
         a = np.stack(np.meshgrid(*([axes] * d), indexing="ij"), -1).reshape(-1, d)
         h = np.full(len(a), side)
         a, h = cls._inside(a, h, r)
-        L, slack = cls._bounds(M, data, m0, a, h, r)
+        L, slack = cls._bounds(M, data, m0, a, h, r, ref)
         while len(a) < budget:
-            log_w = d * np.log(h) - L / sigma
+            log_w = d * np.log(h) - L / sigma + cls._log_J(M, a, h, r)
             share = np.exp(log_w - special.logsumexp(log_w))
             # the acceptance to expect (the target's mass on a cell is about its value
             # at the center): once it is reached, more cells cost more than they save
@@ -1078,22 +1129,23 @@ class _MedianCells:
             kids_a = (a[split][:, None, :] + offs[None] * h[split][:, None, None]).reshape(-1, d)
             kids_h = np.repeat(h[split] / 2.0, 2**d)
             kids_a, kids_h = cls._inside(kids_a, kids_h, r)
-            kids_L, kids_slack = cls._bounds(M, data, m0, kids_a, kids_h, r)
+            kids_L, kids_slack = cls._bounds(M, data, m0, kids_a, kids_h, r, ref)
             keep = ~split
             a = np.concatenate([a[keep], kids_a])
             h = np.concatenate([h[keep], kids_h])
             L = np.concatenate([L[keep], kids_L])
             slack = np.concatenate([slack[keep], kids_slack])
-        return cls(a, h, L, d * np.log(h) - L / sigma)
+        log_J = cls._log_J(M, a, h, r)
+        return cls(a, h, L, d * np.log(h) - L / sigma + log_J, log_J)
 
     @property
     def prob(self):
         return np.exp(self.log_w - special.logsumexp(self.log_w))
 
     def log_mass(self, M, domain) -> float:
-        """Log of the envelope's integral over the coordinates at ``m0`` (the volume
-        step's ``e^{G r}`` included)."""
-        return float(special.logsumexp(self.log_w)) + M.log_volume_growth * domain.radius
+        """Log of the envelope's integral over the coordinates at ``m0`` (each box's
+        volume bound ``e^{G min(r, |a| + half diagonal)}`` included)."""
+        return float(special.logsumexp(self.log_w))
 
     @staticmethod
     def _inside(a, h, r):
@@ -1104,16 +1156,29 @@ class _MedianCells:
         return a[keep], h[keep]
 
     @staticmethod
-    def _bounds(M, data, m0, a, h, r):
-        """``L`` and its slack on each box: the box lies in the geodesic ball of radius
-        ``delta`` (half its diagonal, times the chart's distortion) around its center."""
+    def _bounds(M, data, m0, a, h, r, ref=None):
+        """``L`` and its slack on each box: the box's part in the ball lies in the
+        geodesic ball of radius ``delta`` (half its diagonal, times the chart's
+        distortion) around its anchor, the box's center, moved into the ball where the
+        cut locus comes before the conjugate locus (docs/exact.md, "anchors"). ``L`` is
+        the larger of two bounds: the turn budget's, and with ``ref = (x_ref, F(x_ref))``
+        the secant's ``(F(anchor) - delta - F(x_ref)) / (rho(x_ref, anchor) + delta)``
+        (docs/exact.md, "secant")."""
         d = M.dim
         half_diag = 0.5 * h * np.sqrt(d)
-        reach = np.linalg.norm(a, axis=-1) + half_diag
+        norm_a = np.linalg.norm(a, axis=-1)
+        reach = norm_a + half_diag
         delta = half_diag * np.array([_chart_distortion(M, t) for t in reach])
         delta = delta * (1 + 1e-9) + 1e-15 * r  # the rounding of rho and exp
+        if _cut_before_conjugate(M):
+            # a center outside the ball may sit a half turn from a record (SO(3): log
+            # undefined there, and a path to the box may cross a record's cut locus,
+            # which the turn budget does not see). Its projection onto the coordinate
+            # ball is as close to every point of the box in the ball (a projection onto
+            # a convex set is 1-Lipschitz and fixes those points), and lies in the ball
+            a = a * np.minimum(1.0, r / np.maximum(norm_a, r))[:, None]
         centers = M.validate(M.exp_coords(np.broadcast_to(m0, (len(a), *m0.shape)), a))
-        out_L, out_s = [], []
+        out_L, out_s, out_F = [], [], []
         step = max(
             1, _KNG_BATCH_LOG_MAPS // (reductions.n_rows(data) * int(np.prod(M.point_shape)))
         )
@@ -1123,11 +1188,24 @@ class _MedianCells:
             )
             out_L.append(L)
             out_s.append(slack)
+            if ref is not None:
+                out_F.append(reductions.median_terms(M, centers[s : s + step], data)[3])
+        L = np.concatenate(out_L)
+        grad_c = L + np.concatenate(out_s)  # |grad F| at the anchors
+        if ref is not None:
+            # F is 1-Lipschitz (F(x) >= F(anchor) - delta on the box) and convex along
+            # the geodesic from x_ref to x in the ball, so |grad F(x)| >= (F(x) -
+            # F(x_ref)) / rho(x_ref, x): it does not shrink with the box where the turn
+            # budget (every record charged delta coth rho >= delta on H^d) gives nothing
+            F_c = np.concatenate(out_F)
+            num = F_c - delta - ref[1] - 1e-12 * (1.0 + np.abs(F_c))  # F's rounding
+            den = M.dist(ref[0], centers) * (1 + 1e-12) + delta
+            L = np.maximum(L, np.where(num > 0, num / np.maximum(den, 1e-300), 0.0))
         # a few ulps of the computed norms: rounding cannot push a ratio above 1
-        L = np.concatenate(out_L) - 1e-12
+        L = L - 1e-12
         # |grad F| >= 0: a looser bound says nothing more, and would weigh e^{|L|/σ}
         clamped = np.maximum(L, 0.0)
-        return clamped, np.concatenate(out_s) - (clamped - L)
+        return clamped, np.maximum(grad_c - clamped, 0.0)
 
 
 def _log_shell_mass(d, slope, sigma, lo, hi):
@@ -1323,12 +1401,13 @@ def sample_kng_median(
     e^{-L_k/σ}``, a point ``c`` uniformly in it (kept if ``|c| <= r``), and
     accepted with probability
 
-    .. math:: J(c)\, e^{-G r} \cdot e^{-(\|\nabla F(x)\| - L_k)/\sigma} \le 1,
+    .. math:: J(c)\, e^{-G \rho_k} \cdot e^{-(\|\nabla F(x)\| - L_k)/\sigma} \le 1,
 
-    ``J`` the exp chart's volume density and ``G = M.log_volume_growth`` (``J <=
-    e^{G|c|}``). At small ``σ`` (large ``n·ε``) boxes cannot follow the law in
-    ``d >= 3`` within their budget; there the envelope is radial around the
-    computed median ``x_hat`` instead: on shells ``τ_k < t <= τ_{k+1}`` of
+    ``J`` the exp chart's volume density, ``G = M.log_volume_growth`` (``J <=
+    e^{G|c|}``) and ``ρ_k = min(r, |a_k| + half the box's diagonal) >= |c|`` (the box's
+    volume bound, included in its weight). At small ``σ`` (large ``n·ε``) boxes
+    cannot follow the law in ``d >= 3`` within their budget; there the envelope is
+    radial around the computed median ``x_hat`` instead: on shells ``τ_k < t <= τ_{k+1}`` of
     ``t = ρ(x_hat, x)``, ``|grad F(x)| >= g(t)``, piecewise linear with the slopes
     of ``F``'s curvature along geodesics from ``x_hat`` (Hessian comparison, each
     record's turning bounded; private ``_MedianShells``), and a proposal
@@ -1385,7 +1464,6 @@ def sample_kng_median(
         M, data, sigma, size, rng, domain, max_attempts
     )
     d, r = M.dim, domain.radius
-    growth = M.log_volume_growth  # log J(c) <= G |c| <= G r on the ball
     m0 = domain.center
     stats = {"proposals": 0, "volume_accepted": 0, "kng_ratio_rate_num": 0}
     what = f"KNG's median sampler on {M}"
@@ -1420,7 +1498,9 @@ def sample_kng_median(
         k = rng.choice(len(prob), size=m, p=prob)
         c = cells.a[k] + cells.h[k][:, None] * (rng.random((m, d)) - 0.5)
         keep = np.linalg.norm(c, axis=-1) <= r
-        keep &= rng.random(m) < np.exp(M.log_volume_density(c) - growth * r)
+        # the box's own volume bound, not the ball's e^{G r}: on H^2 at r = 6 that step
+        # alone accepted e^{-6} of the proposals where the law lives (near m0)
+        keep &= rng.random(m) < np.exp(M.log_volume_density(c) - cells.log_J[k])
         x = _proposal_points(M, m0, c, what)
         keep &= domain.distances(x) <= r  # rounding only: exp_{m0}(c) is in the ball
         idx = np.flatnonzero(keep)
@@ -1463,7 +1543,8 @@ def sample_kng_median(
         # higher acceptance: both dominate the same target, whose mass is either
         # rate's numerator), the boxes built now for that number of draws; the stops
         # above looked at counts only, so all draws are i.i.d. (docs/exact.md)
-        cells = _MedianCells.build(M, data, sigma, domain, size - got)
+        ref = None if shells is None else shells.x_hat
+        cells = _MedianCells.build(M, data, sigma, domain, size - got, ref=ref)
         boxes = shells is None or cells.log_mass(M, domain) < shells.log_mass(M)
         pts, more = _rejection(
             propose_cells if boxes else propose_shells,

@@ -64,6 +64,15 @@ class DataDomain:
                 "for which the Fréchet mean is unique and the sensitivity bounds hold "
                 "(Assumption 1). Choose a smaller public radius."
             )
+        margin = float(M.log_cut_margin)
+        if margin > 0 and 2.0 * r > M.injectivity_radius - 2.0 * margin:
+            largest = 0.5 * M.injectivity_radius - margin
+            raise ValueError(
+                f"radius {r!r} is above {largest!r}, the largest radius supported on {M}: "
+                f"two records in the ball may be 2r apart, and its log map is undefined "
+                f"within {margin:g} of the injectivity radius {M.injectivity_radius:.6g} "
+                "(the cut locus). Choose a radius of at most that."
+            )
         object.__setattr__(self, "center", center)
         object.__setattr__(self, "radius", r)
 

@@ -217,3 +217,118 @@ def test_exact_median_kng_matches_its_density_by_quadrature(name, n_draws):
     assert stats.kstest(dist, cdf(data, sigma, med)).pvalue > ALPHA
     # the deliberately wrong law: sigma 30% larger, refuted by the same draws
     assert stats.kstest(dist, cdf(data, 1.3 * sigma, med)).pvalue < ALPHA
+
+
+# --- SO(3): records a half turn from a box's center (issue 43 item 5) -------------------------
+#: a center of the median envelope's first grid (8 boxes a side at r = 1.5) outside the ball
+_OUT_CENTER = np.array([1.3125, 0.9375, 0.5625])  # |a| = 1.70820..., r = 1.5
+
+
+def _half_turn_data(seed):
+    """199 records spread 0.3 around I, and one at angle 1.4333863574 from I, opposite
+    ``_OUT_CENTER``: pi - 1e-10 from that box's center, inside the ball (r = 1.5)."""
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(199, 3)) * 0.3
+    c *= np.minimum(1.0, 1.4 / np.linalg.norm(c, axis=-1))[:, None]
+    norm = np.linalg.norm(_OUT_CENTER)
+    far = -(np.pi - norm - 1e-10) * _OUT_CENTER / norm
+    return SO3.from_rotvecs(np.concatenate([c, far[None]]))
+
+
+def test_so3_median_releases_with_a_record_a_half_turn_from_a_box_center():
+    """Before the anchors were moved into the ball, seeds 0, 1 and 3 of these raised
+    ValueError from Rotations.log (the cut locus) while the boxes were built: a failure
+    after the data were read. Every seed releases now."""
+    mech = pmd.KNGMechanism(SO3, epsilon=1.0, center=np.eye(3), radius=1.5, statistic="median")
+    for seed in range(6):
+        rel = mech.release(_half_turn_data(seed), random_seed=seed)
+        assert float(SO3.dist(np.eye(3), SO3.validate(rel.value))) <= 1.5
+
+
+def test_so3_median_cells_bound_holds_near_the_cut_locus():
+    """The boxes' bound at random points of every box in the ball: ``|grad F| >= L_k``
+    (so the envelope's density ``e^{-L_k/sigma}`` is at least the target's), computed
+    with the geometry written here. The old anchors (the boxes' centers, some outside
+    the ball) raised ValueError on these data."""
+    from pymc_manidp.laws import exact
+
+    data = _half_turn_data(0)
+    dom = pmd.DataDomain(SO3, np.eye(3), 1.5)
+    cells = exact._MedianCells.build(SO3, data, 0.1, dom)
+    assert np.linalg.norm(cells.a, axis=-1).max() > 1.7  # centers outside the ball remain
+    rng = np.random.default_rng(7)
+    k = np.repeat(np.arange(len(cells.a)), 12)
+    c = cells.a[k] + cells.h[k][:, None] * (rng.random((len(k), 3)) - 0.5)
+    inside = np.linalg.norm(c, axis=-1) <= 1.5
+    k, c = k[inside], c[inside]
+    x = Rot.from_rotvec(c).as_matrix()
+    w = Rot.from_matrix((np.swapaxes(x, -1, -2)[:, None] @ data[None]).reshape(-1, 3, 3))
+    w = w.as_rotvec().reshape(len(x), len(data), 3)
+    g = np.linalg.norm(np.mean(w / np.linalg.norm(w, axis=-1, keepdims=True), axis=1), axis=-1)
+    assert len(np.unique(k)) > 300 and np.min(g - cells.L[k]) >= 0.0
+    # the planted old anchors fail on the same data
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(exact, "_cut_before_conjugate", lambda M: False)
+        with pytest.raises(ValueError, match="cut locus"):
+            exact._MedianCells.build(SO3, data, 0.1, dom)
+
+
+# --- H^2 at a large public radius: the boxes' volume step (issue 43 item 5) -------------------
+def _tree_records(n, seed, fans=(22, 12, 8, 5), tau=1.5):
+    """``n`` nodes of an ICD-10-like tree (fan-outs 22, 12, 8, 5: ~13,000 nodes, depth
+    4) in Sarkar's embedding with edge ``tau`` (scripts/derive_exception_tree.py), each
+    drawn as a random root path, its depth with the share of nodes at that depth: the
+    records lie within ``4 tau = 6`` of the origin, on the hyperboloid written here."""
+    rng = np.random.default_rng(seed)
+    sizes = np.cumprod(fans)
+    out = []
+    for _ in range(n):
+        depth = 1 + rng.choice(len(fans), p=sizes / sizes.sum())
+        x, e1, e2 = _hyperboloid(np.zeros(2)), np.r_[0.0, 1.0, 0.0], np.r_[0.0, 0.0, 1.0]
+        for level in range(depth):
+            slots = fans[level] + (level > 0)
+            angle = 2 * np.pi * (rng.integers(fans[level]) + (level > 0)) / slots
+            v = tau * (np.cos(angle) * e1 + np.sin(angle) * e2)
+            y = _hyp_step(x, v)
+            back, _ = _hyp_units(y, x)  # toward the parent
+            side = np.r_[-1.0, 1.0, 1.0] * np.cross(y, back)
+            x, e1, e2 = y, back, side / np.sqrt(_minkowski(side, side))
+        out.append(x)
+    return np.array(out)
+
+
+def test_h2_median_boxes_accept_at_a_large_public_radius_and_their_bound_holds():
+    """H^2, the public ball of radius 6 at the origin, n = 100 tree nodes, eps = 1
+    (sigma = 0.04). The boxes accepted a proposal with J(c) e^{-G r}, e^{-6} where the
+    law lives, and their turn budget gave nothing far out (every record charged
+    delta coth rho >= delta, delta inflated 15x by the chart): on these data the
+    original boxes accepted none of 100,000 proposals (ExactSamplingError after the data
+    were read), with each box's own volume bound 8e-4 of them. With the secant bound
+    (F(anchor) - delta - F(x_hat)) / (rho(x_hat, anchor) + delta) as well, 100 draws
+    accept 1.9e-2 (docs/exact.md). And the bounds hold: at random points of every box
+    in the ball, |grad F| (the geometry written here) >= L_k and log J <= log_J_k."""
+    from pymc_manidp.laws import exact
+
+    dom = pmd.DataDomain(H2, H2.origin, 6.0)
+    data = dom.check(_tree_records(100, seed=0), clip=True)
+    out = exact.sample_kng_median(H2, data, 4 / 100, 100, rng=0, domain=dom)
+    assert out.info["envelope_cells"] > 0 and out.acceptance_rate > 5e-3, out.info
+    x_hat = pmd.frechet_median(H2, data).median
+    cells = exact._MedianCells.build(H2, data, 0.04, dom, 1, ref=x_hat)
+    rng = np.random.default_rng(1)
+    k = np.repeat(np.arange(len(cells.a)), 4)
+    c = cells.a[k] + cells.h[k][:, None] * (rng.random((len(k), 2)) - 0.5)
+    inside = np.linalg.norm(c, axis=-1) <= 6.0
+    k, c = k[inside], c[inside]
+    t = np.linalg.norm(c, axis=-1)
+    log_J = np.log(np.sinh(t) / t)  # the volume density of H^2's exp chart, written here
+    assert np.all(log_J <= cells.log_J[k] + 1e-12)
+    assert np.min(cells.log_J) < 2.5  # the central boxes: not the ball's G r = 6
+    x = _hyperboloid(c)
+    u, _ = _hyp_units(x[:, None], data[None])
+    g = u.mean(1)
+    g = np.sqrt(np.maximum(_minkowski(g, g), 0.0))
+    assert len(np.unique(k)) > 1000 and np.min(g - cells.L[k]) >= 0.0
+    # the secant is what bounds the far boxes: without it they are (nearly) all 0
+    far = np.linalg.norm(cells.a, axis=-1) > 4.0
+    assert np.mean(cells.L[far] > 0.1) > 0.5
