@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 import pymc_manidp as pmd
 from pymc_manidp.geometry.hyperbolic import from_poincare, poincare_dist
@@ -95,6 +97,24 @@ def test_poincare_formula_is_the_packages_hyperboloid(p):
     assert np.allclose(from_poincare(p), x, rtol=1e-12, atol=0)
     r = float(np.linalg.norm(p))
     assert math.isclose(float(H.dist(H.origin, x)), 2 * math.atanh(r), rel_tol=1e-9, abs_tol=1e-15)
+
+
+# up to 4 coordinates of at most 0.49: |p| <= 0.98, inside the ball
+_COORD = st.floats(-0.49, 0.49, allow_subnormal=True) | st.sampled_from(
+    [1 / 3, 0.3333333333333333, 5e-324, -5e-324, math.nextafter(0.0, 1.0), 0.0]
+)
+
+
+@given(st.lists(_COORD, min_size=1, max_size=4))
+@example([0.7, 0.7])  # |p| = 0.99: far out on the sheet
+def test_poincare_formula_on_any_ball_point(p):
+    x = _page_formula(p)
+    H = pmd.Hyperbolic(dim=len(p))
+    assert x[0] >= 1.0  # the upper sheet, time-like coordinate first
+    assert np.allclose(from_poincare(p), x, rtol=1e-12, atol=0)
+    assert np.allclose(H.validate(x), x, rtol=1e-12, atol=0)
+    r = float(np.linalg.norm(p))
+    assert math.isclose(float(H.dist(H.origin, x)), 2 * math.atanh(r), rel_tol=1e-8, abs_tol=1e-15)
 
 
 def test_poincare_formula_keeps_distances():
