@@ -7,9 +7,9 @@ classes (``pmd.Sphere``, ``pmd.SPD``, ...) are those of :mod:`pymc_manidp.geomet
 which finds them in its folder: a new space edits no file here.
 """
 
-from __future__ import annotations
-
-import importlib
+# no ``from __future__ import annotations`` and ``importlib`` under a private name: a
+# module-level name here is an attribute of ``pmd`` (tests/test_public_namespace.py)
+import importlib as _importlib
 
 __version__ = "0.1.0.dev0"
 
@@ -40,14 +40,14 @@ _PUBLIC = {
 def _manifold_classes() -> dict[str, type]:
     # the manifolds are not listed here: each is one file of pymc_manidp.geometry,
     # found there (docs/architecture.md, "How to add a manifold")
-    return importlib.import_module("pymc_manidp.geometry").MANIFOLD_CLASSES
+    return _importlib.import_module("pymc_manidp.geometry").MANIFOLD_CLASSES
 
 
 def __getattr__(name: str):
     if name in _PUBLIC:
-        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        value = getattr(_importlib.import_module(_PUBLIC[name]), name)
     elif name == "__all__":
-        value = sorted([*_PUBLIC, *_manifold_classes(), "__version__"])
+        value = _public_names()
     elif name[:1].isupper() and name in _manifold_classes():  # Sphere, SPD, ...
         value = _manifold_classes()[name]
     else:
@@ -56,5 +56,10 @@ def __getattr__(name: str):
     return value
 
 
+def _public_names() -> list[str]:
+    return sorted([*_PUBLIC, *_manifold_classes(), "__version__"])
+
+
 def __dir__():
-    return sorted({*globals(), *_PUBLIC, *_manifold_classes()})
+    # the public API only (what tab completion and help() show), not this module's helpers
+    return _public_names()
