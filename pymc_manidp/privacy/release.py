@@ -588,6 +588,8 @@ def _array(x, shape, what):
         arr = np.array(x, dtype=float)
     except (ValueError, OverflowError) as err:  # ragged lists, an integer past 1.8e308
         raise ReleaseFileError(f"'{what}' is not an array of floats ({err})") from None
+    if shape is not None and arr.size == 0 == math.prod(shape):
+        arr = arr.reshape(shape)  # [] is every empty shape: the record says which
     if shape is not None and arr.shape != shape:
         raise ReleaseFileError(f"'{what}' has shape {arr.shape}, the record says {shape}")
     if not np.isfinite(arr).all():
@@ -641,6 +643,8 @@ def _from_record(doc) -> Release:
                 f"the ball's radius must be a number, got {ball['radius']!r:.80}"
             )
         center, radius = _array(ball["center"], None, "public_ball.center"), ball["radius"]
+        if center.size == 0 == value.size:
+            center = center.reshape(value.shape)
     curator = doc.get("curator")
     extra = {}
     if curator is not None:
