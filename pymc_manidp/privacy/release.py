@@ -229,7 +229,7 @@ class Release:
         ``sampler_info`` and ``delta_estimate``, which depend on the data: never
         publish that file. The MCMC run (``diagnostics``) is **not** written: save it
         beside the file with ``release.diagnostics.to_zarr(path)``; the record says
-        so (:data:`DIAGNOSTICS_NOT_SAVED`) and a reloaded release has
+        so (``DIAGNOSTICS_NOT_SAVED``) and a reloaded release has
         ``diagnostics=None``.
 
         The file is written whole or not at all (a temporary file in the same folder,
