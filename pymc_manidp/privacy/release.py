@@ -360,11 +360,9 @@ class Release:
         root = xr.Dataset({"value": (dims, np.array(self.value))}, attrs=attrs)
         if public or self.diagnostics is None:
             return xr.DataTree(root)
-        groups = {"/": root}
-        for node in self.diagnostics.subtree:
-            if node.path != "/" and node.parent is not None and node.parent.path == "/":
-                groups[node.path] = node.to_dataset()
-        return xr.DataTree.from_dict(groups)
+        # every group of the run, nested ones too, under the release's root
+        groups = {node.path: node.to_dataset(inherit=False) for node in self.diagnostics.subtree}
+        return xr.DataTree.from_dict({**groups, "/": root})
 
 
 def build_release(

@@ -375,13 +375,16 @@ def test_a_value_json_cannot_state_is_refused_on_save(tmp_path):
 
 def test_to_xarray_public_and_full():
     posterior = xr.Dataset({"theta": (("chain", "draw"), np.arange(8.0).reshape(2, 4))})
-    diagnostics = xr.DataTree.from_dict({"/posterior": posterior})
+    diagnostics = xr.DataTree.from_dict(
+        {"/posterior": posterior, "/sample_stats/nested": xr.Dataset({"x": ("a", [1.0])})}
+    )
     rel = make(value=[[1.0, 0.0], [0.0, 1.0]], diagnostics=diagnostics, exact=False)
     public = rel.to_xarray()
     assert list(public.children) == [] and public["value"].dims == ("point_0", "point_1")
     assert public.attrs["delta"] == "null" and public.attrs["sigma"] == 0.1
     full = rel.to_xarray(public=False)
-    assert list(full.children) == ["posterior"]
+    assert list(full.children) == ["posterior", "sample_stats"]
+    assert full["sample_stats/nested"]["x"].values.tolist() == [1.0]
     assert full["posterior"]["theta"].shape == (2, 4)
     np.testing.assert_array_equal(full["value"].values, rel.value)
     # the curator's file says where the run is, and a reloaded release has none
