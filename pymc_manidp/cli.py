@@ -461,27 +461,16 @@ def _check_out(args) -> Path | None:
                 f"--out {out} is {'inside ' if not same else ''}the input {src}: it would "
                 "be overwritten; write the release elsewhere"
             )
-    # after the inputs and ledgers, whose messages say more
-    if st is not None and stat.S_ISLNK(st.st_mode):
-        raise ValueError(
-            f"--out {out} is a symbolic link (to {os.path.realpath(out)}): the record "
-            "would replace the link, not write through it; name the file itself"
-        )
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise ValueError(f"--out {out} is a folder: name a file")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        kind = (
-            "a FIFO"
-            if stat.S_ISFIFO(st.st_mode)
-            else "a socket"
-            if stat.S_ISSOCK(st.st_mode)
-            else "a device"
-        )
-        raise ValueError(
-            f"--out {out} is {kind}, not a regular file: the record would replace it with "
-            "a plain file; write to a regular file or a new path (--out - for standard "
-            "output)"
-        )
+    # after the inputs and ledgers, whose messages say more; the same check as
+    # Release.to_json's (io.files.check_output_target)
+    from pymc_manidp.io.files import check_output_target
+
+    try:
+        check_output_target(out, label=f"--out {out}")
+    except ValueError as err:
+        if "not a regular file" in str(err):
+            raise ValueError(f"{err} (--out - for standard output)") from None
+        raise
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise ValueError(f"--out {out}: folder {parent} does not exist")
@@ -491,45 +480,14 @@ def _check_out(args) -> Path | None:
 
 
 def _write_atomic(out: Path, text: str) -> None:
-    """Write ``text`` to ``out`` whole or not at all.
+    """Write ``text`` to ``out`` whole or not at all (``io.files.write_atomic``)."""
+    from pymc_manidp.io.files import write_atomic
 
-    A temporary file in the same folder is written, flushed to disk and renamed over
-    ``out`` (a rename within a file system is atomic): a failed write (disk full, a
-    file size limit, a signal) leaves the previous ``out`` intact and no partial file.
-    """
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp makes the file 0600; the record is public: the mode a new file gets
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        # checked before the charge (_check_out); again here, as the file may have changed
-        with contextlib.suppress(FileNotFoundError):
-            if not stat.S_ISREG(os.lstat(out).st_mode):
-                raise OSError(f"{out} is no longer a regular file: not replaced")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # the rename itself reaches the disk with the folder's entry
-        dir_fd = os.open(out.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    write_atomic(out, text)
 
 
 def release(args) -> int:
     """``pymc-manidp release``: a user's data in, the public release as JSON out."""
-    import contextlib
 
     import numpy as np
 

@@ -283,3 +283,24 @@ def test_a_target_made_a_fifo_after_the_check_is_not_replaced(tmp_path, capsys, 
     assert stat.S_ISFIFO(os.lstat(tmp_path / "r.json").st_mode)
     assert not list(tmp_path.glob(".*.tmp"))
     assert json.loads(ledger.read_text())["entries"][0]["status"] == "released"
+
+
+def test_the_out_record_is_read_back_by_release_from_json(tmp_path, capsys):
+    """``--out`` and ``Release.to_json`` write one sealed format (issue 38, item 7): the
+    CLI's record loads as the public release, exactly, and a changed byte is refused."""
+    import pymc_manidp as pmd
+    from pymc_manidp.privacy import ReleaseFileError
+
+    data = tmp_path / "d.npy"
+    np.save(data, DATA)
+    out = tmp_path / "r.json"
+    code, _, err = run(release(data, tmp_path / "ledger.json", out), capsys)
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    back = pmd.Release.from_json(out)
+    assert back.value.tolist() == doc["release"]["value"] and back.n == 3
+    assert back.epsilon == 0.1 and back.sampler_info is None
+    text = out.read_text()
+    out.write_text(text.replace('"n": 3', '"n": 4'))
+    with pytest.raises(ReleaseFileError, match="checksum does not match"):
+        pmd.Release.from_json(out)

@@ -33,15 +33,19 @@ import numpy as np
 
 from pymc_manidp.geometry import manifold_class, manifold_names
 from pymc_manidp.geometry.validation import check_real_data
+from pymc_manidp.privacy.atomic import check_output_target, write_atomic
+from pymc_manidp.privacy.release import release_record
 from pymc_manidp.stats import reductions
 
 __all__ = [
     "MANIFOLDS",
+    "check_output_target",
     "check_regular_file",
     "manifold_for",
     "parse_center",
     "read_points",
     "release_json",
+    "write_atomic",
 ]
 
 #: the names of the spaces a data file may hold (``--manifold``): every space of
@@ -368,7 +372,11 @@ def release_json(release, *, manifold_name, manifold, center, radius, options, s
     Returns
     -------
     dict
-        JSON-serializable, with keys ``"release"`` (the public record),
+        JSON-serializable: the sealed public record of
+        :meth:`~pymc_manidp.privacy.Release.to_json` (``"format"``, ``"version"``,
+        ``"release"``, ``"value_shape"``, ``"checksum"``, so
+        :meth:`~pymc_manidp.privacy.Release.from_json` reads the file back), with keys
+        ``"release"`` (the public record),
         ``"manifold"`` (``name``, ``spec``, ``dim``), ``"public_ball"``
         (``center`` as nested lists, ``radius``), ``"options"`` and
         ``"provenance"`` (UTC creation time, ``source``, the versions of the
@@ -382,15 +390,22 @@ def release_json(release, *, manifold_name, manifold, center, radius, options, s
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:  # pragma: no cover - editable oddities
             versions[pkg] = None
-    return {
-        "release": release.public(),
-        "manifold": {"name": manifold_name, "spec": repr(manifold), "dim": manifold.dim},
-        "public_ball": {"center": np.asarray(center, float).tolist(), "radius": float(radius)},
-        "options": options,
-        "provenance": {
-            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "source": source,
-            "software": versions,
-            "python": platform.python_version(),
+    # one format for the CLI's file and Release.to_json: these keys are sealed with it
+    return release_record(
+        release,
+        public=True,
+        extra={
+            "manifold": {"name": manifold_name, "spec": repr(manifold), "dim": manifold.dim},
+            "public_ball": {
+                "center": np.asarray(center, float).tolist(),
+                "radius": float(radius),
+            },
+            "options": options,
+            "provenance": {
+                "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "source": source,
+                "software": versions,
+                "python": platform.python_version(),
+            },
         },
-    }
+    )

@@ -35,7 +35,7 @@ from pymc_manidp.privacy.coupling import (
     tv_bound,
 )
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, DiagnosticsReport, check_run
-from pymc_manidp.privacy.release import Calibration, Release, Releases
+from pymc_manidp.privacy.release import Calibration, Release, ReleaseFileError, Releases
 
 #: Served by the coupling module on first use (it is the kernels' exception).
 _FROM_COUPLING = ("CouplingError",)
@@ -52,6 +52,7 @@ __all__ = [
     "NeighbourPair",
     "PrivacyBudget",
     "Release",
+    "ReleaseFileError",
     "Releases",
     "SampleTestResult",
     "Spend",

@@ -55,6 +55,7 @@ __all__ = [
     "PrivacyBudget",
     "Spend",
     "check_state",
+    "checksum",
     "current_budget",
     "new_state",
     "seal",
@@ -261,6 +262,16 @@ def _canonical(state: dict) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
+def checksum(doc: dict) -> str:
+    """``"sha256:<hex>"`` of ``doc`` without its ``"checksum"`` key, as canonical JSON.
+
+    The seal of ledgers and of release files (``Release.to_json``): it catches edits
+    and damage, not a forger, who can recompute it. Raises ``TypeError`` or
+    ``ValueError`` for content that is not plain JSON (NaN included).
+    """
+    return "sha256:" + hashlib.sha256(_canonical(doc)).hexdigest()
+
+
 def seal(state: dict) -> dict:
     """Recompute the running totals and the checksum of ``state`` (in place; returned)."""
     eps, delta = _basic_sums(state["entries"])
@@ -269,7 +280,7 @@ def seal(state: dict) -> dict:
         "epsilon": float(eps),
         "delta": float(delta),
     }
-    state["checksum"] = "sha256:" + hashlib.sha256(_canonical(state)).hexdigest()
+    state["checksum"] = checksum(state)
     return state
 
 
@@ -300,7 +311,7 @@ def check_state(state) -> dict:
     if state.get("version") != VERSION:
         raise LedgerError(f"unknown ledger version {state.get('version')!r} (this is {VERSION})")
     try:
-        expected = "sha256:" + hashlib.sha256(_canonical(state)).hexdigest()
+        expected = checksum(state)
     except (TypeError, ValueError) as err:
         raise LedgerError(f"the ledger is not plain JSON: {err}") from None
     if state.get("checksum") != expected:

@@ -8,20 +8,41 @@ publication; :meth:`Release.public` returns only what may be published.
 
 from __future__ import annotations
 
+import base64
+import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from pymc_manidp.privacy.atomic import check_output_target, read_regular_bytes, write_atomic
+from pymc_manidp.privacy.budget import checksum
+
 __all__ = [
+    "DIAGNOSTICS_NOT_SAVED",
     "EXACT_NOTE",
     "FLOATING_POINT_NOTE",
     "MCMC_DELTA_ESTIMATED_NOTE",
     "MCMC_DELTA_NOTE",
+    "RELEASE_FORMAT",
+    "RELEASE_VERSION",
     "Calibration",
     "Release",
+    "ReleaseFileError",
     "Releases",
     "build_release",
+    "release_record",
 ]
+
+#: the ``"format"`` and ``"version"`` of a release file (``Release.to_json``, the CLI's
+#: ``release --out``): a file without them is refused by ``Release.from_json``
+RELEASE_FORMAT = "pymc-manidp release"
+RELEASE_VERSION = 1
+#: what a curator's file says of the MCMC run: the chains are not written into JSON
+DIAGNOSTICS_NOT_SAVED = (
+    "not saved in this file: write the run with release.diagnostics.to_zarr(path) and "
+    "read it with xarray.open_datatree(path, engine='zarr')"
+)
 
 MCMC_DELTA_NOTE = (
     "approximate DP: if the sampled law is within total variation gamma of the "
@@ -194,6 +215,155 @@ class Release:
             "public_ball": ball,
         }
 
+    def to_json(self, path, *, public: bool = False) -> None:
+        """Save the release to ``path`` as a sealed JSON record (the curator's by default).
+
+        The file is the command line's release format (``pymc-manidp release --out``):
+        ``"format"``, ``"version"``, the :meth:`public` record, the value's shape and
+        a SHA-256 ``"checksum"`` over the rest (as the privacy ledger's seal: it
+        catches edits and damage, not a forger). Floats are written by ``repr``, so
+        :meth:`from_json` gives back exactly the same numbers (``-0.0`` and
+        subnormals included).
+
+        With ``public=False`` (the curator's record) a ``"curator"`` section adds
+        ``sampler_info`` and ``delta_estimate``, which depend on the data: never
+        publish that file. The MCMC run (``diagnostics``) is **not** written: save it
+        beside the file with ``release.diagnostics.to_zarr(path)``; the record says
+        so (``DIAGNOSTICS_NOT_SAVED``) and a reloaded release has
+        ``diagnostics=None``.
+
+        The file is written whole or not at all (a temporary file in the same folder,
+        renamed over ``path``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A new path or an existing regular file (replaced).
+        public : bool
+            ``True``: only what may be published (:meth:`public`).
+
+        Raises
+        ------
+        ValueError
+            ``path`` is a symbolic link, a folder, a FIFO or a device, or the release
+            holds a value JSON cannot state exactly (NaN, infinity, an object).
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> cal = Calibration(n=10, sensitivity=0.05, sigma=0.1)
+        >>> rel = build_release(value=[0.0, 1 / 3], mechanism="KNG", epsilon=1.0,
+        ...                     calibration=cal, sampler="exact", seed_policy="OS entropy",
+        ...                     exact=True, sampler_info={"proposals": 3})
+        >>> path = os.path.join(tempfile.mkdtemp(), "release.json")
+        >>> rel.to_json(path)
+        >>> back = Release.from_json(path)
+        >>> back.value[1] == 1 / 3, back.sampler_info
+        (np.True_, {'proposals': 3})
+        >>> rel.to_json(path, public=True)
+        >>> Release.from_json(path).sampler_info is None
+        True
+        """
+        if not isinstance(public, bool):
+            raise TypeError(f"public must be True or False, got {public!r}")
+        check_output_target(path)
+        text = json.dumps(release_record(self, public=public), indent=1, allow_nan=False)
+        write_atomic(path, text + "\n")
+
+    @classmethod
+    def from_json(cls, path) -> Release:
+        """The release saved in ``path`` (by :meth:`to_json` or ``pymc-manidp release``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A regular file holding a release record.
+
+        Returns
+        -------
+        Release
+            With the saved fields; ``diagnostics`` is None (never saved in the file),
+            ``sampler_info`` and ``delta_estimate`` too when the file is a public record.
+
+        Raises
+        ------
+        ReleaseFileError
+            (a ``ValueError``) naming the path and what is wrong: not a regular file,
+            not UTF-8 JSON, another format or version, a checksum that does not match
+            (edited or damaged), or a field of the wrong type.
+        """
+        try:
+            text = read_regular_bytes(path).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ReleaseFileError(
+                f"{path} is not UTF-8 text ({err.reason} at byte {err.start}): not a release record"
+            ) from None
+        except ValueError as err:
+            raise ReleaseFileError(str(err)) from None
+        try:
+            doc = json.loads(
+                text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates
+            )
+        except RecursionError:
+            raise ReleaseFileError(f"{path}: nested too deeply to be a release record") from None
+        except ValueError as err:  # JSONDecodeError, NaN, duplicate keys, huge integers
+            raise ReleaseFileError(
+                f"{path} is not a release record (not plain JSON: {err})"
+            ) from None
+        try:
+            return _from_record(doc)
+        except ReleaseFileError as err:
+            raise ReleaseFileError(f"{path}: {err}") from None
+
+    def to_xarray(self, *, public: bool = True):
+        """The release as an xarray ``DataTree``, for ArviZ's plots and xarray's writers.
+
+        The root holds the value (``value``, dims ``point_0, point_1, ...``) with the
+        public record as attributes (numbers and strings as they are, the rest as
+        JSON). With ``public=False`` the MCMC run's groups (``posterior``,
+        ``sample_stats``, ...) are children of the root when the release has
+        ``diagnostics``, so ``arviz_plots.plot_trace_dist(tree)`` works on it: they
+        depend on the data, for the curator only.
+
+        Parameters
+        ----------
+        public : bool
+            ``True`` (default): only what may be published.
+
+        Returns
+        -------
+        xarray.DataTree
+
+        Examples
+        --------
+        >>> cal = Calibration(n=10, sensitivity=0.05, sigma=0.1)
+        >>> rel = build_release(value=[0.0, 1.0], mechanism="KNG", epsilon=1.0,
+        ...                     calibration=cal, sampler="exact", seed_policy="OS entropy",
+        ...                     exact=True)
+        >>> tree = rel.to_xarray()
+        >>> tree["value"].values.tolist(), tree.attrs["epsilon"]
+        ([0.0, 1.0], 1.0)
+        """
+        import xarray as xr
+
+        if not isinstance(public, bool):
+            raise TypeError(f"public must be True or False, got {public!r}")
+        attrs = {}
+        for key, val in self.public().items():
+            if key == "value":
+                continue
+            if isinstance(val, (str, int, float)) and not isinstance(val, bool):
+                attrs[key] = val
+            else:  # None, bools, lists and the ball: netCDF attributes cannot hold them
+                attrs[key] = json.dumps(val)
+        dims = [f"point_{i}" for i in range(self.value.ndim)]
+        root = xr.Dataset({"value": (dims, np.array(self.value))}, attrs=attrs)
+        if public or self.diagnostics is None:
+            return xr.DataTree(root)
+        # every group of the run, nested ones too, under the release's root
+        groups = {node.path: node.to_dataset(inherit=False) for node in self.diagnostics.subtree}
+        return xr.DataTree.from_dict({**groups, "/": root})
+
 
 def build_release(
     *,
@@ -251,6 +421,247 @@ def build_release(
         center=None if domain is None else domain.center,
         radius=None if domain is None else float(domain.radius),
         manifold=None if domain is None else repr(domain.manifold),
+    )
+
+
+class ReleaseFileError(ValueError):
+    """A file that is not a release record this version reads, or was changed since."""
+
+
+def _plain(x):
+    """NumPy scalars as Python numbers (``public()`` passes fields through as given)."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def _encode(x):
+    """Curator values as JSON, exactly: arrays by dtype, shape and bytes; tagged objects."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else {"__float__": repr(x)}
+    if isinstance(x, (np.ndarray, np.generic)):
+        arr = np.asarray(x)
+        if arr.dtype.kind not in "biufc":
+            raise ValueError(f"an array of dtype {arr.dtype} cannot be saved")
+        data = base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode("ascii")
+        tag = "__ndarray__" if isinstance(x, np.ndarray) else "__numpy__"
+        return {tag: {"dtype": arr.dtype.str, "shape": list(arr.shape), "data": data}}
+    if isinstance(x, (list, tuple)):
+        items = [_encode(v) for v in x]
+        return items if isinstance(x, list) else {"__tuple__": items}
+    if isinstance(x, dict):
+        if not all(isinstance(k, str) for k in x):
+            raise ValueError("a dict with keys that are not strings cannot be saved")
+        body = {k: _encode(v) for k, v in x.items()}
+        return {"__dict__": body} if any(k.startswith("__") for k in x) else body
+    raise ValueError(f"a {type(x).__name__} cannot be saved in a release record")
+
+
+def _decode(x, where="curator"):
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, list):
+        return [_decode(v, where) for v in x]
+    if not isinstance(x, dict):
+        raise ReleaseFileError(f"{where}: unexpected {type(x).__name__}")
+    if len(x) == 1:
+        ((tag, body),) = x.items()
+        if tag == "__float__":
+            if body not in ("nan", "inf", "-inf"):
+                raise ReleaseFileError(f"{where}: {body!r} is not nan, inf or -inf")
+            return float(body)
+        if tag == "__tuple__" and isinstance(body, list):
+            return tuple(_decode(v, where) for v in body)
+        if tag == "__dict__" and isinstance(body, dict):
+            return {k: _decode(v, where) for k, v in body.items()}
+        if tag in ("__ndarray__", "__numpy__"):
+            return _decode_array(body, tag, where)
+    return {k: _decode(v, where) for k, v in x.items()}
+
+
+def _decode_array(body, tag, where):
+    try:
+        dtype = np.dtype(body["dtype"])
+        shape = tuple(body["shape"])
+        if dtype.kind not in "biufc" or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape
+        ):
+            raise ValueError(f"dtype {dtype} or shape {shape}")
+        raw = base64.b64decode(body["data"].encode("ascii"), validate=True)
+        if len(raw) != dtype.itemsize * math.prod(shape):
+            raise ValueError("the data do not fill the shape")
+        arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ReleaseFileError(f"{where}: not a saved array ({err})") from None
+    return arr if tag == "__ndarray__" else arr[()]
+
+
+def release_record(release, *, public: bool = True, extra: dict | None = None) -> dict:
+    """The sealed JSON document of ``release`` (what :meth:`Release.to_json` writes).
+
+    ``extra`` adds keys beside the record (the command line's manifold, options and
+    provenance); the checksum covers them too.
+    """
+    doc = {
+        "format": RELEASE_FORMAT,
+        "version": RELEASE_VERSION,
+        "release": _plain(release.public()),
+        "value_shape": list(np.shape(release.value)),
+    }
+    try:
+        if not public:
+            doc["curator"] = {
+                "note": "depends on the data: for the curator only, never publish this file",
+                "sampler_info": _encode(release.sampler_info),
+                "delta_estimate": _encode(release.delta_estimate),
+                "diagnostics": None if release.diagnostics is None else DIAGNOSTICS_NOT_SAVED,
+            }
+        for key, val in (extra or {}).items():
+            if key in doc or key == "checksum":
+                raise ValueError(f"extra key {key!r} is one of the record's own")
+            doc[key] = val
+        doc["checksum"] = checksum(doc)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"this release cannot be saved as a JSON record ({err}): its fields must be "
+            "finite numbers, strings, lists and dicts"
+        ) from None
+    return doc
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):  # two values for one field: which one was meant?
+        raise ValueError(f"a key appears twice in one object: {sorted(keys)}")
+    return dict(pairs)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+_FIELDS = {  # field: (check, what it must be)
+    "epsilon": (_is_number, "a number"),
+    "delta": (lambda x: x is None or _is_number(x), "a number or null"),
+    "mechanism": (lambda x: isinstance(x, str), "a string"),
+    "sigma": (_is_number, "a number"),
+    "sensitivity": (_is_number, "a number"),
+    "n": (lambda x: isinstance(x, int) and not isinstance(x, bool), "an integer"),
+    "sampler": (lambda x: isinstance(x, str), "a string"),
+    "seed_policy": (lambda x: isinstance(x, str), "a string"),
+    "opt_outs": (
+        lambda x: isinstance(x, list) and all(v in ("clip", "skip_diagnostics") for v in x),
+        "a list of 'clip' and 'skip_diagnostics'",
+    ),
+    "notes": (
+        lambda x: isinstance(x, list) and all(isinstance(v, str) for v in x),
+        "a list of strings",
+    ),
+    "manifold": (lambda x: x is None or isinstance(x, str), "a string or null"),
+    "restricted": (lambda x: x is None or isinstance(x, bool), "true, false or null"),
+}
+
+
+def _array(x, shape, what):
+    """Nested lists of numbers (no bools, no strings) as float64 of ``shape``."""
+
+    def numbers(v):
+        if isinstance(v, list):
+            return all(numbers(u) for u in v)
+        return _is_number(v)
+
+    if not numbers(x):
+        raise ReleaseFileError(f"'{what}' must be nested lists of numbers")
+    try:
+        arr = np.array(x, dtype=float)
+    except (ValueError, OverflowError) as err:  # ragged lists, an integer past 1.8e308
+        raise ReleaseFileError(f"'{what}' is not an array of floats ({err})") from None
+    if shape is not None and arr.size == 0 == math.prod(shape):
+        arr = arr.reshape(shape)  # [] is every empty shape: the record says which
+    if shape is not None and arr.shape != shape:
+        raise ReleaseFileError(f"'{what}' has shape {arr.shape}, the record says {shape}")
+    if not np.isfinite(arr).all():
+        raise ReleaseFileError(f"'{what}' holds a number past the largest float")
+    return arr
+
+
+def _from_record(doc) -> Release:
+    if not isinstance(doc, dict) or doc.get("format") != RELEASE_FORMAT:
+        got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise ReleaseFileError(
+            f"not a {RELEASE_FORMAT} record (its 'format' is {got!r}, not {RELEASE_FORMAT!r})"
+        )
+    if doc.get("version") != RELEASE_VERSION:
+        raise ReleaseFileError(
+            f"release record version {doc.get('version')!r}: this version of pymc-manidp "
+            f"reads version {RELEASE_VERSION}"
+        )
+    try:
+        expected = checksum(doc)
+    except (TypeError, ValueError) as err:
+        raise ReleaseFileError(f"not plain JSON: {err}") from None
+    if doc.get("checksum") != expected:
+        raise ReleaseFileError(
+            "the checksum does not match the content: the file was edited or damaged "
+            "after it was written; use the original"
+        )
+    rec = doc.get("release")
+    if not isinstance(rec, dict):
+        raise ReleaseFileError("'release' must be an object holding the record")
+    fields = {}
+    for name, (ok, what) in _FIELDS.items():
+        if name not in rec:
+            raise ReleaseFileError(f"the record has no field {name!r}")
+        if not ok(rec[name]):
+            raise ReleaseFileError(f"field {name!r} must be {what}, got {rec[name]!r:.80}")
+        fields[name] = rec[name]
+    shape = doc.get("value_shape")
+    if not (isinstance(shape, list) and all(_FIELDS["n"][0](s) and s >= 0 for s in shape)):
+        raise ReleaseFileError("'value_shape' must be a list of non-negative integers")
+    if "value" not in rec:
+        raise ReleaseFileError("the record has no field 'value'")
+    value = _array(rec["value"], tuple(shape), "value")
+    ball = rec.get("public_ball")
+    center = radius = None
+    if ball is not None:
+        if not isinstance(ball, dict) or set(ball) != {"center", "radius"}:
+            raise ReleaseFileError("'public_ball' must be null or {'center': ..., 'radius': ...}")
+        if not _is_number(ball["radius"]):
+            raise ReleaseFileError(
+                f"the ball's radius must be a number, got {ball['radius']!r:.80}"
+            )
+        center, radius = _array(ball["center"], None, "public_ball.center"), ball["radius"]
+        if center.size == 0 == value.size:
+            center = center.reshape(value.shape)
+    curator = doc.get("curator")
+    extra = {}
+    if curator is not None:
+        if not isinstance(curator, dict):
+            raise ReleaseFileError("'curator' must be an object")
+        for name in ("sampler_info", "delta_estimate"):
+            val = _decode(curator.get(name), f"curator.{name}")
+            if val is not None and not isinstance(val, dict):
+                raise ReleaseFileError(f"curator.{name} must be an object or null")
+            extra[name] = val
+    return Release(
+        value=value,
+        opt_outs=tuple(fields.pop("opt_outs")),
+        notes=tuple(fields.pop("notes")),
+        center=center,
+        radius=radius,
+        diagnostics=None,
+        **fields,
+        **extra,
     )
 
 
