@@ -104,6 +104,16 @@ class LaplaceMechanism(Mechanism):
         if not self.restrict:
             self.manifold.check_laplace_normalizable(sigma)
 
+    def check_precision(self, sensitivity: float, sigma: float) -> None:
+        """As the base, and the rounding must stay below ``grad_tol/16``: the Fréchet
+        mean is refused unless its computed ``|grad F| <= grad_tol``."""
+        self.domain.check_precision(
+            sensitivity,
+            sigma,
+            f"{self.name} on {self.manifold}",
+            floor=("grad_tol/16 (the Fréchet mean's tolerance)", self.grad_tol / 16.0),
+        )
+
     def footpoint(self, data):
         """Checked data and their Fréchet mean; refuses an unconverged or outside mean."""
         data = self.domain.check(data)

@@ -543,3 +543,62 @@ def test_exact_release_over_dask_gathers_nothing(kind):
     assert stats.ks_2samp(_acosh_dist(mean, x_dask), _acosh_dist(mean, x_np)).pvalue > ALPHA
     wrong = cls(H2, epsilon=0.025, center=O2, radius=2.5).sample(data, 1000, random_seed=12)
     assert stats.ks_2samp(_acosh_dist(mean, x_dask), _acosh_dist(mean, wrong)).pvalue < ALPHA
+
+
+# --- far from the origin (issue 43 item 5) ----------------------------------------------
+@pytest.mark.parametrize("radius", [2.0, 5.0, 6.0, 10.0, 20.0, 30.0])
+@pytest.mark.parametrize("placement", ["spread", "origin", "opposite"])
+def test_kng_mean_far_out_releases_or_is_refused_from_public_facts(radius, placement):
+    """H^2 KNG-mean, n = 5, eps = 1: the issue's failures (radius 20 with data spread
+    0.1, radius 10 with every record at the origin: "a proposal violated the KNG
+    envelope bound") become a release inside the ball or a refusal that
+    ``calibrate(n)`` (public facts only) makes too. On the old code radius 10 with the
+    records at the origin violated the bound in 5 of 5 seeds, radius 20 in 4 of 5."""
+    H = Hyperbolic(dim=2)
+    o = H.origin
+    mech = pmd.KNGMechanism(H, epsilon=1.0, center=o, radius=radius)
+    n = 5
+    refused = None
+    try:
+        mech.calibrate(n)
+    except ValueError as err:
+        refused = str(err)
+        assert "rounding_error" in refused and "smaller radius" in refused
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        if placement == "spread":
+            x = H.exp_coords(o, rng.normal(size=(n, 2)) * 0.1)
+        elif placement == "origin":
+            x = np.tile(o, (n, 1))
+        else:
+            u = rng.normal(size=2)
+            u /= np.linalg.norm(u)
+            x = H.exp_coords(o, radius * (1 - 1e-12) * np.array([u, -u, u, -u, u]))
+        if refused is not None:
+            with pytest.raises(ValueError, match="rounding_error"):
+                mech.release(x, random_seed=seed)
+            continue
+        rel = mech.release(x, random_seed=seed)
+        assert np.all(np.isfinite(rel.value))
+        assert mech.domain.distances(np.asarray(rel.value)[None])[0] <= radius
+    # the radii the issue reported as failing are refused or release; small ones release
+    if radius <= 5.0:
+        assert refused is None
+
+
+def test_laplace_near_the_normalizability_edge_is_refused_from_sigma():
+    """sigma = 0.999 of the edge (1/(d-1) = 1 on H^2): normalizable, but its draws pass
+    distance 600 (overflow) too often; refused by ``calibrate`` naming the largest
+    supported sigma. Before, 2 of 5 seeded releases raised on a NaN point."""
+    H = Hyperbolic(dim=2)
+    o = H.origin
+    n, radius = 10, 1.0
+    base = pmd.LaplaceMechanism(H, epsilon=1.0, center=o, radius=radius)
+    eps = base.sigma(n) / 0.999  # sigma = 2r/(n eps) = 0.999
+    mech = pmd.LaplaceMechanism(H, epsilon=eps, center=o, radius=radius)
+    with pytest.raises(ValueError, match=r"largest supported sigma is 0\.93"):
+        mech.calibrate(n)
+    ok = pmd.LaplaceMechanism(H, epsilon=base.sigma(n) / 0.9, center=o, radius=radius)
+    x = H.exp_coords(o, np.random.default_rng(0).normal(size=(n, 2)) * 0.1)
+    rel = ok.release(x, random_seed=0)
+    assert np.all(np.isfinite(rel.value))
