@@ -694,12 +694,27 @@ def _kng_shells(M, sigma, H, r, rho_data, e, t_max, rho_weights=None):
     edges = tau + e
     edges[0] = 0.0
     scale = sigma / slopes
-    q_lo = special.gammaincc(d, edges[:-1] / scale)
-    q_hi = special.gammaincc(d, edges[1:] / scale)
-    with np.errstate(divide="ignore"):
-        log_mass = np.log(np.maximum(q_lo - q_hi, 0.0))
+    # the tail that keeps the digits: near r* (slopes ~ H ~ 1e-16) or at a huge sigma
+    # the upper tails are both 1 to working precision and their difference 0, a shell of
+    # zero mass (then no shell had any: "the shells' weights are not a distribution")
+    log_mass = _log_gamma_mass(d, edges[:-1] / scale, edges[1:] / scale)
     log_weights = -offsets / sigma + d * np.log(scale) + log_mass
     return edges, slopes, offsets, log_weights
+
+
+def _log_gamma_mass(d, a, b):
+    """``log(P(d, b) - P(d, a))`` (``P`` the regularized lower incomplete gamma) from the
+    tail that keeps the digits: the lower one below the mode ``d``, the upper above."""
+    lower = special.gammainc(d, b) - special.gammainc(d, a)
+    upper = special.gammaincc(d, a) - special.gammaincc(d, b)
+    with np.errstate(divide="ignore"):
+        return np.log(np.maximum(np.where(a < d, lower, upper), 0.0))
+
+
+#: below this lower-tail mass at its outer edge, a shell's radius is drawn through the
+#: lower tail's inverse: the upper tail's would read u = 1 - P to an absolute 1e-16, a
+#: relative error 1e-16/P in P (1e-13 at this threshold), and 0 where P < 1e-16
+_LOWER_TAIL_BELOW = 1e-3
 
 
 def _kng_arguments(M, data, sigma, size, rng, domain, max_attempts):
@@ -916,6 +931,11 @@ class _KNGEnvelope:
         self.scales = self.sigma / self.slopes
         self.q_lo = special.gammaincc(d, lo / self.scales)
         self.q_hi = np.where(np.isfinite(hi), special.gammaincc(d, hi / self.scales), 0.0)
+        # shells deep in the lower tail (slopes near 0: r near r*, or sigma huge) draw
+        # through P's inverse (the others as before: the same numbers)
+        self.p_lo = special.gammainc(d, lo / self.scales)
+        self.p_hi = special.gammainc(d, hi / self.scales)
+        self.lower_tail = self.p_hi < _LOWER_TAIL_BELOW
 
     def draw(self, m, rng, stats):
         """``(x, g, ok)``: ``m`` proposals, the bound g(t) at them, the volume-density step."""
@@ -945,10 +965,14 @@ class _KNGEnvelope:
             pos = pos[np.argsort(shell[pos], kind="stable")]
             k = shell[pos]
             q_lo, q_hi = self.q_lo[k], self.q_hi[k]
-            u = q_hi + (q_lo - q_hi) * rng.random(len(pos))  # rng.uniform(q_hi, q_lo)
-            t[pos] = np.clip(
-                self.scales[k] * special.gammainccinv(M.dim, u), self.edges[k], self.edges[k + 1]
-            )
+            v = rng.random(len(pos))
+            u = q_hi + (q_lo - q_hi) * v  # rng.uniform(q_hi, q_lo)
+            inv = special.gammainccinv(M.dim, u)
+            low = self.lower_tail[k]
+            if low.any():  # the same v, from the shell's outer edge inwards as above
+                p = self.p_hi[k][low] - (self.p_hi[k][low] - self.p_lo[k][low]) * v[low]
+                inv[low] = special.gammaincinv(M.dim, p)
+            t[pos] = np.clip(self.scales[k] * inv, self.edges[k], self.edges[k + 1])
         # the chart's volume density J(t) <= 1: a first, cheap acceptance step
         ok = rng.random(m) < np.exp(_radial_log_ratio(M, t))
         c = t[:, None] * _directions(rng, m, M.dim)
@@ -1037,6 +1061,18 @@ def _chart_distortion(M, radius):
     return float(np.sinh(a) / a) if a > 0 else 1.0
 
 
+def _cut_before_conjugate(M) -> bool:
+    """Whether ``M``'s injectivity radius comes before its first conjugate radius
+    ``pi/sqrt(kappa_max)`` (SO(3): pi against 2 pi): there a record's cut locus is not
+    where the turn budget of the median's bounds charges its worst case (it charges 2
+    only at the conjugate radius, :func:`~pymc_manidp.stats.reductions.turn_rate`)."""
+    kappa_max = float(M.curvature_bounds[1])
+    conjugate = np.pi / np.sqrt(kappa_max) if kappa_max > 0 else np.inf
+    # a relative margin: on spheres the two are equal but for rounding (Sphere(radius=7.3)
+    # has inj an ulp below pi/sqrt(kappa)), and there the turn budget does see the cut locus
+    return bool(M.injectivity_radius < conjugate * (1.0 - 1e-9))
+
+
 @dataclass
 class _MedianCells:
     """The median envelope: boxes in normal coordinates at ``m0`` (centers ``a``,
@@ -1112,13 +1148,23 @@ class _MedianCells:
 
     @staticmethod
     def _bounds(M, data, m0, a, h, r):
-        """``L`` and its slack on each box: the box lies in the geodesic ball of radius
-        ``delta`` (half its diagonal, times the chart's distortion) around its center."""
+        """``L`` and its slack on each box: the box's part in the ball lies in the
+        geodesic ball of radius ``delta`` (half its diagonal, times the chart's
+        distortion) around its anchor, the box's center, moved into the ball where the
+        cut locus comes before the conjugate locus (docs/exact.md, "anchors")."""
         d = M.dim
         half_diag = 0.5 * h * np.sqrt(d)
-        reach = np.linalg.norm(a, axis=-1) + half_diag
+        norm_a = np.linalg.norm(a, axis=-1)
+        reach = norm_a + half_diag
         delta = half_diag * np.array([_chart_distortion(M, t) for t in reach])
         delta = delta * (1 + 1e-9) + 1e-15 * r  # the rounding of rho and exp
+        if _cut_before_conjugate(M):
+            # a center outside the ball may sit a half turn from a record (SO(3): log
+            # undefined there, and a path to the box may cross a record's cut locus,
+            # which the turn budget does not see). Its projection onto the coordinate
+            # ball is as close to every point of the box in the ball (a projection onto
+            # a convex set is 1-Lipschitz and fixes those points), and lies in the ball
+            a = a * np.minimum(1.0, r / np.maximum(norm_a, r))[:, None]
         centers = M.validate(M.exp_coords(np.broadcast_to(m0, (len(a), *m0.shape)), a))
         out_L, out_s = [], []
         step = max(

@@ -816,7 +816,10 @@ def median_cell_bounds(M, xs, data, delta):
     xs : array, shape ``(m, *point_shape)``
         The balls' centers.
     data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
-        Validated records, all within the injectivity radius of every ball.
+        Validated records, all within the injectivity radius of every center, and no
+        geodesic from a center into its ball crossing a record's cut locus short of
+        the conjugate radius (the median envelope anchors its boxes in the ball where
+        the cut locus comes first, docs/exact.md).
     delta : array, shape ``(m,)``
         The balls' radii.
 

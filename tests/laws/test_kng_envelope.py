@@ -146,3 +146,43 @@ def test_cap_errors_name_the_mechanism_that_hit_them():
     with pytest.raises(exact.ExactSamplingError) as err:
         exact.sample_laplace(P, np.eye(2), 5.0, 200, rng=0, domain=dom, max_attempts=1)
     assert "restricted Laplace" in str(err.value) and "rows" not in str(err.value)
+
+
+# --- radii an ulp below r* (issue 43 item 5) --------------------------------------------------
+def _below(r_star, which):
+    if which == "1e-9":
+        return r_star * (1 - 1e-9)
+    r = np.nextafter(r_star, 0.0)
+    return r if which == "1ulp" else np.nextafter(r, 0.0)
+
+
+@pytest.mark.parametrize("which", ["1ulp", "2ulp", "1e-9"])
+@pytest.mark.parametrize(
+    "M",
+    [
+        pmd.Sphere(dim=5),
+        pmd.KendallShape(k_landmarks=3),
+        pmd.KendallShape(k_landmarks=5),
+        pmd.Rotations(),
+    ],
+    ids=str,
+)
+def test_kng_mean_releases_at_radii_just_below_r_star(M, which):
+    """At r* - 1 ulp, H = h(2r) is ~4e-16 (a cot next to pi/2) and the shells' slopes
+    with it: their upper incomplete gammas were both 1 and each shell's mass 0, so these
+    raised "the shells' weights are not a distribution" (Kendall and SO(3) with records
+    at the edge; S^5 with two clusters at opposite edges, at r*(1 - 1e-9) and eps = 1e-3).
+    The masses now come from the lower tail."""
+    r = _below(M.max_radius, which)
+    center = M.generic_point
+    rng = np.random.default_rng(0)
+    c = rng.normal(size=(20, M.dim))
+    two = np.repeat(c[:1], 20, 0)
+    two[10:] *= -1
+    for coords in (c, two):  # records on the edge: spread, and two opposite clusters
+        coords = coords * (r * (1 - 1e-12) / np.linalg.norm(coords, axis=-1))[:, None]
+        data = M.exp_coords(center, coords)
+        for eps in (1e-3, 1.0):
+            mech = pmd.KNGMechanism(M, epsilon=eps, center=center, radius=r)
+            rel = mech.release(data, random_seed=1)
+            assert float(M.dist(center, M.validate(rel.value))) <= r

@@ -217,3 +217,57 @@ def test_exact_median_kng_matches_its_density_by_quadrature(name, n_draws):
     assert stats.kstest(dist, cdf(data, sigma, med)).pvalue > ALPHA
     # the deliberately wrong law: sigma 30% larger, refuted by the same draws
     assert stats.kstest(dist, cdf(data, 1.3 * sigma, med)).pvalue < ALPHA
+
+
+# --- SO(3): records a half turn from a box's center (issue 43 item 5) -------------------------
+#: a center of the median envelope's first grid (8 boxes a side at r = 1.5) outside the ball
+_OUT_CENTER = np.array([1.3125, 0.9375, 0.5625])  # |a| = 1.70820..., r = 1.5
+
+
+def _half_turn_data(seed):
+    """199 records spread 0.3 around I, and one at angle 1.4333863574 from I, opposite
+    ``_OUT_CENTER``: pi - 1e-10 from that box's center, inside the ball (r = 1.5)."""
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(199, 3)) * 0.3
+    c *= np.minimum(1.0, 1.4 / np.linalg.norm(c, axis=-1))[:, None]
+    norm = np.linalg.norm(_OUT_CENTER)
+    far = -(np.pi - norm - 1e-10) * _OUT_CENTER / norm
+    return SO3.from_rotvecs(np.concatenate([c, far[None]]))
+
+
+def test_so3_median_releases_with_a_record_a_half_turn_from_a_box_center():
+    """Before the anchors were moved into the ball, seeds 0, 1 and 3 of these raised
+    ValueError from Rotations.log (the cut locus) while the boxes were built: a failure
+    after the data were read. Every seed releases now."""
+    mech = pmd.KNGMechanism(SO3, epsilon=1.0, center=np.eye(3), radius=1.5, statistic="median")
+    for seed in range(6):
+        rel = mech.release(_half_turn_data(seed), random_seed=seed)
+        assert float(SO3.dist(np.eye(3), SO3.validate(rel.value))) <= 1.5
+
+
+def test_so3_median_cells_bound_holds_near_the_cut_locus():
+    """The boxes' bound at random points of every box in the ball: ``|grad F| >= L_k``
+    (so the envelope's density ``e^{-L_k/sigma}`` is at least the target's), computed
+    with the geometry written here. The old anchors (the boxes' centers, some outside
+    the ball) raised ValueError on these data."""
+    from pymc_manidp.laws import exact
+
+    data = _half_turn_data(0)
+    dom = pmd.DataDomain(SO3, np.eye(3), 1.5)
+    cells = exact._MedianCells.build(SO3, data, 0.1, dom)
+    assert np.linalg.norm(cells.a, axis=-1).max() > 1.7  # centers outside the ball remain
+    rng = np.random.default_rng(7)
+    k = np.repeat(np.arange(len(cells.a)), 12)
+    c = cells.a[k] + cells.h[k][:, None] * (rng.random((len(k), 3)) - 0.5)
+    inside = np.linalg.norm(c, axis=-1) <= 1.5
+    k, c = k[inside], c[inside]
+    x = Rot.from_rotvec(c).as_matrix()
+    w = Rot.from_matrix((np.swapaxes(x, -1, -2)[:, None] @ data[None]).reshape(-1, 3, 3))
+    w = w.as_rotvec().reshape(len(x), len(data), 3)
+    g = np.linalg.norm(np.mean(w / np.linalg.norm(w, axis=-1, keepdims=True), axis=1), axis=-1)
+    assert len(np.unique(k)) > 300 and np.min(g - cells.L[k]) >= 0.0
+    # the planted old anchors fail on the same data
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(exact, "_cut_before_conjugate", lambda M: False)
+        with pytest.raises(ValueError, match="cut locus"):
+            exact._MedianCells.build(SO3, data, 0.1, dom)
