@@ -517,7 +517,7 @@ class Hyperbolic(ManifoldBase):
         --------
         >>> H = Hyperbolic(dim=2)
         >>> f"{H.rounding_error(H.origin, 1.0):.2g}", f"{H.rounding_error(H.origin, 5.0):.2g}"
-        ('3.7e-12', '0.0013')
+        ('3.5e-12', '2.8e-05')
         """
         reach = float(self.dist(self.origin, self.validate(center))) + float(radius)
         with np.errstate(over="ignore"):
