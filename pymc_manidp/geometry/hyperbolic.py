@@ -500,9 +500,10 @@ class Hyperbolic(ManifoldBase):
             lo, hi = (mid, hi) if log_tail(mid) > _LAPLACE_TAIL else (lo, mid)
         return float(1.0 / (2.0 * hi + d - 1))
 
-    def rounding_error(self, center, radius: float) -> float:
+    def rounding_error(self, center, radius: float, *, proposals: bool = True) -> float:
         r"""``1024 eps cosh(R) cosh(R + 2r)``, ``R = rho(origin, center) + r``: the
-        rounding of distances, KNG gradient norms and samplers' proposals in the ball.
+        rounding of distances, KNG gradient norms and samplers' proposals in the ball
+        (``1024 eps cosh^2 R`` with ``proposals=False``: points of the ball only).
 
         Hyperboloid coordinates of a point at distance ``R`` from the origin are
         ``~ cosh R``; the Minkowski products that give distances and logs cancel terms
@@ -521,7 +522,8 @@ class Hyperbolic(ManifoldBase):
         """
         reach = float(self.dist(self.origin, self.validate(center))) + float(radius)
         with np.errstate(over="ignore"):
-            grow = np.cosh(reach) * np.cosh(reach + 2.0 * float(radius))
+            far = reach + 2.0 * float(radius) if proposals else reach
+            grow = np.cosh(reach) * np.cosh(far)
             return float(_ROUNDING_ULPS * np.finfo(float).eps * grow)
 
     @property

@@ -206,7 +206,15 @@ class DataDomain:
         (``manifold.rounding_error``; ``0`` on every space but the hyperboloid)."""
         return float(self.manifold.rounding_error(self.center, self.radius))
 
-    def check_precision(self, sensitivity: float, sigma: float, what: str, floor=None) -> None:
+    @property
+    def gradient_rounding_error(self) -> float:
+        """The rounding of gradient norms at points of the ball only (no sampler's
+        proposal): ``manifold.rounding_error(..., proposals=False)``."""
+        return float(self.manifold.rounding_error(self.center, self.radius, proposals=False))
+
+    def check_precision(
+        self, sensitivity: float, sigma: float, what: str, floor=None, gradient_floor=None
+    ) -> None:
         """Refuse a ball where rounding is not small beside the sensitivity and σ.
 
         The computed densities ``e^{-rho/sigma}`` and ``e^{-|grad F|/sigma}`` differ
@@ -215,8 +223,10 @@ class DataDomain:
         ``eps eta/(2 Delta)`` more than charged, and the exact samplers' bounds, widened
         by ``eta``, accept a fraction ``~e^{-4 eta/sigma}`` less. Refused when
         ``eta > min(Delta/100, sigma/4, floor)`` (1% of ε at most, a factor ``e`` of
-        acceptance at most, and a mechanism's own tolerance): public facts (the
-        manifold, center, radius, ``n`` and ε), so before any charge or read.
+        acceptance at most, and a mechanism's own tolerance), or when the rounding of
+        gradients at points of the ball (:attr:`gradient_rounding_error`) exceeds
+        ``gradient_floor`` (the Laplace's ``grad_tol``): public facts (the manifold,
+        center, radius, ``n`` and ε), so before any charge or read.
 
         Raises
         ------
@@ -231,6 +241,10 @@ class DataDomain:
         if floor is not None:
             limits[floor[0]] = floor[1]
         name, top = min(limits.items(), key=lambda kv: kv[1])
+        if gradient_floor is not None:  # a tolerance on gradients at points of the ball
+            grad_eta = self.gradient_rounding_error
+            if grad_eta > gradient_floor[1] and not eta > top:
+                eta, name, top = grad_eta, gradient_floor[0], gradient_floor[1]
         if eta <= top:
             return
         raise ValueError(
