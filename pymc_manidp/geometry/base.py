@@ -169,6 +169,14 @@ class Manifold(Protocol):
     def check_laplace_normalizable(self, sigma: float) -> None:
         """Raise ``ValueError`` unless ``sigma < laplace_max_sigma``."""
 
+    def rounding_error(self, center, radius: float, *, proposals: bool = True) -> float:
+        """Bound on the absolute rounding error of distances and gradient norms
+        computed between points of the ball ``B_radius(center)`` (``0``: a few ulps,
+        already in the samplers' slack), including (``proposals=True``) points a
+        sampler reaches by ``exp`` from a point of the ball by up to ``2 radius``. The
+        exact samplers widen their bounds by it; mechanisms refuse a ball where it is
+        not small beside their sensitivity."""
+
     @property
     def log_volume(self) -> float:
         """Log Riemannian volume of the whole manifold; ``inf`` if it is not compact."""
@@ -426,6 +434,12 @@ class ManifoldBase:
         """``(laplace_max_sigma, "the normalizability edge")``: where the normalized,
         unrestricted Laplace is available, and why."""
         return self.laplace_max_sigma, "the normalizability edge"
+
+    def rounding_error(self, center, radius: float, *, proposals: bool = True) -> float:
+        """``0``: distances and logs round by a few ulps of the ball's radius, which
+        the samplers' own slack (``1e-12 r``) covers. A space whose coordinates lose
+        digits away from an origin (the hyperboloid) overrides it."""
+        return 0.0
 
     def check_laplace_normalizable(self, sigma: float) -> None:
         """Raise ``ValueError`` unless ``sigma < laplace_max_sigma``."""

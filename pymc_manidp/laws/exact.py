@@ -894,8 +894,15 @@ class _KNGEnvelope:
             g_hat_norm = float(_grad_norms(M, x_hat[None], data, profile)[0])
         # e >= rho(x_hat, x_bar); the slack absorbs the rounding of |grad F| and rho (a
         # few hundred ulps of r at most), so rounding cannot push a ratio above 1
-        # x_hat and x_bar both lie in the ball: rho <= 2r even when H (near r*) is tiny
-        e = min(domain.footpoint_error(g_hat_norm), 2.0 * domain.radius) + 1e-12 * domain.radius
+        # x_hat and x_bar both lie in the ball: rho <= 2r even when H (near r*) is tiny.
+        # Where a space's coordinates round worse (the hyperboloid far out), its bound
+        # eta enters twice: in |grad F(x_hat)| (so in rho(x_hat, x_bar)) and in the
+        # proposal's |grad F|, each moving the bound g = H (t - e) by eta
+        eta = domain.rounding_error
+        e = (
+            min(domain.footpoint_error(g_hat_norm + 2.0 * eta), 2.0 * domain.radius)
+            + 1e-12 * domain.radius
+        )
         t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
         env = cls(M, domain, sigma, H, x_hat, e, t_max, max_attempts, False, H)
         if curved:  # local slopes; the chart's volume density is <= 1
@@ -1839,7 +1846,8 @@ def _sample_kng_checked_stack(M, stack, sigma, rng, domain, max_attempts):
     for j in np.flatnonzero(out_ball):  # Lemma 1 needs x_hat in the ball
         x_hat[j] = domain.check(x_hat[j][None], clip=True)[0]
         g_hat[j] = float(_stack_grad_norms(M, x_hat[j][None], stack[j][None])[0])
-    e = np.minimum(g_hat / H, 2.0 * r) + 1e-12 * r
+    # as _KNGEnvelope._build: the space's rounding bound eta enters twice
+    e = np.minimum((g_hat + 2.0 * domain.rounding_error) / H, 2.0 * r) + 1e-12 * r
     t_max = np.array([min(_ball_cover(M, x, domain), M.injectivity_radius) for x in x_hat])
     curved = M.curvature_bounds[1] > 0
     if curved:  # the shells of each row, padded to one table (zero weight beyond)

@@ -164,6 +164,12 @@ class Mechanism:
     def check_law_exists(self, sigma: float) -> None:
         """Raise ``ValueError`` if the density with scale ``sigma`` is not normalizable."""
 
+    def check_precision(self, sensitivity: float, sigma: float) -> None:
+        """Raise ``ValueError`` where the manifold's rounding in the public ball is not
+        small beside Δ and σ (``DataDomain.check_precision``: the hyperboloid far from
+        its origin); a no-op on every other shipped space."""
+        self.domain.check_precision(sensitivity, sigma, f"{self.name} on {self.manifold}")
+
     @property
     def epsilon_per_noise(self) -> float:
         """The budget each noise draw spends: ``epsilon``, or a share of it when the
@@ -221,6 +227,7 @@ class Mechanism:
             sigma = self._sigma_of(sensitivity)
         else:  # a subclass's own sigma(n), e.g. the deliberately broken one of an audit
             sigma = self._checked_sigma(self.sigma(n))
+        self.check_precision(sensitivity, sigma)
         return Calibration(n=n, sensitivity=float(sensitivity), sigma=float(sigma))
 
     # --- hooks (data already checked) ---------------------------------------------------

@@ -123,6 +123,37 @@ class KNGMechanism(Mechanism):
             return self.domain.median_sensitivity(n)
         return self.domain.kng_sensitivity(n)
 
+    def check_precision(self, sensitivity: float, sigma: float) -> None:
+        """On the mean: as the base, and the floating point of Lemma 1's slope ``H``
+        (the median: neither; how its envelope meets far-out rounding is its own).
+
+        The exact sampler bounds the computed mean's error by ``|grad F(x_hat)|/H``;
+        ``|grad F|`` cannot be computed below the rounding of its sum, a few ulps of
+        ``r``, so the error bound is at least ``eps r/H``, and the acceptance rate
+        falls like ``e^{-eps r/(H sigma)}``. Within a few ulps of ``r*`` ``H`` is
+        ``~1e-16`` and at large ``n eps`` nothing is accepted (issue 43: Sphere,
+        Kendall, SO(3) at ``r* - 1 ulp``, ε = 1e6, n = 6 hit the cap after reading
+        the data). Refused when ``eps r/(H sigma) > 1``: ``H``, ``r`` and ``sigma``
+        are public.
+        """
+        if self.statistic == "median":
+            # the median envelope (boxes of chart coordinates) meets far-out rounding
+            # its own way (docs/exact.md); on H^2 the mean's rule would refuse
+            # radius 6 at n = 100 (eta 1.5e-3 > Delta/100 = 2e-4), which it releases
+            return
+        super().check_precision(sensitivity, sigma)
+        H, r = self.domain.curvature_factor, self.domain.radius
+        floor = np.finfo(float).eps * r / H
+        if floor > sigma:
+            raise ValueError(
+                f"KNG on {self.manifold}: the radius {r!r} is so close to r* = "
+                f"{float(self.manifold.max_radius)!r} that Lemma 1's slope H = {H:.3g}, and the "
+                f"Fréchet mean's rounding (eps r/H = {floor:.3g}) exceeds sigma = "
+                f"{sigma:.3g}: the exact sampler would accept almost nothing. Use a "
+                "radius further below r* (r*(1 - 1e-9) has H ~ 1e-9), a smaller epsilon, "
+                "or fewer records"
+            )
+
     def logp(self, x, data):
         """Unnormalized log-density (NumPy) w.r.t. volume at points ``x`` ``(..., *shape)``."""
         data = self.domain.check(data)

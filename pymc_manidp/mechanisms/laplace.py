@@ -104,6 +104,18 @@ class LaplaceMechanism(Mechanism):
         if not self.restrict:
             self.manifold.check_laplace_normalizable(sigma)
 
+    def check_precision(self, sensitivity: float, sigma: float) -> None:
+        """As the base, and the rounding of gradients in the ball must stay below
+        ``grad_tol``: the Fréchet mean is refused unless its computed
+        ``|grad F| <= grad_tol`` (on H^2 at the origin, the default ``1e-9 r``
+        allows radii up to about 5.8)."""
+        self.domain.check_precision(
+            sensitivity,
+            sigma,
+            f"{self.name} on {self.manifold}",
+            gradient_floor=("grad_tol (the Fréchet mean's tolerance)", self.grad_tol),
+        )
+
     def footpoint(self, data):
         """Checked data and their Fréchet mean; refuses an unconverged or outside mean."""
         data = self.domain.check(data)

@@ -209,6 +209,62 @@ class DataDomain:
         out[rows] = self.center
         return out
 
+    @property
+    def rounding_error(self) -> float:
+        """Bound on the rounding of distances and gradient norms in the ball
+        (``manifold.rounding_error``; ``0`` on every space but the hyperboloid)."""
+        return float(self.manifold.rounding_error(self.center, self.radius))
+
+    @property
+    def gradient_rounding_error(self) -> float:
+        """The rounding of gradient norms at points of the ball only (no sampler's
+        proposal): ``manifold.rounding_error(..., proposals=False)``."""
+        return float(self.manifold.rounding_error(self.center, self.radius, proposals=False))
+
+    def check_precision(
+        self, sensitivity: float, sigma: float, what: str, floor=None, gradient_floor=None
+    ) -> None:
+        """Refuse a ball where rounding is not small beside the sensitivity and σ.
+
+        The computed densities ``e^{-rho/sigma}`` and ``e^{-|grad F|/sigma}`` differ
+        from the proved ones by a factor up to ``e^{eta/sigma}``, ``eta`` the
+        :attr:`rounding_error`; with ``sigma = 2 Delta/eps`` that spends
+        ``eps eta/(2 Delta)`` more than charged, and the exact samplers' bounds, widened
+        by ``eta``, accept a fraction ``~e^{-4 eta/sigma}`` less. Refused when
+        ``eta > min(Delta/100, sigma/4, floor)`` (1% of ε at most, a factor ``e`` of
+        acceptance at most, and a mechanism's own tolerance), or when the rounding of
+        gradients at points of the ball (:attr:`gradient_rounding_error`) exceeds
+        ``gradient_floor`` (the Laplace's ``grad_tol``): public facts (the manifold,
+        center, radius, ``n`` and ε), so before any charge or read.
+
+        Raises
+        ------
+        ValueError
+            Naming the rounding, the limit it exceeds and the fix.
+        """
+        eta = self.rounding_error
+        limits = {
+            "1/100 of the sensitivity": 0.01 * sensitivity,
+            "sigma/4": 0.25 * sigma,
+        }
+        if floor is not None:
+            limits[floor[0]] = floor[1]
+        name, top = min(limits.items(), key=lambda kv: kv[1])
+        if gradient_floor is not None:  # a tolerance on gradients at points of the ball
+            grad_eta = self.gradient_rounding_error
+            if grad_eta > gradient_floor[1] and not eta > top:
+                eta, name, top = grad_eta, gradient_floor[0], gradient_floor[1]
+        if eta <= top:
+            return
+        raise ValueError(
+            f"{what}: the public ball reaches where {self.manifold}'s coordinates round "
+            f"distances by up to {eta:.3g} (manifold.rounding_error), more than {name} "
+            f"({top:.3g}): the computed density would not be the proved one at working "
+            "precision. Use a smaller radius or a center nearer the origin (on the "
+            "hyperboloid the rounding grows like eps cosh(R) cosh(R + 2r), R = "
+            "rho(origin, center) + radius: docs/geometry.md), or a smaller epsilon"
+        )
+
     def footpoint_error(self, grad_norm: float) -> float:
         """Bound on ``rho(x, x_bar)`` from ``|grad F(x)|``: 2022 Lemma 1, ``H rho <= |grad F|``."""
         return float(grad_norm) / self.curvature_factor

@@ -175,7 +175,10 @@ def test_constants_and_hooks():
     assert _mink(g, g) == pytest.approx(-1.0) and H2.dist(H2.origin, g) == pytest.approx(0.7)
     with pytest.raises(ValueError, match=r"not normalizable for sigma = 1 >= 1/\(dim - 1\) = 1"):
         H2.check_laplace_normalizable(1.0)
-    H2.check_laplace_normalizable(0.999)
+    H2.check_laplace_normalizable(0.93)
+    # normalizable, but its draws overflow (issue 43 item 5): refused, naming the limit
+    with pytest.raises(ValueError, match=r"too heavy-tailed.*largest supported sigma is 0\.93"):
+        H2.check_laplace_normalizable(0.999)
     with pytest.raises(ValueError, match="dim"):
         Hyperbolic(dim=0)
 
@@ -401,3 +404,88 @@ def test_twins_have_finite_gradients_at_the_footpoint(dim):
     cc = pt.dmatrix("cc")
     g = pt.grad(pt.sum(H.pt_dist(x, H.pt_exp_frame(frame, cc))), cc)
     assert np.all(np.isfinite(pytensor.function([cc], g)(zero)))
+
+
+# --- rounding far from the origin (issue 43 item 5) ----------------------------------------
+def _grad_norm_oracle(x, data):
+    """``|(1/n) sum_i log_x(x_i)|`` at 80 digits from the same float inputs: the
+    log map ``rho/sinh(rho) (x_i - cosh(rho) x)``, ``cosh rho = -<x, x_i>_L``."""
+    import mpmath as mp
+
+    with mp.workdps(80):
+        xm = [mp.mpf(float(v)) for v in x]
+
+        def mi(u, v):
+            return -u[0] * v[0] + sum(a * b for a, b in zip(u[1:], v[1:], strict=True))
+
+        g = [mp.mpf(0)] * len(xm)
+        for y in data:
+            ym = [mp.mpf(float(v)) for v in y]
+            c = -mi(xm, ym)
+            rho = mp.acosh(c) if c > 1 else mp.mpf(0)
+            fac = rho / mp.sinh(rho) if rho > 0 else mp.mpf(1)
+            g = [gi + fac * (a - c * b) for gi, a, b in zip(g, ym, xm, strict=True)]
+        g = [gi / len(data) for gi in g]
+        return float(mp.sqrt(max(mi(g, g), 0)))
+
+
+@pytest.mark.parametrize("reach", [2.0, 5.0, 8.0, 11.0])
+def test_rounding_error_bounds_the_gradient_norms_error(reach):
+    """``rounding_error`` bounds |computed - exact| KNG gradient norms in the ball, for
+    the placements that cancel most: records near the center with a far point, at
+    opposite edges, all at one far point with a point 1e-6..1 from it. Fails with the
+    bound ``eps cosh^2 R`` instead of 1024 of it (the errors reach ~50 of it)."""
+    from pymc_manidp.stats import reductions
+
+    H = Hyperbolic(dim=2)
+    o = H.origin
+    rng = np.random.default_rng(0)
+    eta = H.rounding_error(o, reach)
+    assert eta == pytest.approx(
+        1024 * np.finfo(float).eps * np.cosh(reach) * np.cosh(3 * reach), rel=1e-12
+    )
+    worst = 0.0
+    for trial in range(24):
+        u = rng.normal(size=2)
+        u /= np.linalg.norm(u)
+        kind = trial % 3
+        if kind == 0:
+            data = H.exp_coords(o, rng.normal(size=(5, 2)) * 0.1)
+            x = H.exp_coords(o, reach * u * rng.uniform(0.5, 1.0))
+        elif kind == 1:
+            data = H.exp_coords(o, np.array([reach * u, -reach * u] * 2))
+            x = H.exp_coords(o, reach * u * rng.uniform(0.9, 1.0) + rng.normal(size=2) * 1e-3)
+        else:
+            data = H.exp_coords(o, np.array([reach * u] * 4) * (1 - 1e-12))
+            x = H.exp_coords(o, reach * u * 0.999 + rng.normal(size=2) * 10 ** rng.uniform(-6, 0))
+        data, x = H.validate(data), H.validate(x)
+        got = float(reductions.grad_norms(H, x[None], data)[0])
+        worst = max(worst, abs(got - _grad_norm_oracle(x, data)))
+    assert worst <= eta
+    # the growth is real: a bound of a few ulps of the radius (every other space's)
+    # fails beyond R = 2, where the errors exceed eps cosh^2 R
+    if reach >= 5:
+        assert worst >= np.finfo(float).eps * np.cosh(reach) ** 2
+
+
+@pytest.mark.parametrize("dim", [2, 3, 5])
+def test_laplace_supported_sigma_is_where_the_tail_past_600_is_2_to_the_minus_64(dim):
+    """The radius is ``-log(U)/2``, ``U ~ Beta(b, d)``: mpmath's Beta cdf at ``e^{-1200}``
+    is at most 2^-64 at the supported sigma and above 2^-64 5% beyond it."""
+    import mpmath as mp
+
+    H = Hyperbolic(dim=dim)
+    top = H.laplace_supported_sigma
+    assert 0.9 * H.laplace_max_sigma < top < H.laplace_max_sigma
+
+    def log_tail(sigma):
+        b = (1.0 / sigma - dim + 1) / 2
+        with mp.workdps(30):
+            p = mp.betainc(b, dim, 0, mp.exp(-1200), regularized=True)
+            return float(mp.log(p))
+
+    assert log_tail(top) <= -64 * np.log(2) + 1e-9  # the bound is tight: ~equality
+    assert log_tail(top + 0.05 * (H.laplace_max_sigma - top)) > -64 * np.log(2)
+    H.check_laplace_normalizable(top)  # supported: no error
+    with pytest.raises(ValueError, match=r"too heavy-tailed.*largest supported sigma"):
+        H.check_laplace_normalizable(0.999 * H.laplace_max_sigma)

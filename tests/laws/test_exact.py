@@ -418,3 +418,38 @@ def test_exact_kng_agrees_with_nuts(name):
             M, x_bar, mech.sigma(len(data)) / H, 5000, rng=10, domain=mech.domain
         ).points
         assert _ess_two_sample_pvalue(stats_of(xs)[0], stats_of(env)[0], keep) < ALPHA
+
+
+# --- KNG-mean a few ulps below r* at large n·ε (issue 43 item 5) -----------------------
+@pytest.mark.parametrize(
+    "M", [pmd.Sphere(dim=2), pmd.KendallShape(k_landmarks=3), pmd.Rotations()], ids=str
+)
+@pytest.mark.parametrize("ulps", [1, 2])
+def test_kng_mean_near_r_star_refuses_where_floating_point_leaves_no_acceptance(M, ulps):
+    """At ``r* - 1 ulp`` Lemma 1's slope H is ~4e-16, so the computed mean's error bound
+    ``|grad F(x_hat)|/H`` is at least ``eps r/H ~ 0.4``: at ε = 1e6 (σ ~ 1e-6, n = 6) the
+    exact sampler hit its cap after reading the data (Sphere, Kendall(3), SO(3)).
+    ``calibrate`` now refuses it from public facts (H, r, σ), naming the cause; ε = 1
+    at the same radius still releases, inside the ball, with every record on its edge."""
+    r = M.max_radius
+    for _ in range(ulps):
+        r = float(np.nextafter(r, 0.0))
+    center = M.origin if getattr(M, "origin", None) is not None else M.generic_point
+    if isinstance(M, pmd.Sphere):
+        center = np.array([0.0, 0.0, 1.0])
+    try:
+        big = pmd.KNGMechanism(M, epsilon=1e6, center=center, radius=r)
+    except ValueError as err:  # a space may refuse such radii outright (SO(3)'s cut margin)
+        assert "radius" in str(err)
+        return
+    with pytest.raises(ValueError, match=r"so close to r\*.*slope H = .*exceeds sigma"):
+        big.calibrate(6)
+    ok = pmd.KNGMechanism(M, epsilon=1.0, center=center, radius=r)
+    ok.calibrate(6)
+    u = np.random.default_rng(0).normal(size=(6, M.dim))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    x = M.validate(M.exp_coords(center, r * (1 - 1e-12) * u))
+    rel = ok.release(x, random_seed=1)
+    assert ok.domain.distances(np.asarray(rel.value)[None])[0] <= r
+    # the median has no H: the same radius and epsilon pass calibrate
+    pmd.KNGMechanism(M, epsilon=1e6, center=center, radius=r, statistic="median").calibrate(6)

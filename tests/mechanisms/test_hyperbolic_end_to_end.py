@@ -152,11 +152,12 @@ def test_domain_clips_onto_the_boundary_and_refuses_bad_rows():
 
 
 # --- exact samplers ---------------------------------------------------------------------------
-@pytest.mark.parametrize(("M", "sigma"), [(H2, 0.3), (H2, 0.95), (H3, 0.3)])
+@pytest.mark.parametrize(("M", "sigma"), [(H2, 0.3), (H2, 0.93), (H3, 0.3)])
 def test_exact_laplace_follows_the_radial_law(M, sigma):
     """KS of the distance to the footpoint (n = 3000, alpha 0.01) against the Beta form,
-    and a wrong sigma (/ 1.15) rejected. sigma = 0.95 on H^2 is within 10% of the edge
-    1, where the envelope needs the full tilt (it accepted nothing before)."""
+    and a wrong sigma (/ 1.15) rejected. sigma = 0.93 on H^2 is within 10% of the edge
+    1, where the envelope needs the full tilt (it accepted nothing before); beyond
+    0.931 (``laplace_supported_sigma``) the law is refused: its draws overflow."""
     foot = M.exp_coords(M.origin, np.linspace(0.4, -0.3, M.dim))
     draws = sample_laplace(M, foot, sigma, 3000, rng=7)
     t = _acosh_dist(foot, draws.points)
@@ -543,3 +544,82 @@ def test_exact_release_over_dask_gathers_nothing(kind):
     assert stats.ks_2samp(_acosh_dist(mean, x_dask), _acosh_dist(mean, x_np)).pvalue > ALPHA
     wrong = cls(H2, epsilon=0.025, center=O2, radius=2.5).sample(data, 1000, random_seed=12)
     assert stats.ks_2samp(_acosh_dist(mean, x_dask), _acosh_dist(mean, wrong)).pvalue < ALPHA
+
+
+# --- far from the origin (issue 43 item 5) ----------------------------------------------
+@pytest.mark.parametrize("radius", [2.0, 5.0, 6.0, 10.0, 20.0, 30.0])
+@pytest.mark.parametrize("placement", ["spread", "origin", "opposite"])
+def test_kng_mean_far_out_releases_or_is_refused_from_public_facts(radius, placement):
+    """H^2 KNG-mean, n = 5, eps = 1: the issue's failures (radius 20 with data spread
+    0.1, radius 10 with every record at the origin: "a proposal violated the KNG
+    envelope bound") become a release inside the ball or a refusal that
+    ``calibrate(n)`` (public facts only) makes too. On the old code radius 10 with the
+    records at the origin violated the bound in 5 of 5 seeds, radius 20 in 4 of 5."""
+    H = Hyperbolic(dim=2)
+    o = H.origin
+    mech = pmd.KNGMechanism(H, epsilon=1.0, center=o, radius=radius)
+    n = 5
+    refused = None
+    try:
+        mech.calibrate(n)
+    except ValueError as err:
+        refused = str(err)
+        assert "rounding_error" in refused and "smaller radius" in refused
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        if placement == "spread":
+            x = H.exp_coords(o, rng.normal(size=(n, 2)) * 0.1)
+        elif placement == "origin":
+            x = np.tile(o, (n, 1))
+        else:
+            u = rng.normal(size=2)
+            u /= np.linalg.norm(u)
+            x = H.exp_coords(o, radius * (1 - 1e-12) * np.array([u, -u, u, -u, u]))
+        if refused is not None:
+            with pytest.raises(ValueError, match="rounding_error"):
+                mech.release(x, random_seed=seed)
+            continue
+        rel = mech.release(x, random_seed=seed)
+        assert np.all(np.isfinite(rel.value))
+        assert mech.domain.distances(np.asarray(rel.value)[None])[0] <= radius
+    # the radii the issue reported as failing are refused or release; small ones release
+    if radius <= 5.0:
+        assert refused is None
+
+
+def test_laplace_near_the_normalizability_edge_is_refused_from_sigma():
+    """sigma = 0.999 of the edge (1/(d-1) = 1 on H^2): normalizable, but its draws pass
+    distance 600 (overflow) too often; refused by ``calibrate`` naming the largest
+    supported sigma. Before, 2 of 5 seeded releases raised on a NaN point."""
+    H = Hyperbolic(dim=2)
+    o = H.origin
+    n, radius = 10, 1.0
+    base = pmd.LaplaceMechanism(H, epsilon=1.0, center=o, radius=radius)
+    eps = base.sigma(n) / 0.999  # sigma = 2r/(n eps) = 0.999
+    mech = pmd.LaplaceMechanism(H, epsilon=eps, center=o, radius=radius)
+    with pytest.raises(ValueError, match=r"largest supported sigma is 0\.93"):
+        mech.calibrate(n)
+    ok = pmd.LaplaceMechanism(H, epsilon=base.sigma(n) / 0.9, center=o, radius=radius)
+    x = H.exp_coords(o, np.random.default_rng(0).normal(size=(n, 2)) * 0.1)
+    rel = ok.release(x, random_seed=0)
+    assert np.all(np.isfinite(rel.value))
+
+
+@pytest.mark.parametrize("radius", [2.79, 5.3, 8.0])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_frechet_mean_converges_for_records_spread_on_a_far_edge(radius, seed):
+    """Six records on the edge of a ball of radius 2.79 to 8 (the Laplace's largest
+    supported radii): F's Hessian ~ rho coth rho > 2 there, the unit Karcher step
+    overshoots, and near the optimum the drop of F is below its rounding. The old
+    rule accepted any step within rounding and oscillated with |grad F| stuck at
+    1e-7 to 5e-7 (seed 0 at 2.79 and 5.3), so ``LaplaceMechanism`` refused its own
+    mean after reading the data; a step within rounding must now shrink the gradient."""
+    from pymc_manidp.stats.frechet import frechet_mean
+
+    u = np.random.default_rng(seed).normal(size=(6, 2))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    x = H2.validate(H2.exp_coords(O2, radius * (1 - 1e-12) * u))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a ConvergenceWarning fails the test
+        res = frechet_mean(H2, x, tol=1e-10, atol=1e-9 * radius)
+    assert res.converged and res.grad_norm <= 1e-9 * radius
