@@ -522,7 +522,7 @@ class Mechanism:
         charges = []
         if budget is not None:  # one charge per data set, before any data are read
             if budget.composition == "basic":
-                budget.check(self.epsilon * total)
+                budget.check(self.epsilon, count=total)  # the exact sum, not a rounded product
             try:
                 for _ in range(total):
                     charges.append(self._charge(budget, None, False, False, "exact")[1][0])

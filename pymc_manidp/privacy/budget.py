@@ -10,7 +10,8 @@ budget's ``composition`` rule, which every total names (docs/privacy-budget.md):
 - ``"basic"`` (default): releases that are :math:`(\varepsilon_i, \delta_i)`-DP on the
   same records are, together, :math:`(\sum_i \varepsilon_i, \sum_i \delta_i)`-DP (basic
   composition; Dwork & Roth 2014, Theorem 3.16). The sums are exact: each ε and δ
-  counts as the decimal number it prints as, so ten releases of ε = 0.1 spend ε = 1.
+  counts as the decimal number it prints as, so ten releases of ε = 0.1 spend ε = 1,
+  and totals are compared with the budget as exact fractions (never as floats).
 - ``"optimal"``: the releases' worst-case privacy loss distributions, composed
   numerically by ``dp_accounting``'s PLD accountant (an upper bound on the optimal
   composition of Kairouz, Oh & Viswanath 2015 and Murtagh & Vadhan 2016), read at the
@@ -23,10 +24,24 @@ then marked not proved) or the coupling estimate (``"estimated"``: the estimate 
 a separate column, never into the total). A total is ``proved`` only when every charge
 is an exact release's or another proved (ε, δ).
 
+**Which ε is charged.** A float ε (what a mechanism holds, what ``--epsilon`` parses to)
+is charged as the shortest decimal that reads back as the same double (its ``repr``):
+``0.1`` charges exactly 1/10, ``0.3333333333333333`` exactly that decimal. The
+mechanisms calibrate σ so that the ε their noise achieves is at most that decimal
+(``stats.sensitivity.calibrated_sigma`` rounds σ up to the next double when σ = 2Δ/ε
+in floating point would fall below 2Δ/decimal), so the charge is never below what the
+release spends. An exact number (an int, a ``Fraction``, a ``Decimal``) is charged as
+the smallest such decimal that is at least its value (``Fraction(1, 3)`` charges
+0.33333333333333337), and a budget given exactly is rounded down the same way: the
+ledger never charges less, nor allows more, than it was given.
+
 The ledger's state is a plain JSON-able dict, sealed with a SHA-256 checksum over its
-content and checked on every load (:func:`check_state`): the same code serves the
-in-memory budget and the file on disk (``pymc_manidp.io.ledger``, which adds the atomic
-write, the file lock and the data set's fingerprint).
+content and checked on every load (:func:`check_state`: every field's type and range,
+the nesting depth, the checksum, then the entries against the running totals, which
+are kept as exact decimal strings). Ledgers of version 1 (totals sealed as floats) are
+migrated on load, every record kept. The same code serves the in-memory budget and the
+file on disk (``pymc_manidp.io.ledger``, which adds the atomic write, the file lock,
+the size cap and the data set's fingerprint).
 """
 
 from __future__ import annotations
@@ -34,12 +49,18 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import decimal
 import hashlib
 import json
 import math
+import numbers
+import re
+import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+
+import numpy as np
 
 __all__ = [
     "COMPOSITIONS",
@@ -67,7 +88,13 @@ COMPOSITIONS = {
 DELTA_BASES = ("proved", "assumed", "estimated")
 STATUSES = ("charged", "released", "failed", "external")
 FORMAT = "pymc-manidp privacy ledger"
-VERSION = 1
+#: 2: running totals as exact decimal strings (1 sealed them as floats, which could
+#: disagree with the exact sums and brick the ledger; 1 is migrated on load)
+VERSION = 2
+LOADABLE_VERSIONS = (1, 2)
+#: the deepest nesting a ledger may have (a release record is about 4 deep): a deeper
+#: one is refused before anything recurses into it
+MAX_DEPTH = 32
 PRIVACY_UNIT = "one record; neighbours replace one record; n public"
 
 _CURRENT: contextvars.ContextVar[PrivacyBudget | None] = contextvars.ContextVar(
@@ -118,6 +145,9 @@ class Spend:
     delta: float
     proved: bool
     rule: str
+    #: ``(epsilon, delta)`` as exact fractions when the floats above are rounded
+    #: (basic sums): what the budget is compared with
+    exact: tuple[Fraction, Fraction] | None = field(default=None, repr=False, compare=False)
 
 
 def _exact(x) -> Fraction:
@@ -125,28 +155,91 @@ def _exact(x) -> Fraction:
     return Fraction(repr(float(x)))
 
 
-def _check_epsilon(epsilon, name="epsilon") -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
-        try:
-            epsilon = float(epsilon)
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be a real number, got {epsilon!r}") from None
-    epsilon = float(epsilon)
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
-    return epsilon
+def _exact_spend(spend: Spend) -> tuple[Fraction, Fraction]:
+    if spend.exact is not None:
+        return spend.exact
+    return _exact(spend.epsilon), _exact(spend.delta)
 
 
-def _check_delta(delta, name="delta") -> float:
-    if isinstance(delta, bool) or not isinstance(delta, int | float):
-        try:
-            delta = float(delta)
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be a real number, got {delta!r}") from None
-    delta = float(delta)
-    if not (0 <= delta < 1):
-        raise ValueError(f"{name} must be in [0, 1), got {delta!r}")
-    return delta
+def _decimal_text(q: Fraction) -> str:
+    """The exact decimal string of ``q`` (a sum of decimals: a finite decimal)."""
+    den, k = q.denominator, 0
+    while den % 10 == 0:
+        den //= 10
+        k += 1
+    while den % 2 == 0 or den % 5 == 0:  # scale to a power of ten
+        den //= 2 if den % 2 == 0 else 5
+        k += 1
+    if den != 1:  # pragma: no cover - sums of floats' decimals are finite decimals
+        raise ValueError(f"{q} has no finite decimal expansion")
+    digits = abs(q.numerator * 10**k // q.denominator)
+    sign = "-" if q < 0 else ""
+    if k == 0:
+        return f"{sign}{digits}"
+    text = str(digits).rjust(k + 1, "0")
+    return f"{sign}{text[:-k]}.{text[-k:]}"
+
+
+_DECIMAL = re.compile(r"\A(?:0|[1-9][0-9]*)(?:\.[0-9]+)?\Z")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+
+
+def _given_exactly(value, name) -> Fraction:
+    """The exact number the caller gave: a float as the decimal it prints as, an int,
+    ``Fraction`` or ``Decimal`` as itself. Bools and strings are refused (TypeError):
+    ``True`` is not ε = 1."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real | decimal.Decimal):
+        raise TypeError(
+            f"{name} must be a real number (a float, int, Fraction or Decimal), got "
+            f"{type(value).__name__} {_short(value)}"
+        )
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        return Fraction(value)
+    if isinstance(value, numbers.Rational):
+        return Fraction(int(value.numerator), int(value.denominator))
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be a finite number, got {_short(value)}")
+    return _exact(x)
+
+
+def _as_double(q: Fraction, name, *, up: bool) -> float:
+    """The double whose decimal is the closest to ``q`` on the safe side: at least
+    ``q`` for a charge (``up``), at most ``q`` for a budget."""
+    try:
+        x = float(q)
+    except OverflowError:
+        x = math.inf
+    if math.isinf(x):
+        raise ValueError(
+            f"{name} must be at most {sys.float_info.max!r} (the largest float), got "
+            f"{_short(q if q.denominator != 1 else q.numerator)}"
+        )
+    while (_exact(x) < q) if up else (_exact(x) > q):
+        x = math.nextafter(x, math.inf if up else -math.inf)
+    return x
+
+
+def _check_epsilon(epsilon, name="epsilon", *, up: bool = True) -> float:
+    q = _given_exactly(epsilon, name)
+    x = _as_double(q, name, up=up) if q > 0 else 0.0
+    if not (math.isfinite(x) and x > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {_short(epsilon)}")
+    return x
+
+
+def _check_delta(delta, name="delta", *, up: bool = True) -> float:
+    q = _given_exactly(delta, name)
+    x = _as_double(q, name, up=up) if 0 <= q < 1 else -1.0
+    if not (0 <= x < 1):
+        raise ValueError(f"{name} must be in [0, 1), got {_short(delta)}")
+    return x
 
 
 def new_state(epsilon, delta=0.0, *, composition="basic", dataset=None) -> dict:
@@ -164,13 +257,14 @@ def new_state(epsilon, delta=0.0, *, composition="basic", dataset=None) -> dict:
         "version": VERSION,
         "privacy_unit": PRIVACY_UNIT,
         "budget": {
-            "epsilon": _check_epsilon(epsilon),
-            "delta": _check_delta(delta),
+            # a budget given exactly is rounded down: the ledger never allows more
+            "epsilon": _check_epsilon(epsilon, up=False),
+            "delta": _check_delta(delta, up=False),
             "composition": composition,
         },
         "dataset": dataset,
         "entries": [],
-        "totals": {"count": 0, "epsilon": 0.0, "delta": 0.0},
+        "totals": {"count": 0, "epsilon": "0", "delta": "0"},
     }
     return seal(state)
 
@@ -181,12 +275,14 @@ def _canonical(state: dict) -> bytes:
 
 
 def seal(state: dict) -> dict:
-    """Recompute the running totals and the checksum of ``state`` (in place; returned)."""
+    """Recompute the running totals (exact decimal strings) and the checksum of
+    ``state`` (in place; returned)."""
     eps, delta = _basic_sums(state["entries"])
+    state["version"] = VERSION
     state["totals"] = {
         "count": len(state["entries"]),
-        "epsilon": float(eps),
-        "delta": float(delta),
+        "epsilon": _decimal_text(eps),
+        "delta": _decimal_text(delta),
     }
     state["checksum"] = "sha256:" + hashlib.sha256(_canonical(state)).hexdigest()
     return state
@@ -200,60 +296,186 @@ def _basic_sums(entries) -> tuple[Fraction, Fraction]:
     return eps, delta
 
 
-def check_state(state) -> dict:
-    """Refuse a ledger state that is not consistent; returns it unchanged.
+_TOP = ("format", "version", "privacy_unit", "budget", "dataset", "entries", "totals", "checksum")
+_ENTRY = (
+    "index",
+    "mechanism",
+    "sampler",
+    "epsilon",
+    "delta",
+    "delta_basis",
+    "status",
+    "release",
+    "delta_estimate",
+    "error",
+)
 
-    Checks the format, the checksum, the budget, every entry (numbered in order, ε > 0,
-    δ in [0, 1), a known δ basis and status) and the running totals against the
-    entries. The checksum catches edits and truncation by mistake, not a forger (who
-    can recompute it): the ledger guards the curator against errors, it is not a
-    signature.
+
+class _Bad(Exception):
+    """A field of a ledger state that is not what the writer writes."""
+
+
+def _depth(value) -> int:
+    """The nesting depth of ``value``, without recursion (refused past MAX_DEPTH)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise _Bad(f"the ledger is nested deeper than {MAX_DEPTH} levels")
+            deepest = max(deepest, depth)
+            stack.extend(
+                (v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
+
+
+def _fields(obj, where: str, keys) -> dict:
+    if not isinstance(obj, dict):
+        raise _Bad(f"{where} must be an object, got {type(obj).__name__}")
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        raise _Bad(f"{where}.{missing[0]} is missing")
+    extra = sorted(k for k in obj if k not in keys)
+    if extra:
+        raise _Bad(f"{where}.{extra[0]} is not a field of a ledger")
+    return obj
+
+
+def _float(value, where: str, low: float, high: float, *, low_open=False, high_open=False):
+    if not isinstance(value, float):  # the writer writes floats; 5, "5" and true are not
+        raise _Bad(f"{where} must be a number written as a float, got {_short(value)}")
+    ok = math.isfinite(value) and (value > low if low_open else value >= low)
+    ok = ok and (value < high if high_open else value <= high)
+    if not ok:
+        lo, hi = "(["[not low_open], ")]"[not high_open]
+        raise _Bad(f"{where} must be in {lo}{low:g}, {high:g}{hi}, got {_short(value)}")
+    return value
+
+
+def _text(value, where: str, choices=None):
+    if not isinstance(value, str):
+        raise _Bad(f"{where} must be a string, got {_short(value)}")
+    if choices is not None and value not in choices:
+        raise _Bad(f"{where} must be one of {', '.join(map(repr, choices))}, got {_short(value)}")
+    return value
+
+
+def _count(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Bad(f"{where} must be a whole number >= 0, got {_short(value)}")
+    return value
+
+
+def _check_schema(state) -> int:
+    """Every field's type and range; returns the version. Raises ``_Bad``."""
+    _depth(state)
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise _Bad(f"not a {FORMAT} (no 'format': {FORMAT!r})")
+    version = state.get("version")
+    if isinstance(version, bool) or version not in LOADABLE_VERSIONS:
+        raise _Bad(
+            f"unknown ledger version {_short(version)} (this code reads versions "
+            f"{', '.join(map(str, LOADABLE_VERSIONS))})"
+        )
+    _fields(state, "ledger", _TOP)
+    _text(state["privacy_unit"], "privacy_unit", (PRIVACY_UNIT,))
+    budget = _fields(state["budget"], "budget", ("epsilon", "delta", "composition"))
+    _float(budget["epsilon"], "budget.epsilon", 0, math.inf, low_open=True)
+    _float(budget["delta"], "budget.delta", 0, 1, high_open=True)
+    _text(budget["composition"], "budget.composition", tuple(COMPOSITIONS))
+    dataset = state["dataset"]
+    if dataset is not None:
+        _fields(dataset, "dataset", ("name", "key", "fingerprint"))
+        _text(dataset["name"], "dataset.name")
+        key = _text(dataset["key"], "dataset.key")
+        if not re.fullmatch(r"(?:[0-9a-f]{2}){16,64}", key):
+            raise _Bad("dataset.key must be 16 to 64 bytes in lowercase hex")
+        _text(dataset["fingerprint"], "dataset.fingerprint")
+    entries = state["entries"]
+    if not isinstance(entries, list):
+        raise _Bad(f"entries must be a list, got {type(entries).__name__}")
+    for i, e in enumerate(entries):
+        at = f"entries[{i}]"
+        _fields(e, at, _ENTRY)
+        _count(e["index"], f"{at}.index")
+        _text(e["mechanism"], f"{at}.mechanism")
+        _text(e["sampler"], f"{at}.sampler")
+        _float(e["epsilon"], f"{at}.epsilon", 0, math.inf, low_open=True)
+        _float(e["delta"], f"{at}.delta", 0, 1, high_open=True)
+        _text(e["delta_basis"], f"{at}.delta_basis", DELTA_BASES)
+        _text(e["status"], f"{at}.status", STATUSES)
+        if e["delta_basis"] == "estimated" and e["delta"] != 0:
+            raise _Bad(
+                f"{at}.delta must be 0 for an estimated delta (the estimate is never "
+                f"charged), got {_short(e['delta'])}"
+            )
+        if e["release"] is not None and not isinstance(e["release"], dict):
+            raise _Bad(f"{at}.release must be a release record or null")
+        if (e["release"] is not None) != (e["status"] == "released"):
+            raise _Bad(f"{at}.release: a release record goes with status 'released' only")
+        if e["delta_estimate"] is not None:
+            _float(e["delta_estimate"], f"{at}.delta_estimate", 0, math.inf)
+        if e["error"] is not None:
+            _text(e["error"], f"{at}.error")
+    totals = _fields(state["totals"], "totals", ("count", "epsilon", "delta"))
+    _count(totals["count"], "totals.count")
+    for k in ("epsilon", "delta"):
+        if version == 1:  # sealed as floats
+            _float(totals[k], f"totals.{k}", 0, math.inf)
+        elif not (isinstance(totals[k], str) and _DECIMAL.match(totals[k])):
+            raise _Bad(f"totals.{k} must be an exact decimal string, got {_short(totals[k])}")
+    _text(state["checksum"], "checksum")
+    return version
+
+
+def check_state(state) -> dict:
+    """Refuse a ledger state that is not consistent; returns it (migrated to this
+    version: a version 1 state, whose totals were sealed as floats, is resealed with
+    exact totals, every entry kept).
+
+    Checks, in order: every field's type and range (the schema a writer of this
+    package writes, at most ``MAX_DEPTH`` deep), the checksum, then the entries
+    (numbered in order) against the running totals. The checksum catches edits and
+    truncation by mistake, not a forger (who can recompute it): the ledger guards the
+    curator against errors, it is not a signature; a resealed state is still refused
+    field by field.
 
     Raises
     ------
     LedgerError
-        Saying what is inconsistent.
+        Saying what is inconsistent, naming the field.
     """
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise LedgerError(f"not a {FORMAT} (no 'format': {FORMAT!r})")
-    if state.get("version") != VERSION:
-        raise LedgerError(f"unknown ledger version {state.get('version')!r} (this is {VERSION})")
+    try:
+        version = _check_schema(state)
+    except _Bad as err:
+        raise LedgerError(f"inconsistent ledger: {err}") from None
     try:
         expected = "sha256:" + hashlib.sha256(_canonical(state)).hexdigest()
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, RecursionError) as err:  # pragma: no cover - schema first
         raise LedgerError(f"the ledger is not plain JSON: {err}") from None
-    if state.get("checksum") != expected:
+    if state["checksum"] != expected:
         raise LedgerError(
             "the ledger's checksum does not match its content: it was edited or damaged "
             "after it was written; restore it from a backup (a ledger is never edited by hand)"
         )
-    try:
-        budget = state["budget"]
-        _check_epsilon(budget["epsilon"], "the budget's epsilon")
-        _check_delta(budget["delta"], "the budget's delta")
-        if budget["composition"] not in COMPOSITIONS:
-            raise ValueError(f"unknown composition {budget['composition']!r}")
-        entries = state["entries"]
-        for i, e in enumerate(entries):
-            if e["index"] != i:
-                raise ValueError(f"entry {i} is numbered {e['index']!r}: entries are out of order")
-            _check_epsilon(e["epsilon"], f"entry {i}'s epsilon")
-            _check_delta(e["delta"], f"entry {i}'s delta")
-            if e["delta_basis"] not in DELTA_BASES:
-                raise ValueError(f"entry {i} has an unknown delta basis {e['delta_basis']!r}")
-            if e["status"] not in STATUSES:
-                raise ValueError(f"entry {i} has an unknown status {e['status']!r}")
-        eps, delta = _basic_sums(entries)
-        totals = state["totals"]
-        if (
-            totals["count"] != len(entries)
-            or _exact(totals["epsilon"]) != eps
-            or _exact(totals["delta"]) != delta
-        ):
-            raise ValueError("the running totals do not match the entries")
-    except (KeyError, TypeError, ValueError) as err:
-        msg = f"missing field {err}" if isinstance(err, KeyError) else str(err)
-        raise LedgerError(f"inconsistent ledger: {msg}") from None
+    entries = state["entries"]
+    for i, e in enumerate(entries):
+        if e["index"] != i:
+            raise LedgerError(
+                f"inconsistent ledger: entries[{i}].index: entry {i} is numbered {e['index']!r}: entries are "
+                "out of order"
+            )
+    eps, delta = _basic_sums(entries)
+    totals = state["totals"]
+    if version == 1:  # what version 1's seal wrote: the exact sums rounded to floats
+        same = totals["epsilon"] == float(eps) and totals["delta"] == float(delta)
+    else:
+        same = Fraction(totals["epsilon"]) == eps and Fraction(totals["delta"]) == delta
+    if totals["count"] != len(entries) or not same:
+        raise LedgerError("inconsistent ledger: the running totals do not match the entries")
+    if version != VERSION:
+        state = seal(copy.deepcopy(state))
     return state
 
 
@@ -284,25 +506,28 @@ def _spend(state, extra=()) -> Spend:
     budget = state["budget"]
     composition = budget["composition"]
     if composition == "basic" or not charges:
-        return Spend(float(eps), float(delta), proved, COMPOSITIONS["basic"])
+        return Spend(float(eps), float(delta), proved, COMPOSITIONS["basic"], (eps, delta))
     target = budget["delta"]
     counted = [(c[0], c[1] if c[2] != "estimated" else 0.0) for c in charges]
     optimal = _pld_epsilon(counted, target) if delta < _exact(target) else math.inf
     if delta <= _exact(target) and (math.isinf(optimal) or eps <= _exact(optimal)):
         # basic composition's (Σε, Σδ) implies (Σε, target)-DP: the smaller bound
-        return Spend(float(eps), float(target), proved, COMPOSITIONS["optimal"])
+        return Spend(
+            float(eps), float(target), proved, COMPOSITIONS["optimal"], (eps, _exact(target))
+        )
     return Spend(optimal, float(target), proved, COMPOSITIONS["optimal"])
 
 
 def _fits(state, spend: Spend) -> bool:
+    """Whether ``spend`` fits the budget, compared as exact fractions (a float total
+    rounds: 1e16 + 1 is 1e16 in floating point)."""
     budget = state["budget"]
     if not math.isfinite(spend.epsilon):
         return False
+    eps, delta = _exact_spend(spend)
     if budget["composition"] == "basic":
-        return _exact(spend.epsilon) <= _exact(budget["epsilon"]) and _exact(spend.delta) <= _exact(
-            budget["delta"]
-        )
-    return _exact(spend.epsilon) <= _exact(budget["epsilon"])
+        return eps <= _exact(budget["epsilon"]) and delta <= _exact(budget["delta"])
+    return eps <= _exact(budget["epsilon"])
 
 
 def _fmt(x) -> str:
@@ -446,6 +671,7 @@ class PrivacyBudget:
         state = self._state()
         spend = _spend(state)
         eps_left, delta_left = _remaining(state, spend)
+        exact = _exact_spend(spend)
         keep = ("index", "mechanism", "sampler", "epsilon", "delta", "delta_basis", "status")
         dataset = state["dataset"]
         return {
@@ -453,6 +679,8 @@ class PrivacyBudget:
             "dataset": None if dataset is None else dataset.get("name"),
             "budget": dict(state["budget"]),
             "spent": {"epsilon": spend.epsilon, "delta": spend.delta, "proved": spend.proved},
+            # the floats above are rounded for reading; these are what the budget holds
+            "spent_exact": {"epsilon": _decimal_text(exact[0]), "delta": _decimal_text(exact[1])},
             "remaining": {"epsilon": eps_left, "delta": delta_left},
             "rule": spend.rule,
             "charges": [
@@ -469,11 +697,19 @@ class PrivacyBudget:
         )
 
     # --- charging ---------------------------------------------------------------------------
-    def check(self, epsilon, delta=0.0, *, delta_basis="proved") -> None:
-        """Raise :class:`BudgetExceededError` if a charge of ``(epsilon, delta)`` would
-        overspend; changes nothing."""
+    def check(self, epsilon, delta=0.0, *, delta_basis="proved", count=1) -> None:
+        """Raise :class:`BudgetExceededError` if ``count`` charges of ``(epsilon,
+        delta)`` would overspend; changes nothing.
+
+        ``count`` checks a batch at once (``release_many``) with the exact sum, where
+        ``epsilon * count`` in floating point may round below it.
+        """
         epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
-        _refuse_overspend(self._state(), epsilon, delta, delta_basis)
+        if delta_basis not in DELTA_BASES:
+            raise ValueError(f"delta_basis must be one of {DELTA_BASES}, got {delta_basis!r}")
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
+            raise TypeError(f"count must be a whole number >= 1, got {_short(count)}")
+        _refuse_overspend(self._state(), epsilon, delta, delta_basis, count=int(count))
 
     def charge(
         self,
@@ -500,11 +736,11 @@ class PrivacyBudget:
         """
         epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
         if delta_basis not in DELTA_BASES:
-            raise ValueError(f"delta_basis must be one of {DELTA_BASES}, got {delta_basis!r}")
+            raise ValueError(f"delta_basis must be one of {DELTA_BASES}, got {_short(delta_basis)}")
         if delta_basis == "estimated" and delta != 0:
             raise ValueError("an estimated delta is never charged: charge delta=0")
         if status not in ("charged", "external"):
-            raise ValueError(f"status must be 'charged' or 'external', got {status!r}")
+            raise ValueError(f"status must be 'charged' or 'external', got {_short(status)}")
         with self._store.transaction() as state:
             _refuse_overspend(state, epsilon, delta, delta_basis)
             index = len(state["entries"])
@@ -532,7 +768,9 @@ class PrivacyBudget:
             entry["status"] = "released"
             entry["release"] = release.public()
             if release.delta_estimate is not None:
-                entry["delta_estimate"] = float(release.delta_estimate["delta_hat"])
+                hat = float(release.delta_estimate["delta_hat"])
+                # a ledger holds plain JSON: an undefined estimate is no estimate
+                entry["delta_estimate"] = hat if math.isfinite(hat) and hat >= 0 else None
 
     def fail(self, index: int, error: BaseException) -> None:
         """Mark charge ``index`` as failed (its release raised ``error``). The charge
@@ -558,17 +796,18 @@ def _remaining(state, spend: Spend) -> tuple[float, float]:
     budget = state["budget"]
     if not math.isfinite(spend.epsilon):
         return 0.0, 0.0
-    eps_left = _exact(budget["epsilon"]) - _exact(spend.epsilon)
+    eps, delta = _exact_spend(spend)
+    eps_left = _exact(budget["epsilon"]) - eps
     if budget["composition"] == "basic":
-        delta_left = _exact(budget["delta"]) - _exact(spend.delta)
+        delta_left = _exact(budget["delta"]) - delta
     else:  # the optimal total is read at the budget's delta: delta is all used or not
         delta_left = Fraction(0) if state["entries"] else _exact(budget["delta"])
     return float(max(eps_left, Fraction(0))), float(max(delta_left, Fraction(0)))
 
 
-def _refuse_overspend(state, epsilon, delta, delta_basis) -> None:
+def _refuse_overspend(state, epsilon, delta, delta_basis, count=1) -> None:
     before = _spend(state)
-    after = _spend(state, extra=[(epsilon, delta, delta_basis)])
+    after = _spend(state, extra=[(epsilon, delta, delta_basis)] * count)
     if _fits(state, after):
         return
     budget = state["budget"]
