@@ -139,6 +139,9 @@ class Spend:
         with its coupling estimate (the total then rests on that assumption).
     rule : str
         The composition rule and the theorem it comes from.
+    exact : tuple of Fraction or None
+        ``(epsilon, delta)`` exactly, as the budget compares them (the floats above
+        are rounded to the nearest double for reading).
     """
 
     epsilon: float
@@ -463,8 +466,8 @@ def check_state(state) -> dict:
     for i, e in enumerate(entries):
         if e["index"] != i:
             raise LedgerError(
-                f"inconsistent ledger: entries[{i}].index: entry {i} is numbered {e['index']!r}: entries are "
-                "out of order"
+                f"inconsistent ledger: entries[{i}].index: entry {i} is numbered "
+                f"{e['index']!r}: entries are out of order"
             )
     eps, delta = _basic_sums(entries)
     totals = state["totals"]
@@ -571,7 +574,10 @@ class PrivacyBudget:
     Parameters
     ----------
     epsilon : float
-        The total ε (> 0).
+        The total ε (> 0, at most the largest float): a float is held as the decimal it
+        prints as; an int, ``Fraction`` or ``Decimal`` is rounded down to such a
+        decimal (the budget never allows more than it was given). A bool or a string
+        is refused (``TypeError``): ``True`` is not ε = 1.
     delta : float, default 0.0
         The total δ, in [0, 1).
     composition : {"basic", "optimal"}

@@ -409,6 +409,29 @@ def test_a_resealed_ledger_file_is_refused_field_by_field(tmp_path, edit, messag
             fn()
 
 
+ODD_ARGUMENTS = st.sampled_from(
+    [True, np.bool_(False), "1", None, float("nan"), -1.0, 0.0, 10**400, 1.0, 1e-17, 5e-324]
+) | st.floats(min_value=5e-324, max_value=1e300)
+
+
+@given(ODD_ARGUMENTS, ODD_ARGUMENTS)
+def test_open_ledger_makes_a_ledger_or_refuses_and_writes_nothing(tmp_path_factory, epsilon, delta):
+    folder = tmp_path_factory.mktemp("args")
+    path = folder / "ledger.json"
+    try:
+        b = open_ledger(path, data=DATA, epsilon=epsilon, delta=delta)
+    except TypeError as err:
+        assert "must be a real number" in str(err)
+        assert list(folder.iterdir()) == []  # refused before the lock or the ledger
+        return
+    except ValueError as err:
+        assert "epsilon must" in str(err) or "delta must" in str(err)
+        assert list(folder.iterdir()) == []
+        return
+    assert Fraction(repr(b.epsilon)) <= Fraction(repr(float(epsilon)))  # never more
+    assert read_ledger(path).remaining == (b.epsilon, b.delta)
+
+
 MUTATIONS = st.sampled_from(
     [True, None, "5", 5, -1.0, 0.0, 0.5, 1e308, 10**400, [], {}, 5e-324, "0.1", [[[]]]]
 )
