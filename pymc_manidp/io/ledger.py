@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from pymc_manidp.privacy.budget import (
+    COMPOSITIONS,
     LedgerError,
     PrivacyBudget,
     _check_delta,
@@ -394,6 +395,11 @@ def open_ledger(
         raise ValueError(f"ledger not found: {path}; to create it, give the budget (epsilon)")
     if epsilon is not None:  # compared with an existing ledger's as stored
         epsilon, delta = _check_epsilon(epsilon, up=False), _check_delta(delta, up=False)
+        if composition not in COMPOSITIONS:
+            raise ValueError(
+                f"composition must be one of {', '.join(map(repr, COMPOSITIONS))}, "
+                f"got {composition!r}"
+            )
     with store._locked(fcntl.LOCK_EX):
         if _stat(real, path) is None:
             if epsilon is None:

@@ -414,18 +414,20 @@ ODD_ARGUMENTS = st.sampled_from(
 ) | st.floats(min_value=5e-324, max_value=1e300)
 
 
-@given(ODD_ARGUMENTS, ODD_ARGUMENTS)
-def test_open_ledger_makes_a_ledger_or_refuses_and_writes_nothing(tmp_path_factory, epsilon, delta):
+@given(ODD_ARGUMENTS, ODD_ARGUMENTS, st.sampled_from(["basic", "advanced", None, True]))
+def test_open_ledger_makes_a_ledger_or_refuses_and_writes_nothing(
+    tmp_path_factory, epsilon, delta, composition
+):
     folder = tmp_path_factory.mktemp("args")
     path = folder / "ledger.json"
     try:
-        b = open_ledger(path, data=DATA, epsilon=epsilon, delta=delta)
+        b = open_ledger(path, data=DATA, epsilon=epsilon, delta=delta, composition=composition)
     except TypeError as err:
         assert "must be a real number" in str(err)
         assert list(folder.iterdir()) == []  # refused before the lock or the ledger
         return
     except ValueError as err:
-        assert "epsilon must" in str(err) or "delta must" in str(err)
+        assert any(f"{k} must" in str(err) for k in ("epsilon", "delta", "composition"))
         assert list(folder.iterdir()) == []
         return
     assert Fraction(repr(b.epsilon)) <= Fraction(repr(float(epsilon)))  # never more
