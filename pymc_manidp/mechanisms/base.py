@@ -529,7 +529,9 @@ class Mechanism:
             raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
         charges = []
         if budget is not None:  # one charge per data set, before any data are read
-            budget.check_many([(self.epsilon, 0.0)] * total)  # none charged if one cannot be
+            # all R charges (and an optimal budget's plan) before the first, summed exactly
+            # (not epsilon * R rounded): none is charged if one cannot be
+            budget.check_many([(self.epsilon, 0.0)] * total)
             try:
                 for _ in range(total):
                     charges.append(self._charge(budget, None, False, False, "exact")[1][0])

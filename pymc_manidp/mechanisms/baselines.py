@@ -30,6 +30,9 @@ attacks).
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from pymc_manidp.geometry.spd import unvech, vech
@@ -284,8 +287,15 @@ class LandmarkLaplace(_KNormMechanism):
 
     @property
     def epsilon_per_noise(self) -> float:
-        """``epsilon / k``: one planar noise per landmark (basic composition)."""
-        return self.epsilon / self.manifold.k_landmarks
+        """``epsilon / k``: one planar noise per landmark (basic composition).
+
+        Rounded down so that k times its decimal is at most ``epsilon``'s (the decimal a
+        budget charges, docs/privacy-budget.md): the k noises never spend more."""
+        k = self.manifold.k_landmarks
+        share = self.epsilon / k
+        while k * Fraction(repr(share)) > Fraction(repr(self.epsilon)):
+            share = math.nextafter(share, 0.0)
+        return share
 
     def sensitivity(self, n: int) -> float:
         """Per-landmark ℓ2 sensitivity of the landmark-wise mean (see the class notes)."""
