@@ -2,6 +2,9 @@ r"""The base class of the mechanisms: every mechanism object owns its release.
 
 A release is one straight line down the layers (docs/architecture.md):
 
+0. **public checks**, before any privacy budget is charged
+   (:meth:`Mechanism.public_calibration`): the data's type, shape and ``n`` (never
+   their values), σ, the law's existence and the exact sampler's range;
 1. **check** the data against the public ball (``DataDomain.check``);
 2. **calibrate**: the sensitivity Δ and the scale σ, computed once, in one
    :class:`~pymc_manidp.privacy.release.Calibration` (:meth:`Mechanism.calibrate`);
@@ -433,8 +436,11 @@ class Mechanism:
         ``cal`` is :meth:`public_calibration`'s, computed once."""
         is_mcmc = sampler not in EXACT_SAMPLERS
         data = self.domain.check(data, clip=clip)
-        if reductions.n_rows(data) != cal.n:  # pragma: no cover - a check keeps every row
-            raise AssertionError("the data's check changed n")
+        if reductions.n_rows(data) != cal.n:  # the data changed since the charge
+            raise ValueError(
+                f"the data changed while being released: n was {cal.n} when the release "
+                f"was calibrated and charged, {reductions.n_rows(data)} when checked"
+            )
         fields = {"seed_policy": policy, "opt_outs": ("clip",) if clip else (), "notes": notes}
         if not is_mcmc:
             out = self.exact_draws(data, cal.sigma, 1, rng)
