@@ -60,6 +60,19 @@ class _KNormMechanism(Mechanism):
     restricted = False
     footpoint_free_normalizer = True
 
+    #: The largest σ: the noise's ambient norm (up to ~50 σ) and its square stay
+    #: finite floats, so the summary plus noise and its projection are numbers.
+    max_sigma = 1e150
+
+    def check_exact_sigma(self, sigma: float) -> None:
+        """Refuse a σ whose noise would overflow (public: before any charge)."""
+        if sigma > self.max_sigma:
+            raise ValueError(
+                f"sigma = {sigma:.6g} is above {self.max_sigma:g}: the K-norm noise's "
+                "squared norm would overflow floating point. Use epsilon >= "
+                f"{self.epsilon_per_noise * sigma / self.max_sigma:.6g} for this n"
+            )
+
     def _summary(self, data):  # pragma: no cover - abstract
         raise NotImplementedError
 

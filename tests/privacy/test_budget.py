@@ -38,7 +38,14 @@ class Touched(Exception):
 
 
 class Untouchable:
-    """A data object whose every access raises: proves the data were not read."""
+    """Data whose every access raises: proves the data were not read.
+
+    Only the public facts a release checks before its charge are readable: the shape
+    (``n`` and a record's shape, 3 sphere records) and the dtype (issue 43, item 4).
+    """
+
+    shape = (3, 3)
+    dtype = np.dtype(float)
 
     def __getattr__(self, name):
         raise Touched(name)
