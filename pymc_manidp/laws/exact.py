@@ -1295,7 +1295,8 @@ class _MedianShells:
 def _median_envelope(M, data, sigma, domain):
     """The first envelope of :func:`sample_kng_median` for checked data, and whether
     the boxes may follow it: the shells around the computed median, except over Dask
-    (they hold per-record directions in memory: the boxes alone); the boxes take over
+    (their slopes slice the records block by block, in memory; no Dask pass computes
+    them yet: the boxes alone); the boxes take over
     after the shells' pilot only where most of the shells' mass is where their slopes
     stopped growing (there the shells can be far looser than the boxes)."""
     if reductions.is_dask(data):
