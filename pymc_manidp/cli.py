@@ -974,11 +974,18 @@ def _check_pytensor_compiledir() -> None:
 
     from pymc_manidp.geometry._kernels.cache import not_ours_alone
 
-    base = pytensor.config.base_compiledir
-    try:
-        problem = not_ours_alone(base, None, own_group_may_write=True)
-    except OSError as err:
-        problem = f"it cannot be inspected ({err})"
+    # compiledir (where the modules are loaded from) may be set apart from its base;
+    # inside it (the default), the walk of the base covers it
+    folders = [pytensor.config.base_compiledir]
+    if not Path(pytensor.config.compiledir).is_relative_to(folders[0]):
+        folders.append(pytensor.config.compiledir)
+    for base in folders:
+        try:
+            problem = not_ours_alone(base, None, own_group_may_write=True)
+        except OSError as err:
+            problem = f"it cannot be inspected ({err})"
+        if problem is not None:
+            break
     if problem is not None:
         raise _BrokenEnvironment(
             f"PyTensor's compile folder {base} is not yours alone: {problem}. It holds "
