@@ -291,3 +291,17 @@ def test_only_an_unused_ledger_this_open_created_is_discarded(tmp_path, points):
     assert not discard_unused(open_ledger(path, data=DATA))  # ...is not this one's
     assert path.exists()
     assert open_ledger(path, data=DATA).remaining == (1.0, 0.0)
+
+
+def test_a_ledger_discarded_under_an_open_budget_refuses_its_charge_clearly(tmp_path):
+    # two releases create one ledger at once and the creator is refused before its
+    # charge: the other's charge finds no ledger, charges nothing and says why
+    from pymc_manidp.io.ledger import LedgerError, discard_unused, open_ledger
+
+    path = tmp_path / "new.json"
+    creator = open_ledger(path, data=DATA, epsilon=1.0)
+    other = open_ledger(path, data=DATA, epsilon=1.0)
+    assert discard_unused(creator)
+    with pytest.raises(LedgerError, match=r"removed after it was opened.*nothing was charged"):
+        other.charge(0.1)
+    assert list(tmp_path.iterdir()) == []

@@ -339,6 +339,15 @@ class LedgerFile:
                 "pymc_manidp.io.ledger.open_ledger(path, data=...) to charge it"
             )
         with self._locked(fcntl.LOCK_EX):
+            if _stat(self.real, self.path) is None:
+                # the lock this made is removed too (held: a waiter takes it again)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.lock_path)
+                raise LedgerError(
+                    f"ledger {self.path} was removed after it was opened (a release that "
+                    "created it was refused before its charge, or someone removed it): "
+                    "nothing was charged; run again"
+                )
             state = self._check(_load(self.path, self.real))
             yield state
             _write_atomic(self.real, _dumps(seal(state)))
