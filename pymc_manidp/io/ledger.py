@@ -420,8 +420,11 @@ def open_ledger(
         raise ValueError(f"ledger {path}: folder {real.parent} does not exist")
     # refused before a lock file is made beside it: a missing ledger without a budget
     # (a read), a FIFO, a device, a file with several names
-    if not check_ledger_path(path) and epsilon is None:
+    exists = check_ledger_path(path)
+    if not exists and epsilon is None:
         raise ValueError(f"ledger not found: {path}; to create it, give the budget (epsilon)")
+    if exists:  # a file that is not a ledger (the data, a CSV) is refused before its lock
+        _load(path, real)
     with store._locked(fcntl.LOCK_EX):
         if _stat(real, path) is None:
             if epsilon is None:
