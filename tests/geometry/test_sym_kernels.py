@@ -518,3 +518,20 @@ def test_eigvalsh_refuses_a_gradient_through_its_eigenvectors():
     node = SymEigvalsh()(x).owner
     with pytest.raises(Exception, match="no gradient through U"):
         pt.grad(pt.sum(node.outputs[1]), x)
+
+
+@pytest.mark.parametrize("b", [6.68e-14, 1e-300, 5e-324, 1e-3, 15.28 / 2001, 15.28 / 1999])
+def test_log_divided_difference_of_far_apart_eigenvalues_is_finite_and_right(b):
+    """f[a, b] for log with b/a below eps/2 rounded d = (a - b)/(a + b) to 1 and gave
+    arctanh(1) = inf: a NaN gradient of the SPD(3) Laplace chart at eigenvalues 15.3 and
+    6.7e-14 (tests/laws/test_numerical_failures.py). Oracle: mpmath at 50 digits."""
+    mpmath = pytest.importorskip("mpmath")
+    from pymc_manidp.geometry._kernels.sym_kernels import _divided_difference
+
+    a = 15.28
+    mpmath.mp.dps = 50
+    exact = (mpmath.log(a) - mpmath.log(b)) / (mpmath.mpf(a) - mpmath.mpf(b))
+    got = _divided_difference(1, a, b)
+    assert np.isfinite(got)
+    assert abs(got - float(exact)) <= 1e-14 * float(exact)
+    assert _divided_difference(1, b, a) == got  # symmetric

@@ -238,6 +238,12 @@ def _divided_difference(code, a, b):
         if abs(d) < _SERIES:
             d2 = d * d
             return 2.0 / s * (1.0 + d2 / 3.0 + d2 * d2 / 5.0)
+        if 1.0 - abs(d) < 1e-3:
+            # eigenvalues far apart (ratio > 2,000): 1 - d keeps only eps/(1 - d) of its
+            # digits, and d rounds to 1 (arctanh = inf, a NaN gradient) once b/a < eps/2
+            # (SPD(3) Laplace chart at eigenvalues 15.3 and 6.7e-14). log a - log b has
+            # no cancellation there. Below this ratio the arctanh form, as before.
+            return (np.log(a) - np.log(b)) / (a - b)
         return 2.0 / s * np.arctanh(d) / d
     ra = np.sqrt(a)
     rb = np.sqrt(b)
