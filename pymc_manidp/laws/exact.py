@@ -460,19 +460,57 @@ def _laplace_coords(M, sigma, size, rng, t_max, max_attempts, what=None):
     return t[:, None] * _directions(rng, size, d), stats
 
 
-def _proposal_points(M, foot, c, what):
+def _proposal_points(M, foot, c, what, rounding=0.0):
     """Points ``exp_foot(c)`` of the sampler's own proposals, validated.
 
-    A failure here is the sampler's, not the user's data: the error says so.
+    A failure here is the sampler's, not the user's data: the error says so. With
+    ``rounding > 0`` (``domain.rounding_error``, the absolute rounding of proposals in
+    the ball, so a relative one for coordinates ``>= 1``), rows that fail the default
+    tolerance are validated again with ``4 rounding`` (at most 0.05): the hyperboloid's
+    proposals through the ball from an edge point (H^2, radius 6.4) round by 4e-6
+    relative, within that bound, and are projected back onto the manifold.
     """
+    x = M.exp_coords(foot, c)
     try:
-        return M.validate(M.exp_coords(foot, c))
+        return M.validate(x)
     except ValueError as err:
+        if rounding > 0:
+            try:
+                return M.validate(x, tol=min(0.05, max(1e-6, 4.0 * rounding)))
+            except ValueError:
+                pass
         raise ExactSamplingError(
             f"{what}: a proposal of the sampler itself (not one of your records) could not "
             f"be represented at working precision ({err}); the chart at the footpoint is "
             "too ill-conditioned: use an MCMC sampler"
         ) from None
+
+
+def _ball_proposals(M, foot, c, domain, what):
+    """``(x, maybe_in)``: ``_proposal_points`` for proposals that count only inside
+    ``domain``'s ball, and which rows may be inside it.
+
+    A row whose unvalidated ``exp_foot(c)`` lies outside the ball by more than a
+    relative 1e-6 plus the space's rounding bound is rejected without being validated
+    (its ``x`` is ``foot``, never used): far outside the ball the hyperboloid's
+    coordinates may fail validation (H^2 at radius 6.4, proposals from an edge point
+    reach 2r further out) though no point the law can take is involved. The other
+    rows are validated as before, row by row the same numbers: seeded draws are
+    unchanged.
+    """
+    raw = M.exp_coords(foot, c)
+    with np.errstate(all="ignore"):
+        try:
+            d_raw = np.asarray(domain.distances(raw))
+        except ValueError:  # not even a raw distance: validate every row (raises)
+            d_raw = np.zeros(len(c))
+    maybe_in = ~(d_raw > domain.radius * (1 + 1e-6) + domain.rounding_error)
+    if maybe_in.all():
+        return _proposal_points(M, foot, c, what, domain.rounding_error), maybe_in
+    x = np.empty_like(raw)
+    x[~maybe_in] = foot
+    x[maybe_in] = _proposal_points(M, foot, c[maybe_in], what, domain.rounding_error)
+    return x, maybe_in
 
 
 def _check_domain(M, domain):
@@ -1275,11 +1313,27 @@ class _MedianShells:
             x_hat = frechet_median(M, data, tol=min(1e-3, 0.05 * sigma)).median
         if not domain.distances(x_hat) <= r:  # the geodesics from x_hat stay in the ball
             x_hat = domain.check(x_hat[None], clip=True)[0]
+        # x_hat may be any point of the ball: at a record within zero_distance of it,
+        # that record itself (below: records exactly at x_hat are not a worst case)
+        rho_all = M.dist(x_hat, data)
+        j = int(np.argmin(rho_all))
+        if rho_all[j] <= reductions.zero_distance(M) and domain.distances(data[j]) <= r:
+            x_hat = np.array(data[j], dtype=float)
         u, _, eta, _, _, _ = reductions.median_terms(M, x_hat[None], data)
-        # -φ'(0+) <= |U_far| + (the weight within zero_distance, each turning by <= 1)
-        g0 = float(M.norm(x_hat, u[0])) + float(eta[0])
+        # records bit-identical to x_hat: rho(gamma(u), x_i) = u exactly (unit-speed
+        # geodesic from x_i itself, within the injectivity radius), so each adds its
+        # weight to φ'(u) for every u > 0 instead of the worst case -weight: all records
+        # at one point give g = 1, the law itself (issue 43: the cap at sigma < 0.002)
+        flat = np.asarray(data, dtype=float).reshape(len(data), -1)
+        at = np.all(flat == x_hat.reshape(1, -1), axis=1)
+        exact_weight = float(at.sum()) / len(data)
+        # -φ'(0+) <= |U_far| + (the weight within zero_distance, each turning by <= 1),
+        # less twice the weight of the records exactly at x_hat (counted in eta as -1)
+        g0 = float(M.norm(x_hat, u[0])) + float(eta[0]) - 2.0 * exact_weight
         coords = M.log_coords(x_hat, data)  # (n, d) in the chart at x_hat
-        rho = np.linalg.norm(coords, axis=-1)
+        # a record exactly at x_hat is counted above (slope exactly +1): its rounded
+        # log (SPD: ~1e-17) must not also count it as a record about to be crossed
+        rho = np.where(at, 0.0, np.linalg.norm(coords, axis=-1))
         off = rho > reductions.zero_distance(M)
         dirs = np.where(off[:, None], coords / np.where(off, rho, 1.0)[:, None], 0.0)
         proj = np.eye(d)[None] - dirs[:, :, None] * dirs[:, None, :]  # (n, d, d)
@@ -1487,8 +1541,8 @@ def sample_kng_median(
 
     def propose_shells(m):
         c, beta = shells.draw(M, m, sigma, rng)
-        x = _proposal_points(M, shells.x_hat, c, what)
-        keep = domain.distances(x) <= r
+        x, keep = _ball_proposals(M, shells.x_hat, c, domain, what)
+        keep[keep] = domain.distances(x[keep]) <= r
         idx = np.flatnonzero(keep)
         stats["proposals"] += m
         stats["volume_accepted"] += len(idx)

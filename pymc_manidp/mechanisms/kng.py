@@ -33,7 +33,11 @@ from pymc_manidp.stats import reductions
 from pymc_manidp.stats.frechet import frechet_mean
 from pymc_manidp.stats.median import frechet_median
 
-__all__ = ["KNGMechanism"]
+__all__ = ["MEDIAN_ROUNDING_LIMIT", "KNGMechanism"]
+
+#: The rounding of proposals and gradient norms (``manifold.rounding_error``) KNG on
+#: the median accepts: 1% of ``|grad F| <= 1`` (``KNGMechanism._check_median_rounding``).
+MEDIAN_ROUNDING_LIMIT = 1e-2
 
 
 class KNGMechanism(Mechanism):
@@ -137,9 +141,9 @@ class KNGMechanism(Mechanism):
         are public.
         """
         if self.statistic == "median":
-            # the median envelope (boxes of chart coordinates) meets far-out rounding
-            # its own way (docs/exact.md); on H^2 the mean's rule would refuse
-            # radius 6 at n = 100 (eta 1.5e-3 > Delta/100 = 2e-4), which it releases
+            # not the mean's rule: on H^2 eta <= Delta/100 would refuse radius 6 at
+            # n = 100 (eta 1.5e-3 > 2e-4), which the median releases
+            self._check_median_rounding()
             return
         super().check_precision(sensitivity, sigma)
         H, r = self.domain.curvature_factor, self.domain.radius
@@ -153,6 +157,30 @@ class KNGMechanism(Mechanism):
                 "radius further below r* (r*(1 - 1e-9) has H ~ 1e-9), a smaller epsilon, "
                 "or fewer records"
             )
+
+    def _check_median_rounding(self) -> None:
+        """The median's own largest radius: the rounding of its proposals and gradient
+        norms (``domain.rounding_error``) at most ``MEDIAN_ROUNDING_LIMIT``.
+
+        ``|grad F| <= 1`` is a mean of unit vectors: a rounding of 1% of that scale
+        keeps the proposals representable and the envelope's bounds meaningful, while
+        past it (H^2 at the origin beyond radius 6.47, SPD(2) at the identity beyond
+        6.65) the proposals overflow or the cells cannot resolve the law (issue 43:
+        radius 1e3 failed after reading the data). Public: refused before any charge.
+        """
+        eta = self.domain.rounding_error
+        if eta <= MEDIAN_ROUNDING_LIMIT:
+            return
+        largest = self.domain.largest_radius(MEDIAN_ROUNDING_LIMIT)
+        raise ValueError(
+            f"KNG-median on {self.manifold}: the public ball (radius {self.domain.radius!r}) "
+            f"reaches where the coordinates round the sampler's proposals and gradient "
+            f"norms by up to {eta:.3g} (manifold.rounding_error), more than "
+            f"{MEDIAN_ROUNDING_LIMIT:g} of the gradient's scale 1: the proposals would "
+            "not be representable or the envelope could not resolve the law. The largest "
+            f"radius supported at this center is {largest:.6g}: use a radius of at most "
+            "that, or a center nearer the origin (docs/geometry.md, 'Supported radii')"
+        )
 
     def logp(self, x, data):
         """Unnormalized log-density (NumPy) w.r.t. volume at points ``x`` ``(..., *shape)``."""
