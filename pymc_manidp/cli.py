@@ -498,6 +498,10 @@ def release(args) -> int:
 
     _refuse_ignored_options(args)
     out = _check_out(args)
+    if args.budget is not None:  # a FIFO, a device, a linked ledger: refused before any read
+        from pymc_manidp.io.ledger import check_ledger_path
+
+        check_ledger_path(args.budget)
     new = _new_budget(args)
     if args.seed is not None:
         print(
@@ -655,7 +659,17 @@ def budget(args) -> int:
     """``pymc-manidp budget``: check a ledger and print its public view."""
     from pymc_manidp.io.ledger import read_ledger
 
-    pub = read_ledger(args.ledger).public()
+    ledger = read_ledger(args.ledger)
+    pub = ledger.public()
+    estimated = [e for e in ledger.entries if e["delta_basis"] == "estimated"]
+    if estimated:  # the curator's column: the estimates depend on the data, never on stdout
+        told = sum(e["delta_estimate"] is not None for e in estimated)
+        print(
+            f"{args.ledger}: estimated, not proved (for the curator, not for publication): "
+            f"delta_hat = {ledger.estimated_delta:.6g} summed over {told} of "
+            f"{len(estimated)} charges with an estimated delta (never in the total)",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(pub, indent=2))
         return 0
@@ -671,6 +685,8 @@ def budget(args) -> int:
             f"{total['epsilon']:.6g}, delta = {total['delta']:.6g}): {planned}"
         )
     print(_budget_line(args.ledger, pub))
+    exact = pub["spent_exact"]
+    print(f"spent exactly: epsilon = {exact['epsilon']}, delta = {exact['delta']}")
     for c in pub["charges"]:
         basis = {"proved": "", "assumed": " (assumed)", "estimated": " (estimated, not proved)"}
         print(

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
+import os
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pymc_manidp.cli import main
 
@@ -138,3 +146,106 @@ def test_optimal_composition_takes_a_plan_kept_in_the_ledger(tmp_path, points, c
     assert "): 0.4, 0.3:1e-07" in out
     assert "spent epsilon = 0.4, delta = 0 " in out  # pure charges: delta 0
     assert len(json.loads(ledger.read_text())["entries"]) == 1
+
+
+# --- issue 43 ---------------------------------------------------------------------------
+
+LEDGERS = Path(__file__).parent / "io" / "ledgers"
+
+
+def test_a_third_after_ten_leaves_a_ledger_that_loads(tmp_path, points, capsys):
+    # the issue's report: this second release bricked the ledger (totals sealed as floats)
+    ledger = tmp_path / "ledger.json"
+    code, _, err = run(release(points, ledger, "--budget-epsilon", "20", epsilon=10), capsys)
+    assert code == 0, err
+    code, _, err = run(release(points, ledger, epsilon="0.3333333333333333"), capsys)
+    assert code == 0, err
+    code, out, err = run(["budget", ledger], capsys)
+    assert code == 0, err
+    assert "spent exactly: epsilon = 10.3333333333333333, delta = 0" in out
+    # 9.666666666666668 is 20 - 10.3333333333333333 plus 1e-16: refused, not rounded away
+    code, _, err = run(release(points, ledger, epsilon="9.666666666666668"), capsys)
+    assert code == 2 and "asks for epsilon = 9.66667" in err
+    code, _, err = run(release(points, ledger, epsilon="9.666666666666666"), capsys)
+    assert code == 0, err
+    assert json.loads(ledger.read_text())["totals"]["epsilon"] == "19.9999999999999993"
+
+
+def _returns(fn, timeout=20):
+    box = []
+    thread = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "hung on a FIFO"
+    return box[0]
+
+
+def test_a_fifo_ledger_is_refused_at_once(tmp_path, points, capsys):
+    fifo = tmp_path / "ledger.json"
+    os.mkfifo(fifo)
+    for argv in (
+        ["budget", fifo],
+        release(points, fifo),
+        release(points, fifo, "--budget-epsilon", "1"),
+    ):
+        code = _returns(lambda argv=argv: main([str(a) for a in argv]))
+        _, err = capsys.readouterr()
+        assert code == 2 and "is a FIFO (named pipe): a ledger is a regular file" in err
+        assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.json", "points.npy"]
+
+
+def test_the_budget_command_shows_the_estimated_column_to_the_curator(tmp_path, capsys):
+    ledger = tmp_path / "v1_mixed.json"
+    ledger.write_bytes((LEDGERS / "v1_mixed.json").read_bytes())
+    code, out, err = run(["budget", ledger], capsys)
+    assert code == 0, err
+    assert "#3: KNG [nuts] epsilon = 0.3, delta = 0 (estimated, not proved), released" in out
+    # the estimate depends on the data: on stderr for the curator, never on stdout
+    assert "estimated, not proved (for the curator, not for publication)" in err
+    assert "delta_hat = 0.004 summed over 1 of 1" in err and "0.004" not in out
+    code, out, err = run(["budget", ledger, "--json"], capsys)
+    assert code == 0 and "0.004" not in out and "delta_hat = 0.004" in err
+    assert json.loads(out)["spent_exact"] == {"epsilon": "0.95", "delta": "0.000003"}
+
+
+ODD_VALUES = st.sampled_from(
+    [True, None, "5", 5, -1.0, 0.0, 0.5, 1e308, 10**400, [], {}, 5e-324, [[[[]]]], "x" * 50]
+)
+
+
+@settings(max_examples=20)
+@given(st.data())
+def test_the_budget_command_never_tracebacks_on_an_odd_ledger(tmp_path_factory, data):
+    folder = tmp_path_factory.mktemp("odd")
+    ledger = folder / "ledger.json"
+    state = json.loads((LEDGERS / "v1_mixed.json").read_text())
+    how = data.draw(st.sampled_from(["field", "bytes", "resealed"]))
+    if how == "bytes":
+        ledger.write_bytes(data.draw(st.binary(max_size=200)))
+    else:
+        node, key = state, None
+        while True:  # walk down to a random field
+            keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+            if not keys:
+                break
+            key = data.draw(st.sampled_from(keys))
+            if not isinstance(node[key], dict | list) or data.draw(st.booleans()):
+                break
+            node = node[key]
+        if key is not None:
+            node[key] = data.draw(ODD_VALUES)
+        if how == "resealed":
+            body = {k: v for k, v in state.items() if k != "checksum"}
+            text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+            state["checksum"] = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        ledger.write_text(json.dumps(state))
+    for argv in (["budget", ledger], ["budget", ledger, "--json"]):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in argv])
+        assert code in (0, 2), err.getvalue()  # 3 would be an internal error
+        assert "Traceback" not in err.getvalue() + out.getvalue()
+        if code == 2:
+            assert str(ledger) in err.getvalue() and out.getvalue() == ""
+    assert sorted(p.name for p in folder.iterdir()) == ["ledger.json"]  # a read writes nothing

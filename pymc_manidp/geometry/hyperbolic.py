@@ -44,7 +44,7 @@ from scipy import special
 from pymc_manidp.geometry._kernels import pt_numerics as ptn
 from pymc_manidp.geometry._kernels.numerics import log_sinhc, sinhc
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import as_points, check_positive_int, first_bad_row
+from pymc_manidp.geometry.validation import as_points, check_positive_int, check_tol, first_bad_row
 
 __all__ = [
     "Hyperbolic",
@@ -560,9 +560,21 @@ class Hyperbolic(ManifoldBase):
         from it by more than ``tol`` (relative), with ``x_0 <= 0`` (the lower sheet),
         or holding NaN/inf are refused, naming the first bad row.
         """
+        tol = check_tol(tol)
         x = as_points(points, self.point_shape)
         xs = x[..., 1:]
-        x0 = np.sqrt(1.0 + np.einsum("...i,...i->...", xs, xs))
+        sq = np.einsum("...i,...i->...", xs, xs)
+        if not np.all(np.isfinite(sq)):
+            # |x_1:|^2 overflows (coordinates past ~1e154, distance ~355 from the
+            # origin): x0 would be inf and every Minkowski product of the point inf
+            far = ~np.isfinite(sq)
+            raise ValueError(
+                f"points are too far from the origin for floating point: {first_bad_row(far)} "
+                "(|x_1:|^2 overflows, i.e. a distance of about 355 or more from the origin, "
+                "where the Minkowski products of the hyperboloid overflow). Recentre the "
+                "data (move them near the origin by an isometry) before releasing"
+            )
+        x0 = np.sqrt(1.0 + sq)
         lower = x[..., 0] <= 0
         if np.any(lower):
             raise ValueError(

@@ -42,7 +42,7 @@ import pytensor.tensor as pt
 from pymc_manidp.geometry._kernels import pt_numerics as ptn
 from pymc_manidp.geometry._kernels.numerics import log_sinc, sinc
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import as_points, first_bad_row
+from pymc_manidp.geometry.validation import as_points, check_tol, first_bad_row
 
 __all__ = [
     "Rotations",
@@ -441,9 +441,11 @@ class Rotations(ManifoldBase):
         factor). Refused, naming the first bad row: NaN/inf, the wrong shape, matrices
         that are not orthogonal, and reflections (determinant ``-1``).
         """
+        tol = check_tol(tol)
         x = as_points(points, self.point_shape)
-        gap = np.max(np.abs(_t(x) @ x - np.eye(3)), axis=(-2, -1))
-        off = gap > tol
+        with np.errstate(over="ignore", invalid="ignore"):  # huge entries: gap inf, refused
+            gap = np.max(np.abs(_t(x) @ x - np.eye(3)), axis=(-2, -1))
+        off = ~(gap <= tol)  # NaN-safe: a NaN gap (inf - inf) is refused
         if np.any(off):
             raise ValueError(
                 f"points are not rotation matrices: {first_bad_row(off)} not orthogonal "
@@ -535,7 +537,26 @@ class Rotations(ManifoldBase):
     def from_rotvecs(self, rotvecs):
         """Rotation matrices ``(..., 3, 3)`` of rotation vectors ``(..., 3)`` (axis
         times angle in radians; scipy's ``Rotation.from_rotvec``)."""
-        return _rodrigues(as_points(rotvecs, (3,), name="rotation vectors"))
+        w = as_points(rotvecs, (3,), name="rotation vectors")
+        # a huge angle: the same rotation by the angle reduced to [-pi, pi] about the
+        # same axis, as hat(w)^2 overflows past |w| ~ 1e154 (NaN from 0 * inf); sin and
+        # cos reduce the angle exactly. Below 1e100 Rodrigues' products stay finite
+        big = np.max(np.abs(w), axis=-1) > 1e100
+        if np.any(big):
+            wb = w[big]
+            m = np.max(np.abs(wb), axis=-1, keepdims=True)
+            u = wb / m
+            u /= np.linalg.norm(u, axis=-1, keepdims=True)
+            with np.errstate(over="ignore"):
+                t = np.sum(wb * u, axis=-1, keepdims=True)  # |w|, without squaring it
+            if not np.all(np.isfinite(t)):
+                raise ValueError(
+                    "rotation vectors must have a finite length (angle): "
+                    f"{first_bad_row(~np.isfinite(t[..., 0]))} has |w| above the largest "
+                    "float, 1.8e308 rad"
+                )
+            w[big] = u * np.arctan2(np.sin(t), np.cos(t))
+        return _rodrigues(w)
 
     def to_rotvecs(self, points):
         """Rotation vectors ``(..., 3)`` of rotations, angle in ``[0, pi]``: the chart

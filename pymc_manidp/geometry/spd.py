@@ -29,7 +29,7 @@ from scipy import special
 from pymc_manidp.geometry._kernels import pt_numerics as ptn
 from pymc_manidp.geometry._kernels.numerics import log_sinhc, sym, sym_eigh, sym_eigvalsh, sym_funm
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import as_points, check_positive_int, first_bad_row
+from pymc_manidp.geometry.validation import as_points, check_positive_int, check_tol, first_bad_row
 
 __all__ = [
     "SPD",
@@ -309,6 +309,7 @@ class SPD(ManifoldBase):
         asymmetry above ``tol``) or not positive definite (smallest eigenvalue
         ``<= 1e-14`` times the largest), or hold NaN/inf.
         """
+        tol = check_tol(tol)
         x = as_points(points, self.point_shape)
         scale = np.maximum(np.max(np.abs(x), axis=(-2, -1)), np.finfo(float).tiny)
         asym = np.max(np.abs(x - np.swapaxes(x, -1, -2)), axis=(-2, -1)) / scale

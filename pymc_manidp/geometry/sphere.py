@@ -26,10 +26,15 @@ from pymc_manidp.geometry.validation import (
     as_points,
     check_positive_int,
     check_positive_real,
+    check_tol,
     first_bad_row,
 )
 
 __all__ = ["Sphere", "log_unit_sphere_volume"]
+
+# Radii whose square (the points' squared norms) and inverse square (the curvature)
+# are normal floats, with room for sums of squares of a few coordinates.
+_RADIUS_RANGE = (1e-150, 1e150)
 
 # Angles closer than this to pi: the log map is undefined or too ill-conditioned.
 _CUT_TOL = 1e-8
@@ -139,7 +144,16 @@ class Sphere(ManifoldBase):
 
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))
-        object.__setattr__(self, "radius", check_positive_real(self.radius, "radius"))
+        radius = check_positive_real(self.radius, "radius")
+        if not _RADIUS_RANGE[0] <= radius <= _RADIUS_RANGE[1]:
+            # R^2 (points' squared norms) and 1/R^2 (the curvature) must be normal floats
+            raise ValueError(
+                f"radius must be in [{_RADIUS_RANGE[0]:g}, {_RADIUS_RANGE[1]:g}], got "
+                f"{radius!r}: the squared norms of the points and the curvature 1/R^2 would "
+                "overflow or underflow in floating point. Rescale the data (a sphere of "
+                "radius R is the unit sphere with distances times R)"
+            )
+        object.__setattr__(self, "radius", radius)
         object.__setattr__(self, "point_shape", (self.dim + 1,))
         object.__setattr__(self, "gaussian_shape", (self.dim + 1,))
         object.__setattr__(self, "noise_shape", (self.dim + 1,))
@@ -191,6 +205,7 @@ class Sphere(ManifoldBase):
         Raises ``ValueError`` naming the rows whose norm differs from ``R`` by more
         than ``tol * R`` (relative), or that hold NaN/inf or have the wrong shape.
         """
+        tol = check_tol(tol)
         x = as_points(points, self.point_shape)
         r = np.sqrt(_dot(x, x))
         off = np.abs(r - self.radius) > tol * self.radius

@@ -210,7 +210,12 @@ def check_positive_int(value, name: str, minimum: int = 1) -> int:
 def _real(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int or Fraction past 1.8e308 (10**400)
+        raise ValueError(
+            f"{name} = {value} is too large for floating point (above 1.8e308)"
+        ) from None
 
 
 def check_positive_real(value, name: str) -> float:
@@ -219,6 +224,26 @@ def check_positive_real(value, name: str) -> float:
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return value
+
+
+#: The largest tolerance a validator takes (exclusive): a relative error, not a licence.
+MAX_TOL = 0.1
+
+
+def check_tol(tol, name: str = "tol") -> float:
+    """Return a validator's tolerance if it is a finite real number in ``(0, 0.1)``.
+
+    A NaN tolerance makes every ``gap > tol`` comparison false, so a validator would
+    accept anything (issue 43: ``Rotations().validate(1.5 * I, tol=nan)``); a tolerance
+    of 1 or more accepts the zero vector as a point of the unit sphere and the zero
+    matrix as a rotation, whose projections are NaN.
+    """
+    tol = _real(tol, name)
+    if not 0 < tol < MAX_TOL:
+        raise ValueError(
+            f"{name} must be a finite number in (0, {MAX_TOL:g}) (a relative error), got {tol!r}"
+        )
+    return tol
 
 
 def check_nonnegative_real(value, name: str) -> float:

@@ -10,8 +10,18 @@ it returns charges the file. The file is
 - **locked** while it is read, checked, charged and written (``fcntl.flock`` on
   ``LEDGER.lock`` beside it: the ledger itself is replaced by each write, so the lock
   lives in a file that stays), so two processes charging at once never overspend;
-- **checked** on every load (``privacy.budget.check_state``): its checksum, its
-  entries and running totals, and the data set's fingerprint.
+- **checked** on every load (``privacy.budget.check_state``): every field's type and
+  range, its checksum, its entries and running totals, and the data set's fingerprint;
+- **one file**: a symbolic link is followed to the ledger it names before anything is
+  locked or written (so a link and its target share one lock and one file), and a
+  ledger with several names (hard links) is refused: ``os.replace`` gives a new file
+  to the name it writes, so the other names would keep the old ledger and a budget of
+  their own. The ledger must be a regular file of at most ``MAX_LEDGER_BYTES``: a
+  FIFO, a device or a folder is refused from ``os.stat`` before it is opened, and the
+  file is opened without blocking and read up to the cap;
+- **read without a lock**: every write replaces the file whole, so a reader sees one
+  version or the next; reading (``read_ledger``, ``pymc-manidp budget``) creates no
+  lock file, and neither does opening a ledger that does not exist.
 
 The fingerprint (:func:`data_fingerprint`) identifies the records: a keyed BLAKE2b hash
 of each record, summed over the records (so their order does not matter), with ``n``
@@ -30,6 +40,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 import tempfile
 from pathlib import Path
 
@@ -39,7 +50,18 @@ from pymc_manidp.geometry.validation import check_real_data
 from pymc_manidp.privacy.budget import LedgerError, PrivacyBudget, check_state, new_state, seal
 from pymc_manidp.stats import reductions
 
-__all__ = ["LedgerFile", "data_fingerprint", "open_ledger", "read_ledger"]
+__all__ = [
+    "MAX_LEDGER_BYTES",
+    "LedgerFile",
+    "check_ledger_path",
+    "data_fingerprint",
+    "open_ledger",
+    "read_ledger",
+]
+
+#: the largest ledger read (a charge with its release record is about 1.5 kB: tens of
+#: thousands of charges fit); a larger file, like /dev/zero, is refused unread
+MAX_LEDGER_BYTES = 64 * 2**20
 
 _MOD = 2**256
 
@@ -124,19 +146,115 @@ def _write_atomic(path: Path, text: str) -> None:
             os.close(dir_fd)
 
 
-def _load(path: Path) -> dict:
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _refuse_odd(path, st) -> None:
+    """Refuse a ledger that is not one regular file with one name, of bounded size."""
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+        raise LedgerError(
+            f"ledger {path} is {kind}: a ledger is a regular file (JSON) written by "
+            "pymc-manidp; name a file"
+        )
+    if st.st_nlink > 1:
+        raise LedgerError(
+            f"ledger {path} has {st.st_nlink} names (hard links): each write replaces "
+            "the file under one name, so the other names would keep an old copy with a "
+            "budget of its own. Remove the other names (find them with "
+            f"'find / -samefile {path}') or use a symbolic link"
+        )
+    if st.st_size > MAX_LEDGER_BYTES:
+        raise LedgerError(
+            f"ledger {path} is {st.st_size} bytes, more than a ledger's {MAX_LEDGER_BYTES}: "
+            "not a ledger written by pymc-manidp"
+        )
+
+
+def _stat(real: Path, shown) -> os.stat_result | None:
+    """``os.stat`` of the ledger (None when missing), odd files refused unopened."""
     try:
-        text = path.read_text()
+        st = os.stat(real)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise LedgerError(f"ledger {shown}: {err.strerror or err}") from None
+    _refuse_odd(shown, st)
+    return st
+
+
+def check_ledger_path(path) -> bool:
+    """Refuse a ledger path that cannot be a ledger, without opening or creating
+    anything; True when the ledger exists.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Raises
+    ------
+    LedgerError
+        A FIFO, device, folder or socket, a file with several names or above the size
+        cap.
+    """
+    return _stat(Path(os.path.realpath(path)), path) is not None
+
+
+def _no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        twice = next(k for k in keys if keys.count(k) > 1)
+        raise ValueError(f"the field {twice!r} appears twice in one object")
+    return dict(pairs)
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a number a ledger holds")
+
+
+def _load(path, real: Path) -> dict:
+    """Read and check the ledger at ``real`` (``path`` as the user named it)."""
+    if _stat(real, path) is None:
+        raise ValueError(f"ledger not found: {path}")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(real, flags)
     except FileNotFoundError:
         raise ValueError(f"ledger not found: {path}") from None
+    except OSError as err:
+        raise LedgerError(f"ledger {path}: {err.strerror or err}") from None
+    with os.fdopen(fd, "rb") as f:
+        _refuse_odd(path, os.fstat(f.fileno()))  # what was opened, if it changed since
+        raw = f.read(MAX_LEDGER_BYTES + 1)
+    if len(raw) > MAX_LEDGER_BYTES:
+        raise LedgerError(f"ledger {path} is larger than a ledger's {MAX_LEDGER_BYTES} bytes")
     try:
-        state = json.loads(text)
-    except json.JSONDecodeError as err:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise LedgerError(
+            f"{path} is not a ledger (not UTF-8 text: byte {err.start} is {raw[err.start]:#04x})"
+        ) from None
+    try:
+        state = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except RecursionError:
+        raise LedgerError(f"{path} is not a ledger (JSON nested too deep)") from None
+    except ValueError as err:  # JSONDecodeError, a duplicate field, NaN, a 5000-digit int
         raise LedgerError(f"{path} is not a ledger (not JSON: {err})") from None
     try:
-        return check_state(state)
+        state = check_state(state)
     except LedgerError as err:
         raise LedgerError(f"{path}: {err}") from None
+    if not isinstance(state["dataset"], dict):
+        raise LedgerError(
+            f"{path}: inconsistent ledger: dataset is null: a ledger file names its data set"
+        )
+    return state
 
 
 class LedgerFile:
@@ -153,17 +271,31 @@ class LedgerFile:
 
     def __init__(self, path, fingerprint=None):
         self.path = Path(path)
+        # one ledger, one file: a link is followed once, here, and the ledger it names
+        # is the one locked, read and replaced (replacing the link would fork it)
+        self.real = Path(os.path.realpath(self.path))
         self.fingerprint = fingerprint
 
     @property
     def lock_path(self) -> Path:
         """The lock file beside the ledger (kept: removing it would race)."""
-        return self.path.with_name(self.path.name + ".lock")
+        return self.real.with_name(self.real.name + ".lock")
 
     @contextlib.contextmanager
     def _locked(self, how):
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         try:
+            fd = os.open(self.lock_path, flags, 0o600)
+        except OSError as err:
+            raise LedgerError(
+                f"the ledger's lock {self.lock_path} cannot be opened ({err.strerror or err}): "
+                "it must be a regular file (not a link) in a writable folder"
+            ) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise LedgerError(
+                    f"the ledger's lock {self.lock_path} is not a regular file: remove it"
+                )
             fcntl.flock(fd, how)
             yield
         finally:
@@ -180,9 +312,9 @@ class LedgerFile:
         return state
 
     def read(self) -> dict:
-        """The ledger's state, checked (under a shared lock)."""
-        with self._locked(fcntl.LOCK_SH):
-            return self._check(_load(self.path))
+        """The ledger's state, checked. No lock: every write replaces the file whole,
+        so this reads one version or the next, and creates nothing."""
+        return self._check(_load(self.path, self.real))
 
     @contextlib.contextmanager
     def transaction(self):
@@ -193,9 +325,13 @@ class LedgerFile:
                 "pymc_manidp.io.ledger.open_ledger(path, data=...) to charge it"
             )
         with self._locked(fcntl.LOCK_EX):
-            state = self._check(_load(self.path))
+            state = self._check(_load(self.path, self.real))
             yield state
-            _write_atomic(self.path, json.dumps(seal(state), indent=1) + "\n")
+            _write_atomic(self.real, _dumps(seal(state)))
+
+
+def _dumps(state: dict) -> str:
+    return json.dumps(state, indent=1, allow_nan=False) + "\n"
 
 
 def open_ledger(
@@ -247,17 +383,24 @@ def open_ledger(
     0.25
     """
     path = Path(path)
-    if epsilon is not None:  # a bad budget or plan is refused before the data are hashed
+    if epsilon is not None:
+        # a bad budget, composition or plan is refused before a lock file is made and the
+        # data are hashed; ``asked`` holds them as a ledger stores them (a budget rounded
+        # down, a plan's charges up), to compare with an existing ledger's
         asked = {"epsilon": epsilon, "delta": delta, "composition": composition}
         asked.update(new_state(**asked, plan=plan)["budget"])
     elif plan is not None:
         raise ValueError("a plan is declared with the budget (epsilon) of a new ledger")
     store = LedgerFile(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise ValueError(f"ledger {path}: folder {parent} does not exist")
+    real = store.real
+    if not real.parent.is_dir():
+        raise ValueError(f"ledger {path}: folder {real.parent} does not exist")
+    # refused before a lock file is made beside it: a missing ledger without a budget
+    # (a read), a FIFO, a device, a file with several names
+    if not check_ledger_path(path) and epsilon is None:
+        raise ValueError(f"ledger not found: {path}; to create it, give the budget (epsilon)")
     with store._locked(fcntl.LOCK_EX):
-        if not path.exists():
+        if _stat(real, path) is None:
             if epsilon is None:
                 raise ValueError(
                     f"ledger not found: {path}; to create it, give the budget (epsilon)"
@@ -269,9 +412,9 @@ def open_ledger(
                 "fingerprint": data_fingerprint(data, key),
             }
             state = new_state(epsilon, delta, composition=composition, dataset=dataset, plan=plan)
-            _write_atomic(path, json.dumps(state, indent=1) + "\n")
+            _write_atomic(real, _dumps(state))
         else:
-            state = _load(path)
+            state = _load(path, real)
         dataset = state["dataset"]
         if not isinstance(dataset, dict) or "key" not in dataset:
             raise LedgerError(f"{path} names no data set: it is not a ledger file")

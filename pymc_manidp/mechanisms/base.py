@@ -2,6 +2,9 @@ r"""The base class of the mechanisms: every mechanism object owns its release.
 
 A release is one straight line down the layers (docs/architecture.md):
 
+0. **public checks**, before any privacy budget is charged
+   (:meth:`Mechanism.public_calibration`): the data's type, shape and ``n`` (never
+   their values), σ, the law's existence and the exact sampler's range;
 1. **check** the data against the public ball (``DataDomain.check``);
 2. **calibrate**: the sensitivity Δ and the scale σ, computed once, in one
    :class:`~pymc_manidp.privacy.release.Calibration` (:meth:`Mechanism.calibrate`);
@@ -170,6 +173,10 @@ class Mechanism:
         its origin); a no-op on every other shipped space."""
         self.domain.check_precision(sensitivity, sigma, f"{self.name} on {self.manifold}")
 
+    def check_exact_sigma(self, sigma: float) -> None:
+        """Raise ``ValueError`` if the exact sampler cannot represent the law with scale
+        ``sigma`` in floating point (a public fact: checked before any charge)."""
+
     @property
     def epsilon_per_noise(self) -> float:
         """The budget each noise draw spends: ``epsilon``, or a share of it when the
@@ -229,6 +236,20 @@ class Mechanism:
             sigma = self._checked_sigma(self.sigma(n))
         self.check_precision(sensitivity, sigma)
         return Calibration(n=n, sensitivity=float(sensitivity), sigma=float(sigma))
+
+    def public_calibration(self, data, sampler: str = "exact") -> Calibration:
+        """The release's :class:`Calibration` from public facts only, before any charge.
+
+        ``n`` and the shape of a record come from the data's shape
+        (:meth:`DataDomain.public_n`, no value read), then σ (a normal float), the
+        law's existence and, for ``sampler="exact"``, the sampler's numerical range
+        (:meth:`check_exact_sigma`). Every refusal here is one a privacy budget is
+        never charged for (docs/privacy-budget.md).
+        """
+        cal = self.calibrate(self.domain.public_n(data))
+        if sampler in EXACT_SAMPLERS:
+            self.check_exact_sigma(cal.sigma)
+        return cal
 
     # --- hooks (data already checked) ---------------------------------------------------
     @property
@@ -323,8 +344,9 @@ class Mechanism:
             )
         rng, _ = resolve_rng(random_seed)
         self._check_sampler("exact")
-        data = self.domain.check(data, clip=check_bool(clip, "clip"))
-        cal = self.calibrate(reductions.n_rows(data))
+        clip = check_bool(clip, "clip")
+        cal = self.public_calibration(data, "exact")
+        data = self.domain.check(data, clip=clip)
         out = self.exact_draws(data, cal.sigma, math.prod(shape), rng)
         self.last_sampler_info = {"proposals": out.proposals, **out.info}
         points = np.asarray(out.points)
@@ -392,17 +414,20 @@ class Mechanism:
                 f"the {sampler} sampler keeps the data in its model: with a Dask array use "
                 "sampler='exact', which reads it in passes and never gathers it"
             )
-        budget, charge = self._charge(budget, delta, is_mcmc, estimate_delta, sampler)
+        terms = self._charge_terms(budget, delta, is_mcmc, estimate_delta, sampler)
+        # n, σ, the law and the sampler's range are public: refused before any charge
+        cal = self.public_calibration(data, sampler)
+        budget, charge = self._make_charge(terms, sampler)
         if budget is None:
             return self._release_checked(
                 data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=(),
+                random_seed, notes=(), cal=cal,
             )  # fmt: skip
         notes = () if delta is None else (_assumed_delta_note(charge[1]),)
         try:
             rel = self._release_checked(
                 data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=notes,
+                random_seed, notes=notes, cal=cal,
             )  # fmt: skip
         except BaseException as err:
             budget.fail(charge[0], err)
@@ -412,12 +437,17 @@ class Mechanism:
 
     def _release_checked(
         self, data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-        random_seed, notes,
+        random_seed, notes, cal,
     ) -> Release:  # fmt: skip
-        """The release path after its premises are checked (and any charge is made)."""
+        """The release path after its premises are checked (and any charge is made);
+        ``cal`` is :meth:`public_calibration`'s, computed once."""
         is_mcmc = sampler not in EXACT_SAMPLERS
         data = self.domain.check(data, clip=clip)
-        cal = self.calibrate(reductions.n_rows(data))  # raises if the law does not exist
+        if reductions.n_rows(data) != cal.n:  # the data changed since the charge
+            raise ValueError(
+                f"the data changed while being released: n was {cal.n} when the release "
+                f"was calibrated and charged, {reductions.n_rows(data)} when checked"
+            )
         fields = {"seed_policy": policy, "opt_outs": ("clip",) if clip else (), "notes": notes}
         if not is_mcmc:
             out = self.exact_draws(data, cal.sigma, 1, rng)
@@ -527,9 +557,13 @@ class Mechanism:
             budget = current_budget()
         elif not isinstance(budget, PrivacyBudget):
             raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+        # n, σ, the law, the sampler's range: public, refused before any charge
+        cals = {stack.shape[1]: self.public_calibration(stack[0], "exact") for _, stack in groups}
         charges = []
         if budget is not None:  # one charge per data set, before any data are read
-            budget.check_many([(self.epsilon, 0.0)] * total)  # none charged if one cannot be
+            # all R charges (and an optimal budget's plan) before the first, summed exactly
+            # (not epsilon * R rounded): none is charged if one cannot be
+            budget.check_many([(self.epsilon, 0.0)] * total)
             try:
                 for _ in range(total):
                     charges.append(self._charge(budget, None, False, False, "exact")[1][0])
@@ -538,7 +572,7 @@ class Mechanism:
                     budget.fail(index, err)
                 raise
         try:
-            records = self._release_groups(groups, total, rng, policy, clip)
+            records = self._release_groups(groups, total, rng, policy, clip, cals)
         except BaseException as err:
             for index in charges:
                 budget.fail(index, err)
@@ -603,8 +637,9 @@ class Mechanism:
             raise
         return flat
 
-    def _release_groups(self, groups, total, rng, policy, clip) -> Releases:
-        """Check every group, then calibrate and draw each: the Releases in input order."""
+    def _release_groups(self, groups, total, rng, policy, clip, cals) -> Releases:
+        """Check every group, then draw each with its calibration (``cals[n]``, computed
+        before the charge): the Releases in input order."""
         # every data set is checked before any is drawn: one bad one refuses the call
         checked = [
             (pos, stack.shape[1], self._checked_stack(pos, stack, clip)) for pos, stack in groups
@@ -613,7 +648,7 @@ class Mechanism:
         per_set = isinstance(rng, list)  # one random source per data set
         fields = {"opt_outs": ("clip",) if clip else (), "notes": ()}
         for pos, n, data in checked:
-            cal = self.calibrate(n)  # once per n: the same public numbers for each
+            cal = cals[n]  # once per n: the same public numbers for each
             source = [rng[j] for j in pos] if per_set else rng
             points, infos = self.exact_draws_stack(data, n, cal.sigma, source)
             if self.value_on_manifold:  # validated as one array, not value by value
@@ -635,6 +670,28 @@ class Mechanism:
 
         Returns ``(budget, (index, delta charged))``, or ``(None, None)`` without a budget.
         """
+        return self._make_charge(
+            self._charge_terms(budget, delta, is_mcmc, estimate_delta, sampler), sampler
+        )
+
+    def _make_charge(self, terms, sampler):
+        """The charge of :meth:`_charge_terms`' ``(budget, basis, delta)`` (one ledger entry)."""
+        budget, basis, charged = terms
+        if budget is None:
+            return None, None
+        index = budget.charge(
+            self.epsilon,
+            charged,
+            delta_basis=basis,
+            mechanism=self.name,
+            sampler=sampler,
+            status="charged",
+        )
+        return budget, (index, charged)
+
+    def _charge_terms(self, budget, delta, is_mcmc, estimate_delta, sampler):
+        """``(budget, delta basis, delta)`` of a charge, its arguments checked; nothing
+        charged yet (``budget`` None: no budget)."""
         if budget is None:
             budget = current_budget()
         elif not isinstance(budget, PrivacyBudget):
@@ -654,7 +711,7 @@ class Mechanism:
             if delta >= 1:
                 raise ValueError(f"delta must be in (0, 1), got {delta!r}")
         if budget is None:
-            return None, None
+            return None, None, None
         if not is_mcmc:
             basis, charged = "proved", 0.0
         elif delta is not None:
@@ -668,15 +725,7 @@ class Mechanism:
                 "assumption), or pass estimate_delta=True (the coupling estimate, recorded "
                 "apart as estimated, not proved), or release with sampler='exact'"
             )
-        index = budget.charge(
-            self.epsilon,
-            charged,
-            delta_basis=basis,
-            mechanism=self.name,
-            sampler=sampler,
-            status="charged",
-        )
-        return budget, (index, charged)
+        return budget, basis, charged
 
     # --- the steps of a release -----------------------------------------------------------
     def _check_sampler(self, sampler) -> bool:

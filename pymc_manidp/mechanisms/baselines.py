@@ -30,6 +30,9 @@ attacks).
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from pymc_manidp.geometry.spd import unvech, vech
@@ -56,6 +59,19 @@ class _KNormMechanism(Mechanism):
 
     restricted = False
     footpoint_free_normalizer = True
+
+    #: The largest σ: the noise's ambient norm (up to ~50 σ) and its square stay
+    #: finite floats, so the summary plus noise and its projection are numbers.
+    max_sigma = 1e150
+
+    def check_exact_sigma(self, sigma: float) -> None:
+        """Refuse a σ whose noise would overflow (public: before any charge)."""
+        if sigma > self.max_sigma:
+            raise ValueError(
+                f"sigma = {sigma:.6g} is above {self.max_sigma:g}: the K-norm noise's "
+                "squared norm would overflow floating point. Use epsilon >= "
+                f"{self.epsilon_per_noise * sigma / self.max_sigma:.6g} for this n"
+            )
 
     def _summary(self, data):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -284,8 +300,15 @@ class LandmarkLaplace(_KNormMechanism):
 
     @property
     def epsilon_per_noise(self) -> float:
-        """``epsilon / k``: one planar noise per landmark (basic composition)."""
-        return self.epsilon / self.manifold.k_landmarks
+        """``epsilon / k``: one planar noise per landmark (basic composition).
+
+        Rounded down so that k times its decimal is at most ``epsilon``'s (the decimal a
+        budget charges, docs/privacy-budget.md): the k noises never spend more."""
+        k = self.manifold.k_landmarks
+        share = self.epsilon / k
+        while k * Fraction(repr(share)) > Fraction(repr(self.epsilon)):
+            share = math.nextafter(share, 0.0)
+        return share
 
     def sensitivity(self, n: int) -> float:
         """Per-landmark ℓ2 sensitivity of the landmark-wise mean (see the class notes)."""

@@ -28,6 +28,7 @@ import numpy as np
 from pymc_manidp.geometry.validation import check_positive_int
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import KNG, STATISTICS
+from pymc_manidp.laws.exact_range import kng_sigma_range
 from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats.frechet import frechet_mean
@@ -180,6 +181,34 @@ class KNGMechanism(Mechanism):
             "not be representable or the envelope could not resolve the law. The largest "
             f"radius supported at this center is {largest:.6g}: use a radius of at most "
             "that, or a center nearer the origin (docs/geometry.md, 'Supported radii')"
+        )
+
+    def check_exact_sigma(self, sigma: float) -> None:
+        """Refuse a σ outside the exact sampler's range
+        (:func:`~pymc_manidp.laws.exact_range.kng_sigma_range`): public, so before any
+        charge, naming the ε range that works for this ``n``."""
+        lo, hi = kng_sigma_range(self.domain, self.statistic)
+        if lo <= sigma <= hi:
+            return
+        # σ is proportional to 1/ε at fixed n: the ε range this n supports
+        eps = self.epsilon_per_noise
+        if sigma > hi:
+            raise ValueError(
+                f"sigma = {sigma:.6g} is above {hi:.6g}, the largest the exact KNG sampler "
+                f"on {self.manifold} represents for radius {self.domain.radius:.6g}: its "
+                "radial envelope would keep less than 2^-26 of its mass inside the ball, "
+                "so the shells' weights would lose their precision "
+                "(pymc_manidp.laws.exact_range). Use epsilon >= "
+                f"{eps * sigma / hi:.6g} for this n (or more records; sigma is "
+                "proportional to 1/(n epsilon)), or sampler='nuts'"
+            )
+        raise ValueError(
+            f"sigma = {sigma:.6g} is below {lo:.6g} (1e-10 of the radius), the smallest "
+            f"the exact KNG sampler on {self.manifold} resolves: the rounding of the "
+            "gradient norms and the envelope's slack would decide the draw "
+            "(pymc_manidp.laws.exact_range). Use epsilon <= "
+            f"{eps * sigma / lo:.6g} for this n (noise that small is below 1e-10 of the "
+            "ball anyway)"
         )
 
     def logp(self, x, data):

@@ -10,18 +10,22 @@ budget's ``composition`` rule, which every total names (docs/privacy-budget.md):
 - ``"basic"`` (default): releases that are :math:`(\varepsilon_i, \delta_i)`-DP on the
   same records are, together, :math:`(\sum_i \varepsilon_i, \sum_i \delta_i)`-DP (basic
   composition; Dwork & Roth 2014, Theorem 3.16). The sums are exact: each ε and δ
-  counts as the decimal number it prints as, so ten releases of ε = 0.1 spend ε = 1.
+  counts as the decimal number it prints as, so ten releases of ε = 0.1 spend ε = 1,
+  and totals are compared with the budget as exact fractions (never as floats).
 - ``"optimal"``: a **plan** of charges ``[(eps_1, delta_1), ..., (eps_k, delta_k)]``,
   declared when the budget is created (before the first release) and refused unless it
   fits the budget; the i-th charge must be the plan's i-th, and a charge outside the
-  plan is refused. The total of the charges made so far is the basic one while it fits
-  the budget, otherwise their worst-case privacy loss distributions composed
-  numerically by ``dp_accounting``'s PLD accountant (an upper bound on the optimal
-  composition of Kairouz, Oh & Viswanath 2015, Theorem 3.3, and Murtagh & Vadhan 2016),
-  read at the budget's δ. Those theorems hold for releases chosen adaptively *with
-  their (ε_i, δ_i) fixed in advance*; a curator who picks the next ε after seeing the
-  earlier releases is not covered by them (Rogers, Roth, Ullman & Vadhan 2016, privacy
-  filters), hence the plan. Needs the ``[budget]`` extra.
+  plan is refused. The total of the charges made so far is the basic one (exact, as
+  above) while it fits the budget, otherwise their worst-case privacy loss
+  distributions composed numerically by ``dp_accounting``'s PLD accountant (an upper
+  bound on the optimal composition of Kairouz, Oh & Viswanath 2015, Theorem 3.3, and
+  Murtagh & Vadhan 2016), read at the budget's δ; either total is compared with the
+  budget exactly (the PLD's ε as the decimal it prints as). Those theorems hold for
+  releases chosen adaptively *with their (ε_i, δ_i) fixed in advance*; a curator who
+  picks the next ε after seeing the earlier releases is not covered by them (Rogers,
+  Roth, Ullman & Vadhan 2016, privacy filters), hence the plan. An "optimal" ledger
+  written before plans existed has none and counts by basic composition. Needs the
+  ``[budget]`` extra.
 
 MCMC releases have no proved δ (docs/architecture.md, privacy rules). Charging one needs
 either a δ the curator states (``delta_basis="assumed"``: counted in the total, which is
@@ -29,10 +33,24 @@ then marked not proved) or the coupling estimate (``"estimated"``: the estimate 
 a separate column, never into the total). A total is ``proved`` only when every charge
 is an exact release's or another proved (ε, δ).
 
+**Which ε is charged.** A float ε (what a mechanism holds, what ``--epsilon`` parses to)
+is charged as the shortest decimal that reads back as the same double (its ``repr``):
+``0.1`` charges exactly 1/10, ``0.3333333333333333`` exactly that decimal. The
+mechanisms calibrate σ so that the ε their noise achieves is at most that decimal
+(``stats.sensitivity.calibrated_sigma`` rounds σ up to the next double when σ = 2Δ/ε
+in floating point would fall below 2Δ/decimal), so the charge is never below what the
+release spends. An exact number (an int, a ``Fraction``, a ``Decimal``) is charged as
+the smallest such decimal that is at least its value (``Fraction(1, 3)`` charges
+0.33333333333333337), and a budget given exactly is rounded down the same way: the
+ledger never charges less, nor allows more, than it was given.
+
 The ledger's state is a plain JSON-able dict, sealed with a SHA-256 checksum over its
-content and checked on every load (:func:`check_state`): the same code serves the
-in-memory budget and the file on disk (``pymc_manidp.io.ledger``, which adds the atomic
-write, the file lock and the data set's fingerprint).
+content and checked on every load (:func:`check_state`: every field's type and range,
+the nesting depth, the checksum, then the entries against the plan and the running
+totals, which are kept as exact decimal strings). Ledgers of version 1 (totals sealed as floats) are
+migrated on load, every record kept. The same code serves the in-memory budget and the
+file on disk (``pymc_manidp.io.ledger``, which adds the atomic write, the file lock,
+the size cap and the data set's fingerprint).
 """
 
 from __future__ import annotations
@@ -40,12 +58,18 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import decimal
 import hashlib
 import json
 import math
+import numbers
+import re
+import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+
+import numpy as np
 
 __all__ = [
     "COMPOSITIONS",
@@ -85,7 +109,13 @@ MAX_PLAN = 1000
 DELTA_BASES = ("proved", "assumed", "estimated")
 STATUSES = ("charged", "released", "failed", "external")
 FORMAT = "pymc-manidp privacy ledger"
-VERSION = 1
+#: 2: running totals as exact decimal strings (1 sealed them as floats, which could
+#: disagree with the exact sums and brick the ledger; 1 is migrated on load)
+VERSION = 2
+LOADABLE_VERSIONS = (1, 2)
+#: the deepest nesting a ledger may have (a release record is about 4 deep): a deeper
+#: one is refused before anything recurses into it
+MAX_DEPTH = 32
 PRIVACY_UNIT = "one record; neighbours replace one record; n public"
 
 _CURRENT: contextvars.ContextVar[PrivacyBudget | None] = contextvars.ContextVar(
@@ -130,12 +160,20 @@ class Spend:
         with its coupling estimate (the total then rests on that assumption).
     rule : str
         The composition rule and the theorem it comes from.
+    exact : tuple of Fraction or None
+        ``(epsilon, delta)`` exactly, as the budget compares them (the floats above
+        are rounded to the nearest double for reading, and past the largest float are
+        inf). None for an optimal total read from the PLD: a float, compared as the
+        decimal it prints as.
     """
 
     epsilon: float
     delta: float
     proved: bool
     rule: str
+    #: ``(epsilon, delta)`` as exact fractions when the floats above are rounded
+    #: (basic sums, under either rule): what the budget is compared with
+    exact: tuple[Fraction, Fraction] | None = field(default=None, repr=False, compare=False)
 
 
 def _exact(x) -> Fraction:
@@ -143,28 +181,91 @@ def _exact(x) -> Fraction:
     return Fraction(repr(float(x)))
 
 
-def _check_epsilon(epsilon, name="epsilon") -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
-        try:
-            epsilon = float(epsilon)
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be a real number, got {epsilon!r}") from None
-    epsilon = float(epsilon)
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
-    return epsilon
+def _exact_spend(spend: Spend) -> tuple[Fraction, Fraction]:
+    if spend.exact is not None:
+        return spend.exact
+    return _exact(spend.epsilon), _exact(spend.delta)
 
 
-def _check_delta(delta, name="delta") -> float:
-    if isinstance(delta, bool) or not isinstance(delta, int | float):
-        try:
-            delta = float(delta)
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be a real number, got {delta!r}") from None
-    delta = float(delta)
-    if not (0 <= delta < 1):
-        raise ValueError(f"{name} must be in [0, 1), got {delta!r}")
-    return delta
+def _decimal_text(q: Fraction) -> str:
+    """The exact decimal string of ``q`` (a sum of decimals: a finite decimal)."""
+    den, k = q.denominator, 0
+    while den % 10 == 0:
+        den //= 10
+        k += 1
+    while den % 2 == 0 or den % 5 == 0:  # scale to a power of ten
+        den //= 2 if den % 2 == 0 else 5
+        k += 1
+    if den != 1:  # pragma: no cover - sums of floats' decimals are finite decimals
+        raise ValueError(f"{q} has no finite decimal expansion")
+    digits = abs(q.numerator * 10**k // q.denominator)
+    sign = "-" if q < 0 else ""
+    if k == 0:
+        return f"{sign}{digits}"
+    text = str(digits).rjust(k + 1, "0")
+    return f"{sign}{text[:-k]}.{text[-k:]}"
+
+
+_DECIMAL = re.compile(r"\A(?:0|[1-9][0-9]*)(?:\.[0-9]+)?\Z")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+
+
+def _given_exactly(value, name) -> Fraction:
+    """The exact number the caller gave: a float as the decimal it prints as, an int,
+    ``Fraction`` or ``Decimal`` as itself. Bools and strings are refused (TypeError):
+    ``True`` is not ε = 1."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real | decimal.Decimal):
+        raise TypeError(
+            f"{name} must be a real number (a float, int, Fraction or Decimal), got "
+            f"{type(value).__name__} {_short(value)}"
+        )
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        return Fraction(value)
+    if isinstance(value, numbers.Rational):
+        return Fraction(int(value.numerator), int(value.denominator))
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be a finite number, got {_short(value)}")
+    return _exact(x)
+
+
+def _as_double(q: Fraction, name, *, up: bool) -> float:
+    """The double whose decimal is the closest to ``q`` on the safe side: at least
+    ``q`` for a charge (``up``), at most ``q`` for a budget."""
+    try:
+        x = float(q)
+    except OverflowError:
+        x = math.inf
+    if math.isinf(x):
+        raise ValueError(
+            f"{name} must be at most {sys.float_info.max!r} (the largest float), got "
+            f"{_short(q if q.denominator != 1 else q.numerator)}"
+        )
+    while (_exact(x) < q) if up else (_exact(x) > q):
+        x = math.nextafter(x, math.inf if up else -math.inf)
+    return x
+
+
+def _check_epsilon(epsilon, name="epsilon", *, up: bool = True) -> float:
+    q = _given_exactly(epsilon, name)
+    x = _as_double(q, name, up=up) if q > 0 else 0.0
+    if not (math.isfinite(x) and x > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {_short(epsilon)}")
+    return x
+
+
+def _check_delta(delta, name="delta", *, up: bool = True) -> float:
+    q = _given_exactly(delta, name)
+    x = _as_double(q, name, up=up) if 0 <= q < 1 else -1.0
+    if not (0 <= x < 1):
+        raise ValueError(f"{name} must be in [0, 1), got {_short(delta)}")
+    return x
 
 
 def _check_plan(plan, composition) -> list[list[float]] | None:
@@ -196,7 +297,7 @@ def _check_plan(plan, composition) -> list[list[float]] | None:
                 "far); merge small charges or use composition='basic'"
             )
         if isinstance(item, str | bytes | dict) or not hasattr(item, "__len__"):
-            if isinstance(item, int | float) and not isinstance(item, bool):
+            if isinstance(item, numbers.Real | decimal.Decimal) and not isinstance(item, bool):
                 item = (item, 0.0)
             else:
                 raise TypeError(f"plan[{i}] must be epsilon or (epsilon, delta), got {item!r}")
@@ -204,14 +305,14 @@ def _check_plan(plan, composition) -> list[list[float]] | None:
             raise TypeError(f"plan[{i}] must be epsilon or (epsilon, delta), got {item!r}")
         if any(isinstance(v, bool) for v in item):  # True is no epsilon of 1
             raise TypeError(f"plan[{i}] must be real numbers, not bools, got {item!r}")
-        try:
-            pair = [
+        # charges: an exact number is rounded up to a float's decimal, as charge() does,
+        # so the i-th charge of the same number matches plan[i]
+        pairs.append(
+            [
                 _check_epsilon(item[0], f"plan[{i}]'s epsilon"),
                 _check_delta(item[1], f"plan[{i}]'s delta"),
             ]
-        except OverflowError:  # an int past the largest float
-            raise ValueError(f"plan[{i}] must be finite numbers, got {item!r}") from None
-        pairs.append(pair)
+        )
     if not pairs:
         raise ValueError("the plan is empty: declare at least one (epsilon, delta) charge")
     return pairs
@@ -231,8 +332,9 @@ def new_state(epsilon, delta=0.0, *, composition="basic", dataset=None, plan=Non
             f"composition must be one of {', '.join(map(repr, COMPOSITIONS))}, got {composition!r}"
         )
     budget = {
-        "epsilon": _check_epsilon(epsilon),
-        "delta": _check_delta(delta),
+        # a budget given exactly is rounded down: the ledger never allows more
+        "epsilon": _check_epsilon(epsilon, up=False),
+        "delta": _check_delta(delta, up=False),
         "composition": composition,
         "plan": _check_plan(plan, composition),
     }
@@ -252,7 +354,7 @@ def new_state(epsilon, delta=0.0, *, composition="basic", dataset=None, plan=Non
         "budget": budget,
         "dataset": dataset,
         "entries": [],
-        "totals": {"count": 0, "epsilon": 0.0, "delta": 0.0},
+        "totals": {"count": 0, "epsilon": "0", "delta": "0"},
     }
     return seal(state)
 
@@ -273,12 +375,14 @@ def checksum(doc: dict) -> str:
 
 
 def seal(state: dict) -> dict:
-    """Recompute the running totals and the checksum of ``state`` (in place; returned)."""
+    """Recompute the running totals (exact decimal strings) and the checksum of
+    ``state`` (in place; returned)."""
     eps, delta = _basic_sums(state["entries"])
+    state["version"] = VERSION
     state["totals"] = {
         "count": len(state["entries"]),
-        "epsilon": float(eps),
-        "delta": float(delta),
+        "epsilon": _decimal_text(eps),
+        "delta": _decimal_text(delta),
     }
     state["checksum"] = checksum(state)
     return state
@@ -292,69 +396,224 @@ def _basic_sums(entries) -> tuple[Fraction, Fraction]:
     return eps, delta
 
 
-def check_state(state) -> dict:
-    """Refuse a ledger state that is not consistent; returns it unchanged.
+_TOP = ("format", "version", "privacy_unit", "budget", "dataset", "entries", "totals", "checksum")
+_ENTRY = (
+    "index",
+    "mechanism",
+    "sampler",
+    "epsilon",
+    "delta",
+    "delta_basis",
+    "status",
+    "release",
+    "delta_estimate",
+    "error",
+)
 
-    Checks the format, the checksum, the budget, every entry (numbered in order, ε > 0,
-    δ in [0, 1), a known δ basis and status) and the running totals against the
-    entries. The checksum catches edits and truncation by mistake, not a forger (who
-    can recompute it): the ledger guards the curator against errors, it is not a
-    signature.
+
+class _Bad(Exception):
+    """A field of a ledger state that is not what the writer writes."""
+
+
+def _depth(value) -> int:
+    """The nesting depth of ``value``, without recursion (refused past MAX_DEPTH)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise _Bad(f"the ledger is nested deeper than {MAX_DEPTH} levels")
+            deepest = max(deepest, depth)
+            stack.extend(
+                (v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
+
+
+def _fields(obj, where: str, keys, optional=()) -> dict:
+    if not isinstance(obj, dict):
+        raise _Bad(f"{where} must be an object, got {type(obj).__name__}")
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        raise _Bad(f"{where}.{missing[0]} is missing")
+    extra = sorted(k for k in obj if k not in keys and k not in optional)
+    if extra:
+        raise _Bad(f"{where}.{extra[0]} is not a field of a ledger")
+    return obj
+
+
+def _float(value, where: str, low: float, high: float, *, low_open=False, high_open=False):
+    if not isinstance(value, float):  # the writer writes floats; 5, "5" and true are not
+        raise _Bad(f"{where} must be a number written as a float, got {_short(value)}")
+    ok = math.isfinite(value) and (value > low if low_open else value >= low)
+    ok = ok and (value < high if high_open else value <= high)
+    if not ok:
+        lo, hi = "(["[not low_open], ")]"[not high_open]
+        raise _Bad(f"{where} must be in {lo}{low:g}, {high:g}{hi}, got {_short(value)}")
+    return value
+
+
+def _text(value, where: str, choices=None):
+    if not isinstance(value, str):
+        raise _Bad(f"{where} must be a string, got {_short(value)}")
+    if choices is not None and value not in choices:
+        raise _Bad(f"{where} must be one of {', '.join(map(repr, choices))}, got {_short(value)}")
+    return value
+
+
+def _count(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Bad(f"{where} must be a whole number >= 0, got {_short(value)}")
+    return value
+
+
+def _check_plan_field(budget) -> None:
+    """``budget.plan``: null, or (optimal composition only) 1 to ``MAX_PLAN`` pairs
+    ``[epsilon, delta]`` of floats in the ranges of a charge's."""
+    plan = budget.get("plan")
+    if plan is None:
+        return None
+    if budget["composition"] != "optimal":
+        raise _Bad(
+            f"budget.plan must be null for {budget['composition']!r} composition (a plan "
+            "is for optimal composition), got a plan"
+        )
+    if not isinstance(plan, list) or not 1 <= len(plan) <= MAX_PLAN:
+        raise _Bad(
+            f"budget.plan must be null or a list of 1 to {MAX_PLAN} [epsilon, delta] pairs, "
+            f"got {_short(plan)}"
+        )
+    for i, pair in enumerate(plan):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise _Bad(f"budget.plan[{i}] must be a pair [epsilon, delta], got {_short(pair)}")
+        _float(pair[0], f"budget.plan[{i}][0] (epsilon)", 0, math.inf, low_open=True)
+        _float(pair[1], f"budget.plan[{i}][1] (delta)", 0, 1, high_open=True)
+
+
+def _check_schema(state) -> int:
+    """Every field's type and range; returns the version. Raises ``_Bad``."""
+    _depth(state)
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise _Bad(f"not a {FORMAT} (no 'format': {FORMAT!r})")
+    version = state.get("version")
+    if isinstance(version, bool) or version not in LOADABLE_VERSIONS:
+        raise _Bad(
+            f"unknown ledger version {_short(version)} (this code reads versions "
+            f"{', '.join(map(str, LOADABLE_VERSIONS))})"
+        )
+    _fields(state, "ledger", _TOP)
+    _text(state["privacy_unit"], "privacy_unit", (PRIVACY_UNIT,))
+    # plan: absent in ledgers written before plans existed (read as null)
+    budget = _fields(
+        state["budget"], "budget", ("epsilon", "delta", "composition"), optional=("plan",)
+    )
+    _float(budget["epsilon"], "budget.epsilon", 0, math.inf, low_open=True)
+    _float(budget["delta"], "budget.delta", 0, 1, high_open=True)
+    _text(budget["composition"], "budget.composition", tuple(COMPOSITIONS))
+    _check_plan_field(budget)
+    dataset = state["dataset"]
+    if dataset is not None:
+        _fields(dataset, "dataset", ("name", "key", "fingerprint"))
+        _text(dataset["name"], "dataset.name")
+        key = _text(dataset["key"], "dataset.key")
+        if not re.fullmatch(r"(?:[0-9a-f]{2}){16,64}", key):
+            raise _Bad("dataset.key must be 16 to 64 bytes in lowercase hex")
+        _text(dataset["fingerprint"], "dataset.fingerprint")
+    entries = state["entries"]
+    if not isinstance(entries, list):
+        raise _Bad(f"entries must be a list, got {type(entries).__name__}")
+    for i, e in enumerate(entries):
+        at = f"entries[{i}]"
+        _fields(e, at, _ENTRY)
+        _count(e["index"], f"{at}.index")
+        _text(e["mechanism"], f"{at}.mechanism")
+        _text(e["sampler"], f"{at}.sampler")
+        _float(e["epsilon"], f"{at}.epsilon", 0, math.inf, low_open=True)
+        _float(e["delta"], f"{at}.delta", 0, 1, high_open=True)
+        _text(e["delta_basis"], f"{at}.delta_basis", DELTA_BASES)
+        _text(e["status"], f"{at}.status", STATUSES)
+        if e["delta_basis"] == "estimated" and e["delta"] != 0:
+            raise _Bad(
+                f"{at}.delta must be 0 for an estimated delta (the estimate is never "
+                f"charged), got {_short(e['delta'])}"
+            )
+        if e["release"] is not None and not isinstance(e["release"], dict):
+            raise _Bad(f"{at}.release must be a release record or null")
+        if (e["release"] is not None) != (e["status"] == "released"):
+            raise _Bad(f"{at}.release: a release record goes with status 'released' only")
+        if e["delta_estimate"] is not None:
+            _float(e["delta_estimate"], f"{at}.delta_estimate", 0, math.inf)
+        if e["error"] is not None:
+            _text(e["error"], f"{at}.error")
+    totals = _fields(state["totals"], "totals", ("count", "epsilon", "delta"))
+    _count(totals["count"], "totals.count")
+    for k in ("epsilon", "delta"):
+        if version == 1:  # sealed as floats
+            _float(totals[k], f"totals.{k}", 0, math.inf)
+        elif not (isinstance(totals[k], str) and _DECIMAL.match(totals[k])):
+            raise _Bad(f"totals.{k} must be an exact decimal string, got {_short(totals[k])}")
+    _text(state["checksum"], "checksum")
+    return version
+
+
+def check_state(state) -> dict:
+    """Refuse a ledger state that is not consistent; returns it (migrated to this
+    version: a version 1 state, whose totals were sealed as floats, is resealed with
+    exact totals, every entry kept).
+
+    Checks, in order: every field's type and range (the schema a writer of this
+    package writes, at most ``MAX_DEPTH`` deep; ``budget.plan`` null, or for optimal
+    composition a list of ``[epsilon, delta]`` charges), the checksum, then the
+    entries (numbered in order, the i-th equal to ``budget.plan[i]`` when there is a
+    plan) against the running totals. The checksum catches edits and
+    truncation by mistake, not a forger (who can recompute it): the ledger guards the
+    curator against errors, it is not a signature; a resealed state is still refused
+    field by field.
 
     Raises
     ------
     LedgerError
-        Saying what is inconsistent.
+        Saying what is inconsistent, naming the field.
     """
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise LedgerError(f"not a {FORMAT} (no 'format': {FORMAT!r})")
-    if state.get("version") != VERSION:
-        raise LedgerError(f"unknown ledger version {state.get('version')!r} (this is {VERSION})")
+    try:
+        version = _check_schema(state)
+    except _Bad as err:
+        raise LedgerError(f"inconsistent ledger: {err}") from None
     try:
         expected = checksum(state)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, RecursionError) as err:  # pragma: no cover - schema first
         raise LedgerError(f"the ledger is not plain JSON: {err}") from None
-    if state.get("checksum") != expected:
+    if state["checksum"] != expected:
         raise LedgerError(
             "the ledger's checksum does not match its content: it was edited or damaged "
             "after it was written; restore it from a backup (a ledger is never edited by hand)"
         )
-    try:
-        budget = state["budget"]
-        _check_epsilon(budget["epsilon"], "the budget's epsilon")
-        _check_delta(budget["delta"], "the budget's delta")
-        if budget["composition"] not in COMPOSITIONS:
-            raise ValueError(f"unknown composition {budget['composition']!r}")
-        entries = state["entries"]
-        plan = budget.get("plan")  # absent in ledgers written before plans existed
-        if plan is not None:
-            if budget["composition"] != "optimal":
-                raise ValueError("a plan in a budget of basic composition")
-            if _check_plan(plan, "optimal") != plan:
-                raise ValueError("the plan is not a list of [epsilon, delta] pairs")
-            for i, e in enumerate(entries):
-                if i >= len(plan) or [e["epsilon"], e["delta"]] != plan[i]:
-                    raise ValueError(f"entry {i} is not the plan's charge {i}")
-        for i, e in enumerate(entries):
-            if e["index"] != i:
-                raise ValueError(f"entry {i} is numbered {e['index']!r}: entries are out of order")
-            _check_epsilon(e["epsilon"], f"entry {i}'s epsilon")
-            _check_delta(e["delta"], f"entry {i}'s delta")
-            if e["delta_basis"] not in DELTA_BASES:
-                raise ValueError(f"entry {i} has an unknown delta basis {e['delta_basis']!r}")
-            if e["status"] not in STATUSES:
-                raise ValueError(f"entry {i} has an unknown status {e['status']!r}")
-        eps, delta = _basic_sums(entries)
-        totals = state["totals"]
-        if (
-            totals["count"] != len(entries)
-            or _exact(totals["epsilon"]) != eps
-            or _exact(totals["delta"]) != delta
-        ):
-            raise ValueError("the running totals do not match the entries")
-    except (KeyError, TypeError, ValueError) as err:
-        msg = f"missing field {err}" if isinstance(err, KeyError) else str(err)
-        raise LedgerError(f"inconsistent ledger: {msg}") from None
+    entries = state["entries"]
+    for i, e in enumerate(entries):
+        if e["index"] != i:
+            raise LedgerError(
+                f"inconsistent ledger: entries[{i}].index: entry {i} is numbered "
+                f"{e['index']!r}: entries are out of order"
+            )
+    plan = state["budget"].get("plan")
+    for i, e in enumerate(entries if plan is not None else ()):
+        if i >= len(plan) or [e["epsilon"], e["delta"]] != plan[i]:
+            planned = f"budget.plan[{i}] = {plan[i]!r}" if i < len(plan) else "past the plan"
+            raise LedgerError(
+                f"inconsistent ledger: entries[{i}]: the charge (epsilon, delta) = "
+                f"({e['epsilon']!r}, {e['delta']!r}) is not the plan's charge {i} ({planned}): "
+                "an optimal budget admits only its plan"
+            )
+    eps, delta = _basic_sums(entries)
+    totals = state["totals"]
+    if version == 1:  # what version 1's seal wrote: the exact sums rounded to floats
+        same = totals["epsilon"] == float(eps) and totals["delta"] == float(delta)
+    else:
+        same = Fraction(totals["epsilon"]) == eps and Fraction(totals["delta"]) == delta
+    if totals["count"] != len(entries) or not same:
+        raise LedgerError("inconsistent ledger: the running totals do not match the entries")
+    if version != VERSION:
+        state = seal(copy.deepcopy(state))
     return state
 
 
@@ -389,24 +648,27 @@ def _total(budget, charges) -> Spend:
     proved = all(basis == "proved" for _, _, basis in charges)
     eps = sum((_exact(c[0]) for c in charges), Fraction(0))
     delta = sum((_exact(c[1]) for c in charges if c[2] != "estimated"), Fraction(0))
-    # a sum past the largest float (two charges of 1e308) is inf: it fits no budget
-    basic = Spend(_float(eps), _float(delta), proved, COMPOSITIONS["basic"])
+    # a sum past the largest float (two charges of 1e308) reads as inf; the exact
+    # sums are kept beside it and are what the budget is compared with
+    basic = Spend(_to_float(eps), _to_float(delta), proved, COMPOSITIONS["basic"], (eps, delta))
     if budget["composition"] == "basic" or not charges:
         return basic
     if budget.get("plan") is None:  # an unplanned optimal ledger (module docstring)
-        return Spend(basic.epsilon, basic.delta, proved, UNPLANNED)
+        return Spend(basic.epsilon, basic.delta, proved, UNPLANNED, basic.exact)
     rule = COMPOSITIONS["optimal"]
-    # (Σε, Σδ) while it fits: a total of pure charges then keeps δ = 0, where the PLD read
-    # at the budget's δ would report (Σε - a hair, budget δ)
+    # (Σε, Σδ) while it fits, compared exactly: a total of pure charges then keeps δ = 0,
+    # where the PLD read at the budget's δ would report (Σε - a hair, budget δ)
     if eps <= _exact(budget["epsilon"]) and delta <= _exact(budget["delta"]):
-        return Spend(basic.epsilon, basic.delta, proved, rule)
+        return Spend(basic.epsilon, basic.delta, proved, rule, basic.exact)
     target = budget["delta"]
     counted = [(c[0], c[1] if c[2] != "estimated" else 0.0) for c in charges]
     optimal = _pld_epsilon(counted, target) if delta < _exact(target) else math.inf
+    # the PLD's epsilon is a float: compared as the decimal it prints as (its repr)
     return Spend(optimal, float(target), proved, rule)
 
 
-def _float(x: Fraction) -> float:
+def _to_float(x: Fraction) -> float:
+    """``x`` to read, inf past the largest float (the exact value is kept beside it)."""
     try:
         return float(x)
     except OverflowError:
@@ -414,11 +676,13 @@ def _float(x: Fraction) -> float:
 
 
 def _fits(budget, spend: Spend) -> bool:
+    """Whether ``spend`` fits ``budget``, compared as exact fractions (a float total
+    rounds: 1e16 + 1 is 1e16 in floating point). Both ε and δ, under either rule: an
+    optimal total read from the PLD is read at the budget's δ."""
     if not math.isfinite(spend.epsilon):
         return False
-    return _exact(spend.epsilon) <= _exact(budget["epsilon"]) and _exact(spend.delta) <= _exact(
-        budget["delta"]
-    )
+    eps, delta = _exact_spend(spend)
+    return eps <= _exact(budget["epsilon"]) and delta <= _exact(budget["delta"])
 
 
 def _fmt(x) -> str:
@@ -462,7 +726,10 @@ class PrivacyBudget:
     Parameters
     ----------
     epsilon : float
-        The total ε (> 0).
+        The total ε (> 0, at most the largest float): a float is held as the decimal it
+        prints as; an int, ``Fraction`` or ``Decimal`` is rounded down to such a
+        decimal (the budget never allows more than it was given). A bool or a string
+        is refused (``TypeError``): ``True`` is not ε = 1.
     delta : float, default 0.0
         The total δ, in [0, 1).
     composition : {"basic", "optimal"}
@@ -471,8 +738,10 @@ class PrivacyBudget:
     plan : sequence of float or (float, float), optional
         ``composition="optimal"`` only, and required there: the charges
         ``(epsilon, delta)`` (a number alone is ``(epsilon, 0)``) the budget admits, in
-        this order, declared before the first release. Refused unless the whole plan
-        fits the budget; a charge other than the plan's next one is refused
+        this order, declared before the first release; each is rounded up as a charge
+        is (an exact number to the smallest float decimal at least it). Refused unless
+        the whole plan fits the budget (compared exactly); a charge other than the
+        plan's next one is refused
         (:class:`BudgetExceededError`). Optimal composition holds for (ε, δ) fixed in
         advance, not for ones chosen after seeing earlier releases
         (docs/privacy-budget.md).
@@ -590,6 +859,7 @@ class PrivacyBudget:
         spend = _spend(state)
         eps_left, delta_left = _remaining(state, spend)
         planned = self.planned
+        exact = _exact_spend(spend)
         keep = ("index", "mechanism", "sampler", "epsilon", "delta", "delta_basis", "status")
         dataset = state["dataset"]
         return {
@@ -597,6 +867,8 @@ class PrivacyBudget:
             "dataset": None if dataset is None else dataset.get("name"),
             "budget": dict(state["budget"]),
             "spent": {"epsilon": spend.epsilon, "delta": spend.delta, "proved": spend.proved},
+            # the floats above are rounded for reading; these are what the budget holds
+            "spent_exact": {"epsilon": _decimal_text(exact[0]), "delta": _decimal_text(exact[1])},
             "remaining": {"epsilon": eps_left, "delta": delta_left},
             "rule": spend.rule,
             **(
@@ -618,11 +890,19 @@ class PrivacyBudget:
         )
 
     # --- charging ---------------------------------------------------------------------------
-    def check(self, epsilon, delta=0.0, *, delta_basis="proved") -> None:
-        """Raise :class:`BudgetExceededError` if a charge of ``(epsilon, delta)`` would
-        overspend; changes nothing."""
+    def check(self, epsilon, delta=0.0, *, delta_basis="proved", count=1) -> None:
+        """Raise :class:`BudgetExceededError` if ``count`` charges of ``(epsilon,
+        delta)`` would overspend; changes nothing.
+
+        ``count`` checks a batch at once (``release_many``) with the exact sum, where
+        ``epsilon * count`` in floating point may round below it.
+        """
         epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
-        _refuse_overspend(self._state(), epsilon, delta, delta_basis)
+        if delta_basis not in DELTA_BASES:
+            raise ValueError(f"delta_basis must be one of {DELTA_BASES}, got {delta_basis!r}")
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
+            raise TypeError(f"count must be a whole number >= 1, got {_short(count)}")
+        _refuse_overspend(self._state(), epsilon, delta, delta_basis, count=int(count))
 
     def check_many(self, charges) -> None:
         """Raise :class:`BudgetExceededError` if the charges ``[(epsilon, delta), ...]``,
@@ -631,11 +911,23 @@ class PrivacyBudget:
         For a call that charges several releases at once: it is refused before the
         first charge rather than after some (``Mechanism.release_many``).
         """
-        state = self._state()
-        for epsilon, delta in charges:
-            epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
-            _refuse_overspend(state, epsilon, delta, "proved")
-            state["entries"].append({"epsilon": epsilon, "delta": delta, "delta_basis": "proved"})
+        pairs = [(_check_epsilon(e), _check_delta(d)) for e, d in charges]
+        state = self._state()  # a copy: the trial entries below are never written
+        runs = []  # consecutive equal charges, checked as one exact sum
+        for pair in pairs:
+            if runs and runs[-1][0] == pair:
+                runs[-1][1] += 1
+            else:
+                runs.append([pair, 1])
+        planned = state["budget"].get("plan") is not None
+        for (epsilon, delta), count in runs:
+            if planned:  # the total may come from the PLD: checked after each, as charge() will
+                for _ in range(count):
+                    _refuse_overspend(state, epsilon, delta, "proved")
+                    state["entries"].append(_trial(epsilon, delta))
+            else:  # basic sums only grow: the run fits iff its exact sum does
+                _refuse_overspend(state, epsilon, delta, "proved", count=count)
+                state["entries"].extend(_trial(epsilon, delta) for _ in range(count))
 
     def charge(
         self,
@@ -662,11 +954,11 @@ class PrivacyBudget:
         """
         epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
         if delta_basis not in DELTA_BASES:
-            raise ValueError(f"delta_basis must be one of {DELTA_BASES}, got {delta_basis!r}")
+            raise ValueError(f"delta_basis must be one of {DELTA_BASES}, got {_short(delta_basis)}")
         if delta_basis == "estimated" and delta != 0:
             raise ValueError("an estimated delta is never charged: charge delta=0")
         if status not in ("charged", "external"):
-            raise ValueError(f"status must be 'charged' or 'external', got {status!r}")
+            raise ValueError(f"status must be 'charged' or 'external', got {_short(status)}")
         with self._store.transaction() as state:
             _refuse_overspend(state, epsilon, delta, delta_basis)
             index = len(state["entries"])
@@ -694,7 +986,9 @@ class PrivacyBudget:
             entry["status"] = "released"
             entry["release"] = release.public()
             if release.delta_estimate is not None:
-                entry["delta_estimate"] = float(release.delta_estimate["delta_hat"])
+                hat = float(release.delta_estimate["delta_hat"])
+                # a ledger holds plain JSON: an undefined estimate is no estimate
+                entry["delta_estimate"] = hat if math.isfinite(hat) and hat >= 0 else None
 
     def fail(self, index: int, error: BaseException) -> None:
         """Mark charge ``index`` as failed (its release raised ``error``). The charge
@@ -721,26 +1015,36 @@ def _remaining(state, spend: Spend) -> tuple[float, float]:
     if not math.isfinite(spend.epsilon):
         return 0.0, 0.0
     # an optimal total read from the PLD is read at the budget's delta: none is left
-    eps_left = _exact(budget["epsilon"]) - _exact(spend.epsilon)
-    delta_left = _exact(budget["delta"]) - _exact(spend.delta)
+    eps, delta = _exact_spend(spend)
+    eps_left = _exact(budget["epsilon"]) - eps
+    delta_left = _exact(budget["delta"]) - delta
     return float(max(eps_left, Fraction(0))), float(max(delta_left, Fraction(0)))
 
 
-def _refuse_overspend(state, epsilon, delta, delta_basis) -> None:
+def _trial(epsilon, delta) -> dict:
+    """An entry ``_spend`` counts, for a check that charges nothing."""
+    return {"epsilon": epsilon, "delta": delta, "delta_basis": "proved"}
+
+
+def _refuse_overspend(state, epsilon, delta, delta_basis, count=1) -> None:
+    """Raise BudgetExceededError unless ``count`` charges of ``(epsilon, delta)`` are
+    the plan's next ones (a planned budget) and their total, with the charges made,
+    fits the budget (compared exactly)."""
     budget = state["budget"]
     plan = budget.get("plan")
     before = _spend(state)
-    if plan is not None:
-        k = len(state["entries"])
+    made = len(state["entries"])
+    for k in range(made, made + count) if plan is not None else ():
         if k >= len(plan) or [epsilon, delta] != plan[k]:
             planned = (
                 f"charge {k} of the plan is epsilon = {plan[k][0]!r}, delta = {plan[k][1]!r}"
                 if k < len(plan)
                 else f"all {len(plan)} charges of the plan are made"
             )
+            batch = "" if count == 1 else f"{count} charges of "
             raise BudgetExceededError(
-                f"the release asks for epsilon = {epsilon!r}, delta = {delta!r}, but this "
-                f"budget's optimal composition covers only its plan, declared before the "
+                f"the release asks for {batch}epsilon = {epsilon!r}, delta = {delta!r}, but "
+                f"this budget's optimal composition covers only its plan, declared before the "
                 f"first release, and {planned}: nothing was computed or released. Optimal "
                 "composition holds for (epsilon, delta) fixed in advance, not for ones "
                 "chosen after seeing earlier releases (docs/privacy-budget.md): make the "
@@ -749,13 +1053,15 @@ def _refuse_overspend(state, epsilon, delta, delta_basis) -> None:
                 remaining=_remaining(state, before),
                 asked=(epsilon, delta),
             )
-    after = _spend(state, extra=[(epsilon, delta, delta_basis)])
+    # the exact sum of the count charges, not epsilon * count rounded in floating point
+    after = _spend(state, extra=[(epsilon, delta, delta_basis)] * count)
     if _fits(budget, after):
         return
     left = _remaining(state, before)
+    batch = "" if count == 1 else f"{count} charges of "
     raise BudgetExceededError(
-        f"the release asks for epsilon = {_fmt(epsilon)}, delta = {_fmt(delta)}, but the "
-        f"budget (epsilon = {_fmt(budget['epsilon'])}, delta = {_fmt(budget['delta'])}, "
+        f"the release asks for {batch}epsilon = {_fmt(epsilon)}, delta = {_fmt(delta)}, but "
+        f"the budget (epsilon = {_fmt(budget['epsilon'])}, delta = {_fmt(budget['delta'])}, "
         f"{budget['composition']} composition) has spent epsilon = {_fmt(before.epsilon)}, "
         f"delta = {_fmt(before.delta)} and has epsilon = {_fmt(left[0])}, "
         f"delta = {_fmt(left[1])} left: nothing was computed or released. Ask for less "

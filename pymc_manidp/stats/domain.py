@@ -90,6 +90,65 @@ class DataDomain:
         """Geodesic distances from the center, shape ``(n,)``."""
         return self.manifold.dist(self.center, data)
 
+    def public_n(self, data) -> int:
+        """``n``, from the data's type and shape only: what a release may check before
+        its privacy budget is charged.
+
+        The number of records and the shape of a record are public in this library's
+        privacy unit (the sensitivity is a function of ``n``); no value is read (a
+        Dask array's shape comes from its chunks, never from a pass). What this
+        refuses, :meth:`check` would refuse too, but only after a charge.
+
+        Parameters
+        ----------
+        data : array_like or dask.array.Array, shape ``(n, *point_shape)``
+
+        Returns
+        -------
+        int
+            ``n >= 1``.
+
+        Raises
+        ------
+        TypeError
+            A dtype other than integer or floating point (strings, bools, objects).
+        ValueError
+            A wrong shape, no records, a ragged sequence, a masked array with masked
+            entries, or a Dask array whose chunk sizes are unknown.
+        """
+        shape = tuple(self.manifold.point_shape)
+        want = f"(n, {', '.join(map(str, shape))})"
+        if data is None:
+            raise TypeError(f"data must be an array of shape {want}, got None")
+        if isinstance(data, (str, bytes)):
+            raise TypeError(f"data must be an array of shape {want}, got {type(data).__name__}")
+        if reductions.is_dask(data):
+            got = tuple(data.shape)
+            if any(isinstance(s, float) and s != s for s in got):
+                raise ValueError(
+                    f"the Dask array's chunk sizes are unknown (shape {got}; unknown chunk "
+                    "sizes): call "
+                    "data.compute_chunk_sizes() first (or load it with pymc_manidp.io), so "
+                    "that n, and so the sensitivity, is known before the budget is charged"
+                )
+        else:
+            try:
+                got = np.shape(data)
+            except ValueError:  # NumPy refuses ragged nested sequences
+                raise ValueError(
+                    f"data must be an array of shape {want}: got a ragged sequence (records "
+                    "of different lengths)"
+                ) from None
+        check_real_data(data, "data")
+        if len(got) != len(shape) + 1 or tuple(got[1:]) != shape:
+            raise ValueError(
+                f"data must have shape {want}: points of trailing shape {shape}, one per "
+                f"row; got shape {got}"
+            )
+        if got[0] == 0:
+            raise ValueError(f"data is empty (shape {got}): nothing to release")
+        return int(got[0])
+
     def check(self, data, *, clip: bool = False) -> np.ndarray:
         """Validate data against the manifold and the ball; return the data to use.
 

@@ -23,7 +23,9 @@ ball (2021, Thm 3) and KNG always make it depend on the footpoint.
 
 from __future__ import annotations
 
+import math
 import warnings
+from fractions import Fraction
 from functools import cache
 
 import numpy as np
@@ -258,7 +260,9 @@ def calibrated_sigma(
     Returns
     -------
     float
-        ``sigma``.
+        ``sigma``: the formula in floating point, stepped up to the next double when
+        ``factor * Delta / sigma`` would exceed ``epsilon`` read as the decimal it
+        prints as (what a privacy budget charges, docs/privacy-budget.md).
 
     Examples
     --------
@@ -269,7 +273,17 @@ def calibrated_sigma(
     """
     sensitivity = check_positive_real(sensitivity, "sensitivity")
     epsilon = check_positive_real(epsilon, "epsilon")
-    return (1.0 if footpoint_free_normalizer else 2.0) * sensitivity / epsilon
+    factor = 1 if footpoint_free_normalizer else 2
+    sigma = factor * sensitivity / epsilon
+    # A budget charges epsilon as the decimal it prints as (privacy/budget.py), which
+    # can be below the double (0.1 is 0.1000000000000000055...), and the division
+    # rounds: step sigma up to the first double with factor*Delta/sigma <= that decimal,
+    # so the noise never spends more than is charged (one or two ulps at most)
+    if math.isfinite(sigma):
+        target = Fraction(factor) * Fraction(sensitivity) / Fraction(repr(epsilon))
+        while Fraction(sigma) < target:
+            sigma = math.nextafter(sigma, math.inf)
+    return sigma
 
 
 _warned: set[str] = set()

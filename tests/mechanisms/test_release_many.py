@@ -10,6 +10,8 @@ refuted by the same test, so the test has power.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -169,6 +171,20 @@ def test_the_budget_is_charged_once_per_data_set():
     with budget:  # the budget entered is charged too
         mech.release_many(stack[:2], random_seed=0)
     assert budget.spent.epsilon == pytest.approx(3.0)
+
+
+def test_the_batch_is_checked_by_its_exact_sum():
+    # 3 * 0.7 is 2.0999999999999996 in floats: the old product check admitted three
+    # charges of 0.7 against that budget, the third then refused after two were made
+    mech = pmd.KNGMechanism(S2, epsilon=0.7, center=NORTH, radius=0.5)
+    stack = np.stack([_sphere_data(10, 0.5, s) for s in range(3)])
+    budget = pmd.PrivacyBudget(epsilon=2.0999999999999996)
+    with pytest.raises(pmd.BudgetExceededError, match=r"3 charges of epsilon = 0\.7"):
+        mech.release_many(stack, random_seed=0, budget=budget)
+    assert budget.entries == []  # none made and then marked failed
+    budget = pmd.PrivacyBudget(epsilon=2.1)  # exactly 3 * 7/10: fits
+    mech.release_many(stack, random_seed=0, budget=budget)
+    assert budget.spent.exact[0] == Fraction(21, 10) and len(budget.entries) == 3
 
 
 def test_a_failure_after_the_charges_marks_them_failed(monkeypatch):

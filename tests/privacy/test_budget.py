@@ -3,14 +3,22 @@ composition as dp_accounting computes it, MCMC deltas kept out of proved totals.
 
 from __future__ import annotations
 
+import copy
+import decimal
+import hashlib
+import json
+import math
 import threading
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import pymc_manidp as pmd
 from pymc_manidp.privacy.budget import (
+    VERSION,
     BudgetExceededError,
     LedgerError,
     check_state,
@@ -18,6 +26,7 @@ from pymc_manidp.privacy.budget import (
     seal,
 )
 from pymc_manidp.privacy.release import Calibration, build_release
+from pymc_manidp.stats.sensitivity import calibrated_sigma
 
 S2 = pmd.Sphere(dim=2)
 NORTH = np.array([0.0, 0.0, 1.0])
@@ -29,7 +38,14 @@ class Touched(Exception):
 
 
 class Untouchable:
-    """A data object whose every access raises: proves the data were not read."""
+    """Data whose every access raises: proves the data were not read.
+
+    Only the public facts a release checks before its charge are readable: the shape
+    (``n`` and a record's shape, 3 sphere records) and the dtype (issue 43, item 4).
+    """
+
+    shape = (3, 3)
+    dtype = np.dtype(float)
 
     def __getattr__(self, name):
         raise Touched(name)
@@ -294,3 +310,275 @@ def test_one_budget_entered_in_two_threads():
         t.join()
     assert errors == [] and b.spent.epsilon == 0.5
     assert [e["status"] for e in b.entries] == ["released", "released"]
+
+
+# --- issue 43: exact totals, adversarial numbers, a schema checked field by field -----------
+
+THIRD = 0.3333333333333333
+#: the floats where rounding bites: 1/3, sub-ulp steps, subnormals, huge, the edges
+EDGY = [
+    THIRD,
+    1 / 3,
+    0.1,
+    0.2,
+    1e-17,
+    1e16,
+    1.0,
+    math.nextafter(1.0, 0),
+    math.nextafter(1.0, 2),
+    math.nextafter(0.1, 1),
+    5e-324,
+    2.2250738585072014e-308,
+    1e-300,
+    1e308,
+    10.0,
+]
+REALS = st.sampled_from(EDGY) | st.floats(
+    min_value=5e-324, max_value=1e300, allow_nan=False, allow_infinity=False
+)
+JUNK = st.sampled_from(
+    [
+        True,
+        False,
+        np.bool_(True),
+        "5",
+        "0.1",
+        None,
+        [0.1],
+        float("nan"),
+        float("inf"),
+        -1.0,
+        0.0,
+        -0.0,
+        10**400,
+        -(10**400),
+        decimal.Decimal("NaN"),
+        b"1",
+        1j,
+        np.array([0.5]),
+    ]
+)
+
+
+def dec(x) -> Fraction:
+    return Fraction(repr(float(x)))
+
+
+def reseal(state):
+    """What a forger does: recompute the checksum over any content."""
+    body = {k: v for k, v in state.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    state["checksum"] = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return state
+
+
+def test_totals_are_exact_where_floats_round():
+    # 10 + 0.3333333333333333 is 10.333333333333334 as a float: the old seal stored that
+    # and the load compared it with the exact sum, bricking the ledger
+    b = pmd.PrivacyBudget(20.0)
+    b.charge(10.0)
+    b.charge(THIRD)
+    state = check_state(b._state())  # still loads
+    assert state["version"] == VERSION == 2
+    assert state["totals"]["epsilon"] == "10.3333333333333333"
+    assert b.public()["spent_exact"] == {"epsilon": "10.3333333333333333", "delta": "0"}
+    # 1.0 + 1e-17 rounds to 1.0: the old fit test let a budget of 1 take eleven of them
+    b = pmd.PrivacyBudget(1.0)
+    b.charge(1.0)
+    with pytest.raises(BudgetExceededError):
+        b.charge(1e-17)
+    b = pmd.PrivacyBudget(1.0)
+    b.charge(1e-17)
+    with pytest.raises(BudgetExceededError):
+        b.charge(1.0)
+    assert len(b.entries) == 1
+    # a spent budget of 1e16 took one more 1.0 (1e16 + 1 is 1e16 as a float)
+    b = pmd.PrivacyBudget(1e16)
+    b.charge(1e16)
+    with pytest.raises(BudgetExceededError):
+        b.charge(1.0)
+    with pytest.raises(BudgetExceededError):
+        b.check(5e-324)
+    # a batch is checked by its exact sum: 0.7 * 3 is 2.0999999999999996 in floats
+    b = pmd.PrivacyBudget(2.0999999999999996)
+    with pytest.raises(BudgetExceededError):
+        b.check(0.7, count=3)
+    pmd.PrivacyBudget(2.1).check(0.7, count=3)
+
+
+def test_bools_strings_and_huge_numbers_are_refused_with_their_range():
+    for bad in (True, np.bool_(True), "5", None, [1.0]):
+        with pytest.raises(TypeError, match="must be a real number"):
+            pmd.PrivacyBudget(bad)
+        with pytest.raises(TypeError, match="must be a real number"):
+            pmd.PrivacyBudget(1.0).charge(bad)
+        with pytest.raises(TypeError, match="must be a real number"):
+            pmd.PrivacyBudget(1.0, delta=bad)
+    with pytest.raises(
+        ValueError, match=r"at most 1\.7976931348623157e\+308 \(the largest float\)"
+    ):
+        pmd.PrivacyBudget(10**400)
+    with pytest.raises(ValueError, match="the largest float"):
+        pmd.PrivacyBudget(1.0).charge(10**400)
+    with pytest.raises(ValueError, match="finite"):
+        pmd.PrivacyBudget(decimal.Decimal("Infinity"))
+    with pytest.raises(TypeError, match="count must be a whole number"):
+        pmd.PrivacyBudget(1.0).check(0.1, count=True)
+
+
+def test_exact_numbers_are_charged_up_and_budgets_rounded_down():
+    b = pmd.PrivacyBudget(Fraction(1, 3))
+    assert dec(b.epsilon) <= Fraction(1, 3)  # never more than was given
+    with pytest.raises(BudgetExceededError):
+        b.charge(Fraction(1, 3))  # charged at least 1/3: more than the rounded budget
+    b = pmd.PrivacyBudget(1)
+    i = b.charge(Fraction(1, 3))
+    assert dec(b.entries[i]["epsilon"]) >= Fraction(1, 3)
+    b.charge(decimal.Decimal("0.25"))
+    assert b.spent.exact[0] == dec(b.entries[0]["epsilon"]) + Fraction(1, 4)
+
+
+@given(REALS)
+def test_any_float_epsilon_is_charged_as_its_decimal_and_covers_sigma(epsilon):
+    # the charge is the decimal the float prints as ...
+    b = pmd.PrivacyBudget(1e308)
+    b.charge(epsilon)
+    assert b.spent.exact[0] == dec(epsilon)
+    # ... and sigma is calibrated so that the noise spends at most that decimal
+    for delta_sens in (0.1, THIRD, 1.0, 2 / 7):
+        for free in (False, True):
+            sigma = calibrated_sigma(delta_sens, epsilon, footpoint_free_normalizer=free)
+            if math.isfinite(sigma) and sigma > 0:
+                spent = (1 if free else 2) * Fraction(delta_sens) / Fraction(sigma)
+                assert spent <= dec(epsilon)
+
+
+def test_a_split_budget_never_spends_more_than_its_charge():
+    from pymc_manidp.mechanisms.baselines import LandmarkLaplace
+
+    K = pmd.KendallShape(k_landmarks=3) if hasattr(pmd, "KendallShape") else None
+    if K is None:  # pragma: no cover
+        pytest.skip("no KendallShape")
+    m0 = K.validate(np.array([[1.0, 0], [0, 1], [-1, 0]]))
+    for epsilon in EDGY[:10]:
+        mech = LandmarkLaplace(K, epsilon=epsilon, center=m0, radius=0.3)
+        assert 3 * dec(mech.epsilon_per_noise) <= dec(epsilon)
+
+
+@given(JUNK | REALS)
+def test_a_budget_is_made_or_refused_with_a_message(value):
+    try:
+        b = pmd.PrivacyBudget(value)
+    except TypeError as err:
+        assert "must be a real number" in str(err)
+        return
+    except ValueError as err:
+        assert "> 0" in str(err) or "finite" in str(err) or "largest float" in str(err)
+        return
+    given_exactly = dec(value) if isinstance(value, float) else Fraction(value)
+    assert b.epsilon > 0 and dec(b.epsilon) <= given_exactly
+
+
+@given(
+    st.lists(
+        st.tuples(JUNK | REALS, st.sampled_from([0.0, 1e-17, 5e-324, 1e-6, THIRD])), max_size=8
+    )
+)
+def test_charges_never_overspend_exactly(charges):
+    b = pmd.PrivacyBudget(1.0, delta=1e-5)
+    model = []
+    for epsilon, delta in charges:
+        try:
+            b.charge(epsilon, delta)
+        except (TypeError, ValueError) as err:
+            assert str(err)  # a message, never a traceback from inside
+            continue
+        model.append((dec(epsilon), dec(delta)))
+    eps, delta = b.spent.exact
+    assert eps == sum((e for e, _ in model), Fraction(0)) and eps <= 1
+    assert delta == sum((d for _, d in model), Fraction(0)) and delta <= Fraction("1e-5")
+    check_state(b._state())
+
+
+def _ledger_state():
+    b = pmd.PrivacyBudget(5.0, delta=1e-5)
+    b.charge(0.5)
+    b.charge(0.25, 1e-6, delta_basis="assumed", mechanism="KNG", sampler="nuts")
+    state = b._state()
+    state["dataset"] = {"name": "d", "key": "00" * 32, "fingerprint": "blake2b-keyed:ab"}
+    return seal(state)
+
+
+def _nest(depth):
+    value = 0.0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+TAMPERED = [
+    (lambda s: s["entries"][0].update(epsilon=10**400), r"entries\[0\]\.epsilon"),
+    (lambda s: s["entries"][0].update(epsilon=1e400), r"entries\[0\]\.epsilon"),
+    (lambda s: s["dataset"].pop("fingerprint"), r"dataset\.fingerprint is missing"),
+    (lambda s: s.update(dataset="cities"), "dataset must be an object"),
+    (lambda s: s["budget"].update(epsilon="5"), r"budget\.epsilon must be a number"),
+    (lambda s: s["budget"].update(epsilon=5), r"budget\.epsilon must be a number"),
+    (lambda s: s["budget"].update(delta=1.0), r"budget\.delta must be in \[0, 1\)"),
+    (lambda s: s["entries"][0].update(index=True), r"entries\[0\]\.index must be a whole"),
+    (
+        lambda s: s["entries"][1].update(delta_basis="estimated", delta=0.5),
+        r"entries\[1\]\.delta must be 0 for an estimated delta",
+    ),
+    (lambda s: s["entries"][1].update(status="won"), r"entries\[1\]\.status must be one of"),
+    (lambda s: s["entries"][0].update(release=[1]), r"entries\[0\]\.release must be"),
+    (lambda s: s["entries"][0].update(extra=1), r"entries\[0\]\.extra is not a field"),
+    (lambda s: s["entries"][0].update(release=_nest(100)), "nested deeper than 32"),
+    (lambda s: s["totals"].update(epsilon=0.75), r"totals\.epsilon must be an exact decimal"),
+    (lambda s: s["totals"].update(epsilon="1/3"), r"totals\.epsilon must be an exact decimal"),
+    (lambda s: s.update(version=True), "unknown ledger version True"),
+    (lambda s: s.update(entries={}), "entries must be a list"),
+    (lambda s: s["dataset"].update(key="zz"), r"dataset\.key must be 16 to 64 bytes"),
+    (lambda s: s["entries"][0].update(delta_estimate=-1.0), r"delta_estimate must be in"),
+]
+
+
+@pytest.mark.parametrize("edit, message", TAMPERED)
+def test_a_resealed_ledger_is_refused_field_by_field(edit, message):
+    state = _ledger_state()
+    edit(state)
+    try:
+        reseal(state)
+    except (ValueError, RecursionError):  # not JSON-able (1e400): the schema comes first
+        state["checksum"] = "sha256:0"
+    with pytest.raises(LedgerError, match=message):
+        check_state(state)
+
+
+def test_a_state_nested_100000_deep_is_refused_without_recursing():
+    state = _ledger_state()
+    state["entries"][0]["release"] = _nest(100_000)
+    with pytest.raises(LedgerError, match="nested deeper than 32"):
+        check_state(state)
+
+
+@given(
+    st.sampled_from(["budget.epsilon", "budget.delta", "e0.epsilon", "e0.delta", "e0.index"]),
+    JUNK | REALS | st.integers(),
+)
+def test_any_resealed_value_loads_right_or_is_refused_by_name(where, value):
+    state = _ledger_state()
+    obj, key = where.split(".")
+    target = state["budget"] if obj == "budget" else state["entries"][0]
+    target[key] = value
+    try:
+        reseal(state)
+    except (TypeError, ValueError):
+        state["checksum"] = "sha256:0"
+    try:
+        loaded = check_state(copy.deepcopy(state))
+    except LedgerError as err:
+        assert key in str(err) or "checksum" in str(err) or "totals" in str(err)
+        return
+    # what loads is a consistent ledger whose totals are the exact sums
+    spent = pmd.PrivacyBudget.from_store(type("S", (), {"read": lambda self: loaded})()).spent
+    assert spent.exact[0] == sum((dec(e["epsilon"]) for e in loaded["entries"]), Fraction(0))

@@ -49,3 +49,21 @@ def test_audit_passes_both_mechanisms_and_catches_sigma_halved(kind):
     )
     assert not bad.passed and bad.worst_log_ratio - bad.grid_error > 1.0, bad.summary()
     assert "FAILED" in bad.summary()
+
+
+@pytest.mark.parametrize("resolution", [4, 5, 7])
+def test_the_smallest_int_resolutions_run_in_three_dimensions(resolution):
+    """Issue 43, item 14: ``audit --manifold rotations --resolution 4`` said "got 1" (the
+    polar axis got 4 // 2 = 2 nodes, halved to 1 by the error estimate). The polar axis
+    now keeps at least 4, so every int the CLI accepts (>= 4) runs."""
+    mech = _mech("KNG")
+    pair = A.boundary_pair(mech.domain, 3)
+    loss, err, _ = A.audit_pair(mech, pair.data, pair.neighbour, resolution=resolution)
+    assert np.isfinite(loss) and np.isfinite(err)
+
+
+def test_a_tuple_too_small_to_halve_names_the_fix():
+    mech = _mech("KNG")
+    pair = A.boundary_pair(mech.domain, 3)
+    with pytest.raises(ValueError, match=r"every axis needs at least 4 nodes.*\(4, 1, 4\)"):
+        A.audit_pair(mech, pair.data, pair.neighbour, resolution=(8, 3, 8))

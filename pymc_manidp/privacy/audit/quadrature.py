@@ -166,7 +166,9 @@ def polar_grid(manifold, center, t_max: float, resolution):
 def _resolution(resolution, d):
     if isinstance(resolution, numbers.Integral) and not isinstance(resolution, bool):
         n = check_positive_int(resolution, "resolution", minimum=MIN_RESOLUTION)
-        return (n,) if d == 1 else (n, n) if d == 2 else (n, max(n // 2, 2), n)
+        # the polar angle of d = 3 gets half the nodes, but never fewer than the error
+        # estimate's halving needs (resolution 4 used to give a middle axis of 2, then 1)
+        return (n,) if d == 1 else (n, n) if d == 2 else (n, max(n // 2, MIN_RESOLUTION), n)
     try:
         counts = tuple(check_positive_int(c, "resolution", minimum=2) for c in resolution)
     except TypeError:
@@ -528,6 +530,12 @@ class _Size:
     def __init__(self, mech, resolution, n, count, refine, build_pairs, max_bytes, max_seconds):
         self.mech, self.M, self.restricted = mech, mech.manifold, _restricted(mech)
         self.resolution, self.fine = resolution, _resolution(resolution, mech.manifold.dim)
+        if min(_coarse(self.fine)) < 2:
+            raise ValueError(
+                f"resolution {tuple(self.fine)}: every axis needs at least {MIN_RESOLUTION} "
+                "nodes, as the grid-error estimate reruns the audit on a grid of half as "
+                f"many (here {tuple(_coarse(self.fine))}) and a midpoint rule needs 2"
+            )
         self.n, self.count, self.refine, self.build_pairs = n, count, refine, build_pairs
         self.max_bytes = _cost.memory_limit(max_bytes)
         self.max_seconds = _cost.time_limit(max_seconds)
