@@ -297,7 +297,9 @@ class DataDomain:
         if not M.rounding_error(self.center, 1e-300, proposals=proposals) <= limit:
             return 0.0
         lo, hi = 0.0, top if np.isfinite(top) else 1.0
-        while not np.isfinite(top) and M.rounding_error(self.center, hi, proposals=proposals) <= limit:
+        while (
+            not np.isfinite(top) and M.rounding_error(self.center, hi, proposals=proposals) <= limit
+        ):
             lo, hi = hi, 2.0 * hi
             if hi > 1e6:
                 return lo
