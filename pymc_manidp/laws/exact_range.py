@@ -38,20 +38,20 @@ a larger n or a smaller ε changes nothing a reader could see.
 
 The median's lower end, ``MEDIAN_SIGMA_FLOOR = 0.005`` (``n ε <= 800``). Its density
 ``e^{-|grad F|/σ}`` has ``|grad F| <= 1`` on any ball: σ is measured against 1, not
-against r. Where the records allow a set of medians (half of them at each of two
-opposite edge points: ``F`` is constant on the segment between them), the law lives in
-a tube of width ``~σ`` around that segment; neither the shells around one computed
-median (radial) nor the boxes (a budget of ``5·10^6/n`` gradient evaluations) follow
-it once σ is a few thousandths: Kendall(3) at ``r*(1 - 1e-9)`` hit the proposal cap at
-σ = 0.001 (0.0045 acceptance at 0.002), SPD(2) at radius 1 at σ = 6.7e-4, Sphere(2)
-with all records at one edge point at 0.002 (that case, and any records exactly at the
-computed median, is now exact at every σ: docs/exact.md). Nothing proves a floor of
-the acceptance below the trivial ``e^{-1/σ}``; the floor 0.005 is measured: at σ =
-0.005 every shipped space at its largest supported radius accepts at least
-ACCEPT_MIN of the proposals on each worst-placed data set of n = 6 and
-n = 1,000 (``tests/laws/test_exact_range_median.py``), so the cap of 100,000
-proposals fails with probability below ``(1 - ACCEPT_MIN)^{10^5}``. A σ below it is
-refused before any charge, naming the ε this n supports; MCMC is not limited.
+against r (R^2 at radius 1 and 1,000 accept the same). Where the records allow a set of
+medians (half of them at each of two opposite edge points: ``F`` is constant on the
+segment between them), the law lives in a tube of width ``~σ`` around that segment;
+neither the shells around one computed median (radial) nor the boxes (a budget of
+``5·10^6/n`` gradient evaluations) follow it once σ is a few thousandths: Kendall(3) at
+``r*(1 - 1e-9)`` hit the proposal cap at σ = 0.001, SPD(2) at radius 1 at 6.7e-4.
+Nothing proves an acceptance above the trivial ``e^{-1/σ}``; the floor is measured: at
+σ = 0.005 and the largest radius each shipped space supports for the median, five worst
+placements of n = 6 records accept at least 5.4e-4 of the proposals
+(``tests/mechanisms/test_median_supported.py`` asserts ``64 log 2 / 10^5``: the cap of
+100,000 proposals then fails with probability at most 2^-64 a draw). Not covered:
+dimension 4 and up (Kendall(4) accepts 1e-4 at n ε = 500) and n far above 1,000 at the
+floor (docs/exact.md). A σ below it is refused before any charge, naming the ε this n
+supports; MCMC is not limited.
 """
 
 from __future__ import annotations
