@@ -353,10 +353,10 @@ class DataDomain:
             f"{what}: the public ball reaches where {self.manifold}'s coordinates round "
             f"distances by up to {eta:.3g} (manifold.rounding_error), more than {name} "
             f"({top:.3g}): the computed density would not be the proved one at working "
-            f"precision. The largest radius supported at this center for this n and "
-            f"epsilon is about {largest:.6g}. Use a radius of at most that or a center nearer the "
-            "origin (the rounding grows like eps cosh(R) cosh(R + 2r) on the hyperboloid "
-            "and eps e^R e^(R + 2r) on SPD, R = rho(origin, center) + radius: "
+            f"precision. Use a smaller radius (the largest supported at this center for "
+            f"this n and epsilon is about {largest:.6g}) or a center nearer the origin "
+            "(the rounding grows like eps cosh(R) cosh(R + 2r) on the hyperboloid and "
+            "eps e^R e^(R + 2r) on SPD, R = rho(origin, center) + radius: "
             "docs/geometry.md), or a smaller epsilon"
         )
 
