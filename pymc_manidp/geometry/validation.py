@@ -7,6 +7,7 @@ Errors follow diffprivlib's convention: ``TypeError`` for a wrong type,
 from __future__ import annotations
 
 import numbers
+import sys
 
 import numpy as np
 
@@ -108,7 +109,10 @@ def check_real_data(x, name: str = "data"):
             "the mask would be ignored. Drop the masked records (x[~x.mask.any(axis=-1)] "
             "for rows) or fill them, and pass a plain array"
         )
-    if isinstance(getattr(x, "_meta", None), np.ma.MaskedArray):  # Dask, never imported
+    # a Dask array's _meta is its metadata, not its values; asked only of a Dask array
+    # (sys.modules: Dask is never imported here), so nothing else is probed
+    da = sys.modules.get("dask.array")
+    if da is not None and isinstance(x, da.Array) and isinstance(x._meta, np.ma.MaskedArray):
         raise ValueError(
             f"{name} is a Dask masked array: its mask would be ignored, and counting its "
             "masked entries would read the data. Drop the masked records (then "

@@ -1315,49 +1315,75 @@ class _MedianShells:
             x_hat = domain.check(x_hat[None], clip=True)[0]
         # x_hat may be any point of the ball: at a record within zero_distance of it,
         # that record itself (below: records exactly at x_hat are not a worst case)
-        rho_all = M.dist(x_hat, data)
-        j = int(np.argmin(rho_all))
-        if rho_all[j] <= reductions.zero_distance(M) and domain.distances(data[j]) <= r:
-            x_hat = np.array(data[j], dtype=float)
+        n = reductions.n_rows(data)
+        rows_at = reductions.rows_per_block(M.point_shape, 1)
+        best, nearest = np.inf, None  # block by block: memory O(block), as the slopes
+        for s in range(0, n, rows_at):
+            rho_b = M.dist(x_hat, data[s : s + rows_at])
+            j = int(np.argmin(rho_b))
+            if rho_b[j] < best:
+                best, nearest = float(rho_b[j]), data[s + j]
+        if best <= reductions.zero_distance(M) and domain.distances(nearest) <= r:
+            x_hat = np.array(nearest, dtype=float)
         u, _, eta, _, _, _ = reductions.median_terms(M, x_hat[None], data)
         # records bit-identical to x_hat: rho(gamma(u), x_i) = u exactly (unit-speed
         # geodesic from x_i itself, within the injectivity radius), so each adds its
         # weight to φ'(u) for every u > 0 instead of the worst case -weight: all records
         # at one point give g = 1, the law itself (issue 43: the cap at sigma < 0.002)
-        flat = np.asarray(data, dtype=float).reshape(len(data), -1)
-        at = np.all(flat == x_hat.reshape(1, -1), axis=1)
-        exact_weight = float(at.sum()) / len(data)
+        point = x_hat.reshape(1, -1)
+
+        def at_x_hat(block):
+            return np.all(np.asarray(block, dtype=float).reshape(len(block), -1) == point, axis=1)
+
+        exact_weight = sum(int(at_x_hat(data[s : s + rows_at]).sum()) for s in range(0, n, rows_at))
+        exact_weight /= n
         # -φ'(0+) <= |U_far| + (the weight within zero_distance, each turning by <= 1),
         # less twice the weight of the records exactly at x_hat (counted in eta as -1)
         g0 = float(M.norm(x_hat, u[0])) + float(eta[0]) - 2.0 * exact_weight
-        coords = M.log_coords(x_hat, data)  # (n, d) in the chart at x_hat
-        # a record exactly at x_hat is counted above (slope exactly +1): its rounded
-        # log (SPD: ~1e-17) must not also count it as a record about to be crossed
-        rho = np.where(at, 0.0, np.linalg.norm(coords, axis=-1))
-        off = rho > reductions.zero_distance(M)
-        dirs = np.where(off[:, None], coords / np.where(off, rho, 1.0)[:, None], 0.0)
-        proj = np.eye(d)[None] - dirs[:, :, None] * dirs[:, None, :]  # (n, d, d)
-        n = len(rho)
         t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
+        qs = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
+
+        def records(m):
+            """Per block of records: distances and projections ``(b,)``, ``(b, d, d)``
+            at ``x_hat``; blocks of the passes' size for ``m`` shells, so that memory
+            is O(block × shells), not O(n × shells) (issue 43 item 13)."""
+            rows = reductions.rows_per_block(M.point_shape, m)
+            for s in range(0, n, rows):
+                block = data[s : s + rows]
+                coords = M.log_coords(x_hat, block)  # in the chart at x_hat
+                # a record exactly at x_hat is counted in g0 (slope exactly +1): its
+                # rounded log (SPD: ~1e-17) must not count it as one about to be crossed
+                rho = np.where(at_x_hat(block), 0.0, np.linalg.norm(coords, axis=-1))
+                off = rho > reductions.zero_distance(M)
+                dirs = np.where(off[:, None], coords / np.where(off, rho, 1.0)[:, None], 0.0)
+                yield rho, np.eye(d)[None] - dirs[:, :, None] * dirs[:, None, :]
 
         def slope_on(hi):
             """``lam``: a lower bound of ``φ''`` on ``[0, hi]`` (per ``hi``, ``(m,)``)."""
-            far = rho[None, :] > hi[:, None]  # records that cannot be crossed
-            # in the ball every record is within 2r of every point
-            rho_hi = np.minimum(rho[None, :] + hi[:, None], 2.0 * r)
-            a_hi = _h(rho_hi, max(kappa_max, 0.0)) / rho_hi  # ct(κ_max) at the far side
-            near_side = np.where(far, rho[None, :] - hi[:, None], 1.0)
-            turn = reductions.turn_rate(near_side, np.where(far, rho_hi, 1.0), kappa_min, kappa_max)
-            move = np.minimum(1.0, hi[:, None] * turn)  # sine of the turned angle, bounded
-            # any subset of the records gives a bound (each term is >= 0): those that may
-            # turn by q or more are left out, for the best of a few q
+            # the sums over the records, per q, added block by block in record order
+            A = np.zeros((len(qs), len(hi), d, d))
+            moved = np.zeros((len(qs), len(hi)))
+            for rho, proj in records(len(hi)):
+                far = rho[None, :] > hi[:, None]  # records that cannot be crossed
+                # in the ball every record is within 2r of every point
+                rho_hi = np.minimum(rho[None, :] + hi[:, None], 2.0 * r)
+                a_hi = _h(rho_hi, max(kappa_max, 0.0)) / rho_hi  # ct(κ_max) at the far side
+                near_side = np.where(far, rho[None, :] - hi[:, None], 1.0)
+                turn = reductions.turn_rate(
+                    near_side, np.where(far, rho_hi, 1.0), kappa_min, kappa_max
+                )
+                move = np.minimum(1.0, hi[:, None] * turn)  # sine of the turned angle, bounded
+                # any subset of the records gives a bound (each term is >= 0): those that
+                # may turn by q or more are left out, for the best of a few q
+                for j, q in enumerate(qs):
+                    wa = np.where(far & (move <= q), a_hi, 0.0) / n
+                    A[j] += np.einsum("mi,ijk->mjk", wa, proj)
+                    moved[j] += (wa * move).sum(1)
             best = np.zeros(len(hi))
-            for q in (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0):
-                wa = np.where(far & (move <= q), a_hi, 0.0) / n
-                A = np.einsum("mi,ijk->mjk", wa, proj)
-                best = np.maximum(best, np.linalg.eigvalsh(A)[:, 0] - (wa * move).sum(1))
+            for j in range(len(qs)):
+                best = np.maximum(best, np.linalg.eigvalsh(A[j])[:, 0] - moved[j])
             # eigvalsh's rounding is a few ulps of |A|: a relative margin absorbs it
-            return np.maximum(best - 1e-12 * np.abs(A).max(axis=(1, 2)), 0.0)
+            return np.maximum(best - 1e-12 * np.abs(A[-1]).max(axis=(1, 2)), 0.0)
 
         # shells growing geometrically from a quarter of the law's scale at x_hat
         lam0 = float(slope_on(np.full(1, 1e-300))[0])
@@ -1418,7 +1444,8 @@ class _MedianShells:
 def _median_envelope(M, data, sigma, domain):
     """The first envelope of :func:`sample_kng_median` for checked data, and whether
     the boxes may follow it: the shells around the computed median, except over Dask
-    (they hold per-record directions in memory: the boxes alone); the boxes take over
+    (their slopes slice the records block by block, in memory; no Dask pass computes
+    them yet: the boxes alone); the boxes take over
     after the shells' pilot only where most of the shells' mass is where their slopes
     stopped growing (there the shells can be far looser than the boxes)."""
     if reductions.is_dask(data):

@@ -63,6 +63,7 @@ __all__ = [
     "n_rows",
     "pass_count",
     "progress",
+    "rows_per_block",
     "scan_domain",
     "turn_rate",
     "weighted_sum",
@@ -141,6 +142,33 @@ def n_rows(data) -> int:
 
 def _rows_per_block(point_shape, m: int = 1) -> int:
     return max(1, BLOCK_ELEMENTS // (math.prod(point_shape) * max(m, 1)))
+
+
+def rows_per_block(point_shape, m: int = 1) -> int:
+    """Rows of a NumPy block when each row is worked on at ``m`` points at once.
+
+    The passes' rule (``BLOCK_ELEMENTS`` floats of records times ``m``), for sums over
+    the records computed outside this module (the median's shells): their
+    temporaries, ``m`` numbers per record, then stay cache-sized however large ``n``.
+
+    Parameters
+    ----------
+    point_shape : tuple of int
+        Shape of one record.
+    m : int
+        Points (or shells) each row is combined with.
+
+    Returns
+    -------
+    int
+        At least 1.
+
+    Examples
+    --------
+    >>> rows_per_block((3,), 4)
+    2730
+    """
+    return _rows_per_block(point_shape, m)
 
 
 def _point_chunks(data, point_shape):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import special
 
 import pymc_manidp as pmd
 from pymc_manidp.geometry._kernels.numerics import _sum_axes, angle_between, log_sinc
@@ -28,7 +29,15 @@ def _reference_t(env, m, rng, wrong=False):
     for k in ks[::-1] if wrong else ks:  # wrong: the shells' blocks in another order
         at = shell == k
         lo, hi = env.edges[k], env.edges[k + 1]
-        t[at] = exact._gamma_interval(env.M.dim, env.sigma / env.slopes[k], lo, hi, at.sum(), rng)
+        scale = env.sigma / env.slopes[k]
+        if k > 0 and env.lower_tail[k]:
+            # issue 43: a shell deep in the lower tail reads the same uniforms from its
+            # outer edge inwards through P's inverse (Q's would keep no digits there)
+            v = rng.random(at.sum())
+            p = env.p_hi[k] - (env.p_hi[k] - env.p_lo[k]) * v
+            t[at] = np.clip(scale * special.gammaincinv(env.M.dim, p), lo, hi)
+        else:
+            t[at] = exact._gamma_interval(env.M.dim, scale, lo, hi, at.sum(), rng)
     return shell, t
 
 
