@@ -122,7 +122,7 @@ def _refusal_cases():
         ),
         "mean rounding SPD": (
             pmd.KNGMechanism(P, epsilon=1.0, center=P.origin, radius=8.0),
-            "largest radius supported at this center",
+            "smaller radius .the largest supported at this center",
         ),
         "mean near r*": (
             pmd.KNGMechanism(
