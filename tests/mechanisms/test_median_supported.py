@@ -77,10 +77,10 @@ def test_median_accepts_enough_at_its_sigma_floor_and_largest_radius(M):
     """At σ = MEDIAN_SIGMA_FLOOR and the largest radius the median supports, every
     worst placement of n = 6 records accepts at least ``64 log 2 / 10^5`` of the
     proposals (20 draws, pilot included, seeds fixed): the cap fails with probability
-    at most 2^-64 a draw. Measured at the limits, 2026-11-28: minimum 5.4e-4 (SPD(2),
-    radius 3.54, records on the edge); with the growth limit at 3 (SPD(2) radius 4.24)
-    the opposite placement accepts 2.3e-4 and this test fails; at σ = 0.001 Kendall(3)
-    with the opposite placement hits the cap."""
+    at most 2^-64 a draw. Measured at the limits, 2026-11-28: minimum 6.2e-4 (SPD(2),
+    radius 3.11, opposite records); with the growth limit at 3 (SPD(2) radius 4.24) the
+    opposite placement accepts 2.4e-4 and this test fails (2.5: 3.9e-4, fails too); at
+    σ = 0.001 Kendall(3) with the opposite placement hits the cap."""
     center, r = _largest_median_ball(M)
     mech = pmd.KNGMechanism(M, epsilon=1.0, center=center, radius=r, statistic="median")
     mech.calibrate(6)  # the radius is supported
