@@ -1298,7 +1298,8 @@ class _MedianShells:
     edges: np.ndarray
     lam: np.ndarray
     G: np.ndarray
-    g0: float
+    #: ``-φ'(0+)``'s bound per shell (the first differs where records sit exactly at x_hat)
+    g0: np.ndarray
     slopes: np.ndarray
     offsets: np.ndarray
     log_w: np.ndarray
@@ -1337,9 +1338,13 @@ class _MedianShells:
 
         exact_weight = sum(int(at_x_hat(data[s : s + rows_at]).sum()) for s in range(0, n, rows_at))
         exact_weight /= n
-        # -φ'(0+) <= |U_far| + (the weight within zero_distance, each turning by <= 1),
-        # less twice the weight of the records exactly at x_hat (counted in eta as -1)
-        g0 = float(M.norm(x_hat, u[0])) + float(eta[0]) - 2.0 * exact_weight
+        # -φ'(0+) <= |U_far| + (the weight within zero_distance, each turning by <= 1).
+        # The gradient drops records within zero_distance of x (reductions.median_terms),
+        # so records exactly at x_hat count 0 within twice that distance (rounding of
+        # rho) and +1 beyond: g0 per shell, the first shell [0, 2 zero_distance] apart
+        g0_near = float(M.norm(x_hat, u[0])) + float(eta[0]) - exact_weight
+        g0 = g0_near - exact_weight
+        near_edge = 2.0 * reductions.zero_distance(M) if exact_weight > 0 else 0.0
         t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
         qs = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 
@@ -1388,28 +1393,31 @@ class _MedianShells:
         # shells growing geometrically from a quarter of the law's scale at x_hat
         lam0 = float(slope_on(np.full(1, 1e-300))[0])
         step = min(sigma / max(lam0, 1e-12) / 4.0, t_max / 64.0)
-        tau = [0.0]
+        tau = [0.0] if near_edge == 0.0 else [0.0, near_edge]
         while tau[-1] < t_max:
             tau.append(min(tau[-1] + step, t_max))
             step *= 1.3
         tau = np.array(tau)
         lam = slope_on(tau[1:])  # valid on the whole shell: the bound at its outer edge
         G = np.concatenate([[0.0], np.cumsum(lam * np.diff(tau))])[:-1]
+        g0s = np.full(len(lam), g0)
+        if near_edge > 0.0:
+            g0s[0] = g0_near
         slopes = lam - sigma * M.log_volume_growth  # J <= e^{G_vol t}
-        offsets = G - lam * tau[:-1] - g0 - 1e-12  # the rounding of the computed norms
+        offsets = G - lam * tau[:-1] - g0s - 1e-12  # the rounding of the computed norms
         # a slope too small for a Gamma law (or negative): the shell's minimum, constant
         flat = slopes * tau[1:] / sigma < 1e-6
         low_end = np.where(slopes < 0.0, tau[1:], tau[:-1])
         offsets = np.where(flat, offsets + slopes * low_end, offsets)
         slopes = np.where(flat, 0.0, slopes)
         log_w = -offsets / sigma + _log_shell_mass(d, slopes, sigma, tau[:-1], tau[1:])
-        return cls(x_hat, tau, lam, G, g0, slopes, offsets, log_w)
+        return cls(x_hat, tau, lam, G, g0s, slopes, offsets, log_w)
 
     def grad_bound(self, t):
         """``g(t) <= |grad F(x)|`` at ``t = ρ(x_hat, x)`` ``(m,)``, ``x`` in the ball."""
         t = np.asarray(t, float)
         k = np.clip(np.searchsorted(self.edges, t, side="left") - 1, 0, len(self.lam) - 1)
-        return self.G[k] + self.lam[k] * (t - self.edges[k]) - self.g0
+        return self.G[k] + self.lam[k] * (t - self.edges[k]) - self.g0[k]
 
     def log_mass(self, M) -> float:
         """Log of the envelope's integral over the normal coordinates at ``x_hat``."""

@@ -154,18 +154,23 @@ def test_refused_before_any_charge(case):
 
 
 def test_records_at_the_median_are_exact_at_any_sigma():
-    """All records at one edge point of S^2's ball (r = 0.5): ``|grad F| = 1`` off that
-    point, so the law is uniform on the ball, whatever σ. The shells counted those
-    records at their worst (-1 each) and the boxes could not shrink around the point
-    below e^{-1/σ}: at σ = 0.002 the sampler hit its cap (old code: 0 of 20 draws in
-    2,000,000 proposals). Now they count +1 and the shells are the law: 1,000 draws at
-    σ = 1e-3, KS on the distance to the center against the cap's uniform CDF
-    ``(1 - cos s)/(1 - cos r)``, α = 0.01; the CDF of a cap of radius 0.45 refuted."""
+    """All records at one edge point p of S^2's ball (r = 0.5). The gradient drops
+    records within zero_distance (5.7e-14) of x, so the law is 1 on that micro-ball
+    around p and e^{-1/σ} elsewhere. The shells counted the records at their worst
+    (-1 each) and the boxes could not isolate the micro-ball: at σ = 0.002 the sampler
+    hit its cap (old code: 0 of 20 draws in 2,000,000 proposals). Now they count 0 on
+    [0, 2 zero_distance] and +1 beyond. At σ = 1e-3 the micro-ball holds all but
+    e^{-1000} of the mass: 20 draws, all within 2 zero_distance of p. At σ = 0.05 it
+    holds e^{-40} of it: the law is uniform on the ball, 1,000 draws, KS on the distance
+    to the center against the cap's CDF ``(1 - cos s)/(1 - cos r)``, α = 0.01; the CDF
+    of a cap of radius 0.45 refuted."""
     S = pmd.Sphere(dim=2)
     north = np.array([0.0, 0.0, 1.0])
     dom = pmd.DataDomain(S, north, 0.5)
     x = dom.check(_records(S, north, 0.5, "one point", n=50))
-    out = exact.sample_kng_median(S, x, 1e-3, 1000, rng=2, domain=dom)
+    tiny = exact.sample_kng_median(S, x, 1e-3, 20, rng=2, domain=dom)
+    assert np.all(S.dist(x[0], tiny.points) <= 2 * 5.7e-14)
+    out = exact.sample_kng_median(S, x, 0.05, 1000, rng=2, domain=dom)
     rho = dom.distances(out.points)
 
     def cdf(r):
