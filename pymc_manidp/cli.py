@@ -405,6 +405,17 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _resolve(path: Path) -> Path:
+    """``path.resolve()``, a loop of symbolic links refused as the user's error (pathlib
+    raises RuntimeError for it)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as err:
+        raise ValueError(
+            f"{path} cannot be resolved: a loop of symbolic links, or {err}; name a file"
+        ) from None
+
+
 def _check_out(args) -> Path | None:
     """The output file, checked before any sampling: no input, a writable folder.
 
@@ -434,14 +445,14 @@ def _check_out(args) -> Path | None:
         st = None
     except OSError as err:  # e.g. a component that is not a folder
         raise ValueError(f"--out {out}: {err.strerror or err}") from None
-    target = out.resolve()
+    target = _resolve(out)
     # the ledger is written by the release even when it does not exist yet
     if getattr(args, "budget", None) is not None:
         from pymc_manidp.io.ledger import LedgerFile
 
         ledger = LedgerFile(args.budget)
         for name, path in (("the ledger", ledger.path), ("the ledger's lock", ledger.lock_path)):
-            if target == path.resolve() or _same_file(out, path):
+            if target == _resolve(path) or _same_file(out, path):
                 raise ValueError(
                     f"--out {out} is {name} of --budget {args.budget}: write elsewhere"
                 )
@@ -455,8 +466,8 @@ def _check_out(args) -> Path | None:
     for src in _input_paths(args):
         if not src.exists():
             continue
-        same = target == src.resolve() or _same_file(out, src)
-        if same or (src.is_dir() and src.resolve() in target.parents):
+        same = target == _resolve(src) or _same_file(out, src)
+        if same or (src.is_dir() and _resolve(src) in target.parents):
             raise ValueError(
                 f"--out {out} is {'inside ' if not same else ''}the input {src}: it would "
                 "be overwritten; write the release elsewhere"
@@ -555,15 +566,23 @@ def release(args) -> int:
             stack.enter_context(reductions.progress())
         else:
             stack.enter_context(_status()(f"releasing with the {args.sampler} sampler"))
-        rel = mech.release(
-            data,
-            sampler=args.sampler,
-            random_seed=args.seed,
-            clip=args.clip,
-            skip_diagnostics=args.skip_diagnostics,
-            budget=budget,
-            **mcmc,
-        )
+        try:
+            rel = mech.release(
+                data,
+                sampler=args.sampler,
+                random_seed=args.seed,
+                clip=args.clip,
+                skip_diagnostics=args.skip_diagnostics,
+                budget=budget,
+                **mcmc,
+            )
+        except BaseException:
+            if budget is not None:  # refused before its charge: no new ledger left behind
+                from pymc_manidp.io.ledger import discard_unused
+
+                with contextlib.suppress(Exception):
+                    discard_unused(budget)
+            raise
     doc = release_json(
         rel,
         manifold_name=args.manifold,
@@ -966,11 +985,18 @@ def _check_pytensor_compiledir() -> None:
 
     from pymc_manidp.geometry._kernels.cache import not_ours_alone
 
-    base = pytensor.config.base_compiledir
-    try:
-        problem = not_ours_alone(base, None, own_group_may_write=True)
-    except OSError as err:
-        problem = f"it cannot be inspected ({err})"
+    # compiledir (where the modules are loaded from) may be set apart from its base;
+    # inside it (the default), the walk of the base covers it
+    folders = [pytensor.config.base_compiledir]
+    if not Path(pytensor.config.compiledir).is_relative_to(folders[0]):
+        folders.append(pytensor.config.compiledir)
+    for base in folders:
+        try:
+            problem = not_ours_alone(base, None, own_group_may_write=True)
+        except OSError as err:
+            problem = f"it cannot be inspected ({err})"
+        if problem is not None:
+            break
     if problem is not None:
         raise _BrokenEnvironment(
             f"PyTensor's compile folder {base} is not yours alone: {problem}. It holds "

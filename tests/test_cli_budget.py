@@ -112,7 +112,7 @@ def test_budget_options_are_checked(tmp_path, points, capsys):
         release(points, ledger, "--budget-epsilon", "1", "--sampler", "nuts"), capsys
     )
     assert code == 2 and "no proved delta" in err
-    assert json.loads(ledger.read_text())["entries"] == []  # nothing charged by a refusal
+    assert not ledger.exists()  # nothing charged by a refusal, so no new ledger left
     code, _, err = run(["budget", tmp_path / "missing.json"], capsys)
     assert code == 2 and "ledger not found" in err
 
@@ -249,3 +249,59 @@ def test_the_budget_command_never_tracebacks_on_an_odd_ledger(tmp_path_factory, 
         if code == 2:
             assert str(ledger) in err.getvalue() and out.getvalue() == ""
     assert sorted(p.name for p in folder.iterdir()) == ["ledger.json"]  # a read writes nothing
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--epsilon", "10"],  # more than the new budget: refused by the budget itself
+        ["--epsilon", "1e-300"],  # sigma past the exact sampler's range: a public refusal
+        ["--epsilon", "0.4", "--statistic", "median", "--radius", "0.79"],  # radius >= r*
+    ],
+)
+def test_a_refusal_before_the_charge_leaves_no_new_ledger(tmp_path, points, capsys, extra):
+    # issue 38 item 9 / issue 43: a release refused before its charge spent nothing, so
+    # a ledger it would have created must not exist afterwards (nor its lock file)
+    argv = release(points, tmp_path / "new.json", "--budget-epsilon", "5", out=tmp_path / "o.json")
+    for i in range(0, len(extra), 2):
+        if extra[i] in argv:
+            argv[argv.index(extra[i]) + 1] = extra[i + 1]
+        else:
+            argv += extra[i : i + 2]
+    code, _, err = run(argv, capsys)
+    assert code == 2, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["points.npy"]
+    # and the same ledger is then created by the first release that is charged
+    code, _, err = run(release(points, tmp_path / "new.json", "--budget-epsilon", "5"), capsys)
+    assert code == 0, err
+    assert (tmp_path / "new.json").exists()
+
+
+def test_only_an_unused_ledger_this_open_created_is_discarded(tmp_path, points):
+    from pymc_manidp.io.ledger import discard_unused, open_ledger
+
+    path = tmp_path / "new.json"
+    assert discard_unused(open_ledger(path, data=DATA, epsilon=1.0))
+    assert list(tmp_path.iterdir()) == [points]  # neither the ledger nor its lock
+    b = open_ledger(path, data=DATA, epsilon=1.0)
+    b.charge(0.25)
+    assert not discard_unused(b) and path.exists()  # a charge is never discarded
+    path.unlink()
+    open_ledger(path, data=DATA, epsilon=1.0)  # created by another process...
+    assert not discard_unused(open_ledger(path, data=DATA))  # ...is not this one's
+    assert path.exists()
+    assert open_ledger(path, data=DATA).remaining == (1.0, 0.0)
+
+
+def test_a_ledger_discarded_under_an_open_budget_refuses_its_charge_clearly(tmp_path):
+    # two releases create one ledger at once and the creator is refused before its
+    # charge: the other's charge finds no ledger, charges nothing and says why
+    from pymc_manidp.io.ledger import LedgerError, discard_unused, open_ledger
+
+    path = tmp_path / "new.json"
+    creator = open_ledger(path, data=DATA, epsilon=1.0)
+    other = open_ledger(path, data=DATA, epsilon=1.0)
+    assert discard_unused(creator)
+    with pytest.raises(LedgerError, match=r"removed after it was opened.*nothing was charged"):
+        other.charge(0.1)
+    assert list(tmp_path.iterdir()) == []

@@ -230,3 +230,20 @@ def test_pytensor_compile_folder_others_can_write_is_refused(kind, tmp_path):
     if not refused:
         assert "data file not found" in err  # went on to the command
     assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("flag", ["compiledir", "base_compiledir"])
+def test_pytensor_compiledir_set_alone_is_checked_too(flag, tmp_path):
+    """``PYTENSOR_FLAGS=compiledir=DIR`` moves the folder PyTensor loads compiled
+    modules from without moving ``base_compiledir``: a folder of another user's named
+    that way must be refused as ``base_compiledir=DIR`` is (issue 43 item 7)."""
+    if os.getuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    os.chown(folder, 65534, 65534)
+    folder.chmod(0o777)
+    env = {"PYTENSOR_FLAGS": f"{flag}={folder}"}
+    code, err, _ = _cli(env, tmp_path / "none.npy", tmp_path)
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "PyTensor's compile folder" in err and str(folder) in err, err

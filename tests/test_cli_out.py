@@ -304,3 +304,32 @@ def test_the_out_record_is_read_back_by_release_from_json(tmp_path, capsys):
     out.write_text(text.replace('"n": 3', '"n": 4'))
     with pytest.raises(ReleaseFileError, match="checksum does not match"):
         pmd.Release.from_json(out)
+
+
+@pytest.mark.parametrize("where", ["out", "budget"])
+def test_a_loop_of_links_as_out_or_ledger_is_one_line(where, tmp_path, capsys):
+    # pathlib's resolve() raises RuntimeError on a loop: it was reported as an internal
+    # error (exit 3) instead of a refusal of the path
+    data = tmp_path / "d.npy"
+    np.save(data, DATA)
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    loop = tmp_path / "loop1"
+    argv = release(data, loop if where == "budget" else tmp_path / "l.json", tmp_path / "o.json")
+    if where == "out":
+        argv[-1] = str(loop)
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "internal error" not in err, err
+    assert "symbolic links" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npy", "loop1", "loop2"]
+
+
+def test_a_file_that_is_not_a_ledger_gets_no_lock_beside_it(tmp_path, capsys):
+    # issue 43 item 2: a lock file is made only beside a ledger (or a new one)
+    data = tmp_path / "d.npy"
+    np.save(data, DATA)
+    (tmp_path / "c.csv").write_text("0,0,1\n")
+    for other in (data, tmp_path / "c.csv"):
+        code, _, err = run(release(data, other, tmp_path / "o.json"), capsys)
+        assert code == 2 and "is not a ledger" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.csv", "d.npy"]

@@ -275,6 +275,7 @@ class LedgerFile:
         # is the one locked, read and replaced (replacing the link would fork it)
         self.real = Path(os.path.realpath(self.path))
         self.fingerprint = fingerprint
+        self.created = False  # written by this open_ledger: discard_unused may remove it
 
     @property
     def lock_path(self) -> Path:
@@ -297,9 +298,22 @@ class LedgerFile:
                     f"the ledger's lock {self.lock_path} is not a regular file: remove it"
                 )
             fcntl.flock(fd, how)
+            try:
+                held = os.stat(self.lock_path, follow_symlinks=False).st_ino
+            except FileNotFoundError:
+                held = None
+            if held != os.fstat(fd).st_ino:
+                # removed (discard_unused) while this process waited: a lock on the old
+                # inode excludes no one who opens the name now; take the lock again
+                os.close(fd)
+                fd = None
+                with self._locked(how):
+                    yield
+                return
             yield
         finally:
-            os.close(fd)  # closing the file releases the lock
+            if fd is not None:
+                os.close(fd)  # closing the file releases the lock
 
     def _check(self, state) -> dict:
         if self.fingerprint is not None and state["dataset"]["fingerprint"] != self.fingerprint:
@@ -325,6 +339,15 @@ class LedgerFile:
                 "pymc_manidp.io.ledger.open_ledger(path, data=...) to charge it"
             )
         with self._locked(fcntl.LOCK_EX):
+            if _stat(self.real, self.path) is None:
+                # the lock this made is removed too (held: a waiter takes it again)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.lock_path)
+                raise LedgerError(
+                    f"ledger {self.path} was removed after it was opened (a release that "
+                    "created it was refused before its charge, or someone removed it): "
+                    "nothing was charged; run again"
+                )
             state = self._check(_load(self.path, self.real))
             yield state
             _write_atomic(self.real, _dumps(seal(state)))
@@ -397,8 +420,11 @@ def open_ledger(
         raise ValueError(f"ledger {path}: folder {real.parent} does not exist")
     # refused before a lock file is made beside it: a missing ledger without a budget
     # (a read), a FIFO, a device, a file with several names
-    if not check_ledger_path(path) and epsilon is None:
+    exists = check_ledger_path(path)
+    if not exists and epsilon is None:
         raise ValueError(f"ledger not found: {path}; to create it, give the budget (epsilon)")
+    if exists:  # a file that is not a ledger (the data, a CSV) is refused before its lock
+        _load(path, real)
     with store._locked(fcntl.LOCK_EX):
         if _stat(real, path) is None:
             if epsilon is None:
@@ -413,6 +439,7 @@ def open_ledger(
             }
             state = new_state(epsilon, delta, composition=composition, dataset=dataset, plan=plan)
             _write_atomic(real, _dumps(state))
+            store.created = True
         else:
             state = _load(path, real)
         dataset = state["dataset"]
@@ -431,6 +458,33 @@ def open_ledger(
                         "(omit --epsilon/--delta to charge the existing ledger)"
                     )
     return PrivacyBudget.from_store(store)
+
+
+def discard_unused(budget) -> bool:
+    """Remove a ledger, and its lock file, that ``open_ledger`` created for ``budget``
+    if nothing was ever charged to it; True if removed.
+
+    For a release refused before its charge (a public check, an overspend): it spent
+    nothing, so it leaves no ledger behind (issue 38 item 9). A ledger that existed
+    before, or that holds a charge (by this process or another), is kept. The lock file
+    is removed while held: a process waiting on it takes the lock again on the new
+    file (``LedgerFile._locked``), and finds no ledger, so charges nothing.
+
+    Parameters
+    ----------
+    budget : PrivacyBudget
+        As returned by :func:`open_ledger`.
+    """
+    store = getattr(budget, "_store", None)
+    if not isinstance(store, LedgerFile) or not store.created:
+        return False
+    with store._locked(fcntl.LOCK_EX):
+        if _stat(store.real, store.path) is None or _load(store.path, store.real)["entries"]:
+            return False
+        os.unlink(store.real)
+        os.unlink(store.lock_path)
+    store.created = False
+    return True
 
 
 def read_ledger(path) -> PrivacyBudget:

@@ -136,6 +136,11 @@ def test_optimal_composition_refuses_a_charge_outside_its_plan():
     mech = pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=0.3, center=[0, 0, 1.0], radius=0.7)
 
     class Untouchable:
+        # the public facts a release reads before its charge (issue 43 item 4)
+        shape = (3, 3)
+        dtype = np.dtype(float)
+        _meta = None  # not a Dask array (a masked Dask array is refused unread)
+
         def __array__(self, *args, **kwargs):
             raise AssertionError("the data were read")
 
