@@ -199,6 +199,29 @@ class SPD(ManifoldBase):
     def curvature_bounds(self) -> tuple[float, float]:
         return (-0.5, 0.0) if self.k >= 2 else (0.0, 0.0)
 
+    def rounding_error(self, center, radius: float, *, proposals: bool = True) -> float:
+        r"""``128 eps e^R e^{R'}``, ``R = rho(I, center) + r``, ``R' = R + 2r`` (``R`` with
+        ``proposals=False``: points of the ball only).
+
+        A matrix at distance ``R`` from the identity has eigenvalues up to ``e^R``;
+        logs and distances are computed through ``p^{-1/2} q p^{-1/2}``, whose
+        eigen-decomposition loses ``eps`` times the condition numbers, ``~ e^R e^{R'}``
+        (measured: the KNG gradient's error at ``R = 10``, all records at the
+        centre, is ``~92 eps e^{2R}``, ``1e-5``). Past a few units of radius this
+        decides what the samplers can resolve, and the mechanisms refuse the radius up
+        front (``DataDomain.check_precision``, ``KNGMechanism.check_precision``).
+
+        Examples
+        --------
+        >>> P = SPD(k=2)
+        >>> f"{P.rounding_error(P.origin, 1.0):.2g}", f"{P.rounding_error(P.origin, 5.0):.2g}"
+        ('1.6e-12', '1.4e-05')
+        """
+        reach = float(self.dist(self.origin, self.validate(center))) + float(radius)
+        far = reach + 2.0 * float(radius) if proposals else reach
+        with np.errstate(over="ignore"):
+            return float(128.0 * np.finfo(float).eps * np.exp(reach) * np.exp(far))
+
     @property
     def volume_growth_constant(self) -> float:
         r"""``C = max_{|λ|=1} Σ_{i<j} |λ_i - λ_j| = sqrt(k(k²-1)/3)``.
@@ -270,7 +293,8 @@ class SPD(ManifoldBase):
         return 1.5e-7 if k == 3 else 1e-6 * (k / 4) ** 3
 
     def check_laplace_normalizable(self, sigma: float) -> None:
-        """Raise ``ValueError`` unless ``sigma < 2/C`` (:attr:`laplace_max_sigma`)."""
+        """Raise ``ValueError`` unless ``sigma < 2/C`` (:attr:`laplace_max_sigma`) and
+        the exact sampler accepts enough (``sigma <=`` :attr:`laplace_supported_sigma`)."""
         top = self.laplace_max_sigma
         if not sigma < top:
             raise ValueError(
@@ -278,6 +302,39 @@ class SPD(ManifoldBase):
                 f"sigma = {sigma:.6g} >= 2/C = {top:.6g} (C = sqrt(k(k^2-1)/3)): restrict "
                 "it to the public ball (restrict=True), or use more data or a larger epsilon"
             )
+        supported = self.laplace_supported_sigma
+        if not sigma <= supported:
+            raise ValueError(
+                f"the unrestricted Laplace on SPD({self.k}) with sigma = {sigma:.6g} is "
+                "normalizable but too close to its edge for the exact sampler: its envelope "
+                f"(tilted by e^(-C t/2)) would accept less than {_LAPLACE_ACCEPT_MIN:.3g} of "
+                "its proposals, so a release could stop at the proposal cap after reading "
+                f"the data. The largest supported sigma is {supported:.6g} (the edge is 2/C "
+                f"= {top:.6g}): restrict it to the public ball (restrict=True), or use more "
+                "data or a larger epsilon"
+            )
+
+    @property
+    def laplace_supported_sigma(self) -> float:
+        r"""The largest ``sigma`` the exact sampler of the unrestricted Laplace supports.
+
+        The sampler proposes ``t ~ Gamma(d, 1/(1/σ - G))``, ``G = C/2``, a uniform
+        direction, and accepts with ``J(c) e^{-G t}``: its acceptance is ``Z(σ)`` over
+        the envelope's mass ``|S^{d-1}| Γ(d) (1/σ - G)^{-d}``, which tends to 0 at the
+        edge (SPD(2): 1% at 0.9 of it, 8e-4 at 0.98). ``sigma`` is supported while the
+        acceptance is at least ``64 log 2 / 10,000`` (the default cap then fails with
+        probability at most ``2^-64``): 0.94 of the edge for ``k = 2`` (``Z`` in closed
+        form), 0.67 for ``k = 3`` (its quadrature), for ``k >= 4`` from a fixed-seed
+        Monte Carlo estimate of the acceptance (2^13 proposals, halved; 0.41 of the edge
+        for k = 4); ``inf`` for
+        ``k = 1`` (no edge: the Laplace of the line).
+
+        Examples
+        --------
+        >>> round(SPD(k=2).laplace_supported_sigma / SPD(k=2).laplace_max_sigma, 2)
+        0.94
+        """
+        return _laplace_supported_sigma(self.k)
 
     def validate(self, points, tol: float = 1e-8):
         """Check symmetric positive definite matrices; return their symmetric part.
@@ -548,6 +605,62 @@ class SPD(ManifoldBase):
         """
         top = float(np.linalg.eigvalsh(self.validate(center))[-1])
         return top * float(np.expm1(radius))
+
+
+#: The least acceptance the unrestricted Laplace's exact sampler is run at: the default
+#: cap of 10,000 proposals (``laws.exact.DEFAULT_MAX_ATTEMPTS``) then fails with
+#: probability at most ``2^-64``.
+_LAPLACE_ACCEPT_MIN = 64.0 * np.log(2.0) / 10_000
+
+
+def _laplace_log_acceptance(k: int, sigma: float) -> float:
+    """``log`` of the unrestricted Laplace sampler's acceptance on ``SPD(k)`` at ``sigma``
+    (:attr:`SPD.laplace_supported_sigma`)."""
+    P = SPD(k=k)
+    d, growth = P.dim, P.log_volume_growth
+    log_scale = -np.log(1.0 / sigma - growth)
+    log_area = np.log(2.0) + 0.5 * d * np.log(np.pi) - special.gammaln(0.5 * d)
+    log_env = log_area + special.gammaln(d) + d * log_scale
+    if k == 2:
+        q = np.sqrt(2.0 - sigma**2)
+        log_z = (
+            np.log(16 * np.pi)
+            + 2 * np.log(sigma)
+            + np.log(sigma / (2 * q**2) + np.arctan2(sigma, q) / q**3)
+        )
+        return float(log_z - log_env)
+    if k == 3:
+        return float(_spd3_log_z(sigma) - log_env)
+    # no normalizer: the mean ratio J e^{-G t} over a fixed-seed sample of proposals
+    rng = np.random.default_rng(0)
+    m = 2**13
+    t = rng.gamma(d, np.exp(log_scale), size=m)
+    u = rng.normal(size=(m, d))
+    c = t[:, None] * u / np.linalg.norm(u, axis=1, keepdims=True)
+    ratio = np.exp(P.log_volume_density(c) - growth * t)
+    return float(np.log(0.5 * np.mean(ratio)))
+
+
+@functools.cache
+def _laplace_supported_sigma(k: int) -> float:
+    """:attr:`SPD.laplace_supported_sigma` (bisection on the acceptance, cached per k)."""
+    P = SPD(k=k)
+    edge = P.laplace_max_sigma
+    if not np.isfinite(edge):
+        return float("inf")
+    top = min(edge, P.laplace_sigma_limit[0]) if k == 3 else edge
+    floor = np.log(_LAPLACE_ACCEPT_MIN)
+    lo, hi = 0.0, 1.0  # fractions of top; the acceptance decreases towards the edge
+    if _laplace_log_acceptance(k, 1e-3 * top) < floor:
+        return 0.0
+    lo = 1e-3
+    for _ in range(20 if k >= 4 else 40):  # 1e-6 of the edge; the Monte Carlo is slower
+        mid = 0.5 * (lo + hi)
+        if mid < 1.0 and _laplace_log_acceptance(k, mid * top) >= floor:
+            lo = mid
+        else:
+            hi = mid
+    return float(lo * top)
 
 
 def vech(x) -> np.ndarray:

@@ -460,19 +460,57 @@ def _laplace_coords(M, sigma, size, rng, t_max, max_attempts, what=None):
     return t[:, None] * _directions(rng, size, d), stats
 
 
-def _proposal_points(M, foot, c, what):
+def _proposal_points(M, foot, c, what, rounding=0.0):
     """Points ``exp_foot(c)`` of the sampler's own proposals, validated.
 
-    A failure here is the sampler's, not the user's data: the error says so.
+    A failure here is the sampler's, not the user's data: the error says so. With
+    ``rounding > 0`` (``domain.rounding_error``, the absolute rounding of proposals in
+    the ball, so a relative one for coordinates ``>= 1``), rows that fail the default
+    tolerance are validated again with ``4 rounding`` (at most 0.05): the hyperboloid's
+    proposals through the ball from an edge point (H^2, radius 6.4) round by 4e-6
+    relative, within that bound, and are projected back onto the manifold.
     """
+    x = M.exp_coords(foot, c)
     try:
-        return M.validate(M.exp_coords(foot, c))
+        return M.validate(x)
     except ValueError as err:
+        if rounding > 0:
+            try:
+                return M.validate(x, tol=min(0.05, max(1e-6, 4.0 * rounding)))
+            except ValueError:
+                pass
         raise ExactSamplingError(
             f"{what}: a proposal of the sampler itself (not one of your records) could not "
             f"be represented at working precision ({err}); the chart at the footpoint is "
             "too ill-conditioned: use an MCMC sampler"
         ) from None
+
+
+def _ball_proposals(M, foot, c, domain, what):
+    """``(x, maybe_in)``: ``_proposal_points`` for proposals that count only inside
+    ``domain``'s ball, and which rows may be inside it.
+
+    A row whose unvalidated ``exp_foot(c)`` lies outside the ball by more than a
+    relative 1e-6 plus the space's rounding bound is rejected without being validated
+    (its ``x`` is ``foot``, never used): far outside the ball the hyperboloid's
+    coordinates may fail validation (H^2 at radius 6.4, proposals from an edge point
+    reach 2r further out) though no point the law can take is involved. The other
+    rows are validated as before, row by row the same numbers: seeded draws are
+    unchanged.
+    """
+    raw = M.exp_coords(foot, c)
+    with np.errstate(all="ignore"):
+        try:
+            d_raw = np.asarray(domain.distances(raw))
+        except ValueError:  # not even a raw distance: validate every row (raises)
+            d_raw = np.zeros(len(c))
+    maybe_in = ~(d_raw > domain.radius * (1 + 1e-6) + domain.rounding_error)
+    if maybe_in.all():
+        return _proposal_points(M, foot, c, what, domain.rounding_error), maybe_in
+    x = np.empty_like(raw)
+    x[~maybe_in] = foot
+    x[maybe_in] = _proposal_points(M, foot, c[maybe_in], what, domain.rounding_error)
+    return x, maybe_in
 
 
 def _check_domain(M, domain):
@@ -1260,7 +1298,8 @@ class _MedianShells:
     edges: np.ndarray
     lam: np.ndarray
     G: np.ndarray
-    g0: float
+    #: ``-φ'(0+)``'s bound per shell (the first differs where records sit exactly at x_hat)
+    g0: np.ndarray
     slopes: np.ndarray
     offsets: np.ndarray
     log_w: np.ndarray
@@ -1275,10 +1314,37 @@ class _MedianShells:
             x_hat = frechet_median(M, data, tol=min(1e-3, 0.05 * sigma)).median
         if not domain.distances(x_hat) <= r:  # the geodesics from x_hat stay in the ball
             x_hat = domain.check(x_hat[None], clip=True)[0]
-        u, _, eta, _, _, _ = reductions.median_terms(M, x_hat[None], data)
-        # -φ'(0+) <= |U_far| + (the weight within zero_distance, each turning by <= 1)
-        g0 = float(M.norm(x_hat, u[0])) + float(eta[0])
+        # x_hat may be any point of the ball: at a record within zero_distance of it,
+        # that record itself (below: records exactly at x_hat are not a worst case)
         n = reductions.n_rows(data)
+        rows_at = reductions.rows_per_block(M.point_shape, 1)
+        best, nearest = np.inf, None  # block by block: memory O(block), as the slopes
+        for s in range(0, n, rows_at):
+            rho_b = M.dist(x_hat, data[s : s + rows_at])
+            j = int(np.argmin(rho_b))
+            if rho_b[j] < best:
+                best, nearest = float(rho_b[j]), data[s + j]
+        if best <= reductions.zero_distance(M) and domain.distances(nearest) <= r:
+            x_hat = np.array(nearest, dtype=float)
+        u, _, eta, _, _, _ = reductions.median_terms(M, x_hat[None], data)
+        # records bit-identical to x_hat: rho(gamma(u), x_i) = u exactly (unit-speed
+        # geodesic from x_i itself, within the injectivity radius), so each adds its
+        # weight to φ'(u) for every u > 0 instead of the worst case -weight: all records
+        # at one point give g = 1, the law itself (issue 43: the cap at sigma < 0.002)
+        point = x_hat.reshape(1, -1)
+
+        def at_x_hat(block):
+            return np.all(np.asarray(block, dtype=float).reshape(len(block), -1) == point, axis=1)
+
+        exact_weight = sum(int(at_x_hat(data[s : s + rows_at]).sum()) for s in range(0, n, rows_at))
+        exact_weight /= n
+        # -φ'(0+) <= |U_far| + (the weight within zero_distance, each turning by <= 1).
+        # The gradient drops records within zero_distance of x (reductions.median_terms),
+        # so records exactly at x_hat count 0 within twice that distance (rounding of
+        # rho) and +1 beyond: g0 per shell, the first shell [0, 2 zero_distance] apart
+        g0_near = float(M.norm(x_hat, u[0])) + float(eta[0]) - exact_weight
+        g0 = g0_near - exact_weight
+        near_edge = 2.0 * reductions.zero_distance(M) if exact_weight > 0 else 0.0
         t_max = min(_ball_cover(M, x_hat, domain), M.injectivity_radius)
         qs = (1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 
@@ -1288,8 +1354,11 @@ class _MedianShells:
             is O(block × shells), not O(n × shells) (issue 43 item 13)."""
             rows = reductions.rows_per_block(M.point_shape, m)
             for s in range(0, n, rows):
-                coords = M.log_coords(x_hat, data[s : s + rows])  # in the chart at x_hat
-                rho = np.linalg.norm(coords, axis=-1)
+                block = data[s : s + rows]
+                coords = M.log_coords(x_hat, block)  # in the chart at x_hat
+                # a record exactly at x_hat is counted in g0 (slope exactly +1): its
+                # rounded log (SPD: ~1e-17) must not count it as one about to be crossed
+                rho = np.where(at_x_hat(block), 0.0, np.linalg.norm(coords, axis=-1))
                 off = rho > reductions.zero_distance(M)
                 dirs = np.where(off[:, None], coords / np.where(off, rho, 1.0)[:, None], 0.0)
                 yield rho, np.eye(d)[None] - dirs[:, :, None] * dirs[:, None, :]
@@ -1324,28 +1393,31 @@ class _MedianShells:
         # shells growing geometrically from a quarter of the law's scale at x_hat
         lam0 = float(slope_on(np.full(1, 1e-300))[0])
         step = min(sigma / max(lam0, 1e-12) / 4.0, t_max / 64.0)
-        tau = [0.0]
+        tau = [0.0] if near_edge == 0.0 else [0.0, near_edge]
         while tau[-1] < t_max:
             tau.append(min(tau[-1] + step, t_max))
             step *= 1.3
         tau = np.array(tau)
         lam = slope_on(tau[1:])  # valid on the whole shell: the bound at its outer edge
         G = np.concatenate([[0.0], np.cumsum(lam * np.diff(tau))])[:-1]
+        g0s = np.full(len(lam), g0)
+        if near_edge > 0.0:
+            g0s[0] = g0_near
         slopes = lam - sigma * M.log_volume_growth  # J <= e^{G_vol t}
-        offsets = G - lam * tau[:-1] - g0 - 1e-12  # the rounding of the computed norms
+        offsets = G - lam * tau[:-1] - g0s - 1e-12  # the rounding of the computed norms
         # a slope too small for a Gamma law (or negative): the shell's minimum, constant
         flat = slopes * tau[1:] / sigma < 1e-6
         low_end = np.where(slopes < 0.0, tau[1:], tau[:-1])
         offsets = np.where(flat, offsets + slopes * low_end, offsets)
         slopes = np.where(flat, 0.0, slopes)
         log_w = -offsets / sigma + _log_shell_mass(d, slopes, sigma, tau[:-1], tau[1:])
-        return cls(x_hat, tau, lam, G, g0, slopes, offsets, log_w)
+        return cls(x_hat, tau, lam, G, g0s, slopes, offsets, log_w)
 
     def grad_bound(self, t):
         """``g(t) <= |grad F(x)|`` at ``t = ρ(x_hat, x)`` ``(m,)``, ``x`` in the ball."""
         t = np.asarray(t, float)
         k = np.clip(np.searchsorted(self.edges, t, side="left") - 1, 0, len(self.lam) - 1)
-        return self.G[k] + self.lam[k] * (t - self.edges[k]) - self.g0
+        return self.G[k] + self.lam[k] * (t - self.edges[k]) - self.g0[k]
 
     def log_mass(self, M) -> float:
         """Log of the envelope's integral over the normal coordinates at ``x_hat``."""
@@ -1504,8 +1576,8 @@ def sample_kng_median(
 
     def propose_shells(m):
         c, beta = shells.draw(M, m, sigma, rng)
-        x = _proposal_points(M, shells.x_hat, c, what)
-        keep = domain.distances(x) <= r
+        x, keep = _ball_proposals(M, shells.x_hat, c, domain, what)
+        keep[keep] = domain.distances(x[keep]) <= r
         idx = np.flatnonzero(keep)
         stats["proposals"] += m
         stats["volume_accepted"] += len(idx)

@@ -35,6 +35,23 @@ draw (the KNG mean stops at its proposal cap near σ = 1e-14, the median's cell 
 stop summing to 1 near σ = 1e-13). ``σ_min = 1e-10 r`` keeps that slack below
 ``e^{-0.01}``. A σ that small is a release whose noise is below ``1e-10`` of the ball:
 a larger n or a smaller ε changes nothing a reader could see.
+
+The median's lower end, ``MEDIAN_SIGMA_FLOOR = 0.004`` (``n ε <= 1000``). Its density
+``e^{-|grad F|/σ}`` has ``|grad F| <= 1`` on any ball: σ is measured against 1, not
+against r (R^2 at radius 1 and 1,000 accept the same). Where the records allow a set of
+medians (half of them at each of two opposite edge points: ``F`` is constant on the
+segment between them), the law lives in a tube of width ``~σ`` around that segment;
+neither the shells around one computed median (radial) nor the boxes (a budget of
+``5·10^6/n`` gradient evaluations) follow it once σ is a few thousandths: Kendall(3) at
+``r*(1 - 1e-9)`` hit the proposal cap at σ = 0.001, SPD(2) at radius 1 at 6.7e-4.
+Nothing proves an acceptance above the trivial ``e^{-1/σ}``; the floor is measured: at
+σ = 0.004 and the largest radius each shipped space supports for the median, five worst
+placements of n = 6 records accept at least 6.2e-4 of the proposals
+(``tests/mechanisms/test_median_supported.py`` asserts ``64 log 2 / 10^5``: the cap of
+100,000 proposals then fails with probability at most 2^-64 a draw). Not covered:
+dimension 4 and up (Kendall(4) accepts 1e-4 at n ε = 500) and n far above 1,000 at the
+floor (docs/exact.md). A σ below it is refused before any charge, naming the ε this n
+supports; MCMC is not limited.
 """
 
 from __future__ import annotations
@@ -44,12 +61,15 @@ import math
 import numpy as np
 from scipy import special
 
-__all__ = ["SHELL_MASS_FLOOR", "SIGMA_FLOOR", "kng_sigma_range"]
+__all__ = ["MEDIAN_SIGMA_FLOOR", "SHELL_MASS_FLOOR", "SIGMA_FLOOR", "kng_sigma_range"]
 
 #: ``σ_min / r`` of the exact KNG samplers (module docstring).
 SIGMA_FLOOR = 1e-10
 #: The least envelope mass (within 1 of the upper incomplete gamma) the shells need.
 SHELL_MASS_FLOOR = math.sqrt(np.finfo(float).eps)
+#: The smallest σ of the exact median sampler, on every space and radius
+#: (:func:`kng_sigma_range`; docs/exact.md, "The median's supported σ").
+MEDIAN_SIGMA_FLOOR = 0.004
 
 
 def kng_sigma_range(domain, statistic: str = "mean") -> tuple[float, float]:
@@ -70,8 +90,9 @@ def kng_sigma_range(domain, statistic: str = "mean") -> tuple[float, float]:
     Returns
     -------
     tuple of float
-        ``σ_min = 1e-10 r``; ``σ_max = 2r / P^{-1}(d, 2^-26)`` for the mean on a
-        positively curved space, else ``inf``.
+        ``σ_min = 1e-10 r`` (the median: at least ``MEDIAN_SIGMA_FLOOR``, 0.004);
+        ``σ_max = 2r / P^{-1}(d, 2^-26)`` for the mean on a positively curved space,
+        else ``inf``.
 
     Examples
     --------
@@ -81,10 +102,16 @@ def kng_sigma_range(domain, statistic: str = "mean") -> tuple[float, float]:
     (5e-11, 5792)
     >>> kng_sigma_range(pmd.DataDomain(pmd.Euclidean(dim=2), [0.0, 0.0], 1.0))[1]
     inf
+    >>> kng_sigma_range(pmd.DataDomain(pmd.Sphere(dim=2), [0, 0, 1.0], 0.5), "median")
+    (0.004, inf)
     """
     r = float(domain.radius)
     M = domain.manifold
     hi = math.inf
     if statistic == "mean" and M.curvature_bounds[1] > 0:
         hi = 2.0 * r / float(special.gammaincinv(M.dim, SHELL_MASS_FLOOR))
+    if statistic == "median":
+        # |grad F| <= 1 whatever r: the median's law and its envelopes are shaped by
+        # sigma itself, not sigma/r (module docstring, "the median's lower end")
+        return max(SIGMA_FLOOR * r, MEDIAN_SIGMA_FLOOR), hi
     return SIGMA_FLOOR * r, hi

@@ -28,13 +28,30 @@ import numpy as np
 from pymc_manidp.geometry.validation import check_positive_int
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import KNG, STATISTICS
-from pymc_manidp.laws.exact_range import kng_sigma_range
+from pymc_manidp.laws.exact_range import MEDIAN_SIGMA_FLOOR, kng_sigma_range
 from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats.frechet import frechet_mean
 from pymc_manidp.stats.median import frechet_median
 
-__all__ = ["KNGMechanism"]
+__all__ = [
+    "MEAN_GRADIENT_ULPS",
+    "MEAN_SLACK_SIGMAS",
+    "MEDIAN_GROWTH_LIMIT",
+    "MEDIAN_ROUNDING_LIMIT",
+    "KNGMechanism",
+]
+
+#: The rounding of proposals and gradient norms (``manifold.rounding_error``) KNG on
+#: the median accepts: 1% of ``|grad F| <= 1`` (``KNGMechanism._check_median_rounding``).
+MEDIAN_ROUNDING_LIMIT = 1e-2
+#: The largest ``G r`` (``G = manifold.log_volume_growth``) KNG on the median supports.
+MEDIAN_GROWTH_LIMIT = 2.2
+#: The rounding of the computed Fréchet mean's ``|grad F|``, in ulps of ``r``, that KNG
+#: on the mean assumes (``KNGMechanism.check_precision``).
+MEAN_GRADIENT_ULPS = 4096.0
+#: How many σ that error bound may reach (``KNGMechanism.check_precision``).
+MEAN_SLACK_SIGMAS = 8.0
 
 
 class KNGMechanism(Mechanism):
@@ -129,31 +146,80 @@ class KNGMechanism(Mechanism):
         (the median: neither; how its envelope meets far-out rounding is its own).
 
         The exact sampler bounds the computed mean's error by ``|grad F(x_hat)|/H``;
-        ``|grad F|`` cannot be computed below the rounding of its sum, a few ulps of
-        ``r``, so the error bound is at least ``eps r/H``, and the acceptance rate
-        falls like ``e^{-eps r/(H sigma)}``. Within a few ulps of ``r*`` ``H`` is
-        ``~1e-16`` and at large ``n eps`` nothing is accepted (issue 43: Sphere,
-        Kendall, SO(3) at ``r* - 1 ulp``, ε = 1e6, n = 6 hit the cap after reading
-        the data). Refused when ``eps r/(H sigma) > 1``: ``H``, ``r`` and ``sigma``
-        are public.
+        ``|grad F|`` cannot be computed below the rounding of its sum: with records on
+        the ball's edge near ``r*`` the computed mean stops at ``|grad F| ~ 2000 eps r``
+        (measured: Kendall(3) at ``r*(1 - 1e-9)`` 1.7e-13, 2000 ulps of ``r``; SO(3) at
+        its largest radius 1400), so the error bound is at least that over ``H``, and
+        the acceptance rate falls like ``e^{-|grad F|/(H sigma)}``. Within a few ulps of
+        ``r*`` ``H`` is ``~1e-16`` and at large ``n eps`` nothing is accepted (issue 43:
+        Sphere, Kendall, SO(3) at ``r* - 1 ulp``, ε = 1e6, n = 6 hit the cap after
+        reading the data; Kendall(3) at ``r*(1 - 1e-9)`` and SO(3) at its largest
+        radius at ε = 1e6 too). The envelope loses a factor about ``e^{-L e/σ}``,
+        ``e = min(|grad F|/H, 2r)``, ``L <= 1`` its local slope (Kendall: ``L e/σ =
+        104``; SO(3) 12). Refused when ``min(MEAN_GRADIENT_ULPS eps r/H, 2r) >
+        MEAN_SLACK_SIGMAS sigma`` (4096 ulps, 8): ``H``, ``r`` and ``sigma`` are public;
+        ε = 1 at ``r* - 1 ulp`` (``e = 2r``, 1.5 σ) still releases.
         """
         if self.statistic == "median":
-            # the median envelope (boxes of chart coordinates) meets far-out rounding
-            # its own way (docs/exact.md); on H^2 the mean's rule would refuse
-            # radius 6 at n = 100 (eta 1.5e-3 > Delta/100 = 2e-4), which it releases
+            # not the mean's rule: on H^2 eta <= Delta/100 would refuse radius 6 at
+            # n = 100 (eta 1.5e-3 > 2e-4), which the median releases
+            self._check_median_rounding()
             return
         super().check_precision(sensitivity, sigma)
         H, r = self.domain.curvature_factor, self.domain.radius
-        floor = np.finfo(float).eps * r / H
-        if floor > sigma:
+        # the footpoint's error bound e = |grad F(x_hat)|/H, at most 2r (both in the ball)
+        floor = min(MEAN_GRADIENT_ULPS * np.finfo(float).eps * r / H, 2.0 * r)
+        if floor > MEAN_SLACK_SIGMAS * sigma:
             raise ValueError(
                 f"KNG on {self.manifold}: the radius {r!r} is so close to r* = "
-                f"{float(self.manifold.max_radius)!r} that Lemma 1's slope H = {H:.3g}, and the "
-                f"Fréchet mean's rounding (eps r/H = {floor:.3g}) exceeds sigma = "
-                f"{sigma:.3g}: the exact sampler would accept almost nothing. Use a "
-                "radius further below r* (r*(1 - 1e-9) has H ~ 1e-9), a smaller epsilon, "
-                "or fewer records"
+                f"{float(self.manifold.max_radius)!r} that Lemma 1's slope H = {H:.3g}, and "
+                f"the Fréchet mean's error bound (min({MEAN_GRADIENT_ULPS:g} eps r/H, 2r) = "
+                f"{floor:.3g}) exceeds sigma = {sigma:.3g} more than {MEAN_SLACK_SIGMAS:g} "
+                "times: the exact sampler would accept almost nothing. Use a radius further "
+                "below r* (r*(1 - 1e-9) has H ~ 1e-9), a smaller epsilon, or fewer records"
             )
+
+    def _check_median_rounding(self) -> None:
+        """The median's largest supported radius (public: refused before any charge).
+
+        Two limits. The volume growth: on spaces where ``log J(c) <= G |c|``
+        (``G = manifold.log_volume_growth``: H^d ``d - 1``, SPD(k) ``C/2``) the
+        envelopes bound ``J`` by ``e^{G t}`` over a reach of up to ``2r``, so with the
+        records placed worst (all at one edge point, or half at each of two opposite
+        ones) the acceptance falls like ``e^{-c G r}``: H^2 with all records at one
+        edge point accepted 5e-3 at radius 3, 4e-4 at 4.5 and 5e-5 at 6.4; SPD(2)
+        with half at each of two opposite edge points 2.3e-4 at 4.24 (σ = 0.005).
+        Refused when ``G r > MEDIAN_GROWTH_LIMIT`` (2.2: H^2 radius 2.2, SPD(2) 3.11,
+        where every worst placement accepts at least 6e-4 at the σ floor:
+        tests/mechanisms/test_median_supported.py). And the rounding: the ball's
+        ``domain.rounding_error`` (proposals and gradient norms far from the origin)
+        at most ``MEDIAN_ROUNDING_LIMIT``, 1% of ``|grad F| <= 1`` (a center far out).
+        Issue 43: radius 1e3 failed after reading the data.
+        """
+        r, M = self.domain.radius, self.manifold
+        growth = float(M.log_volume_growth)
+        if growth * r > MEDIAN_GROWTH_LIMIT:
+            raise ValueError(
+                f"KNG-median on {M}: the radius {r!r} is above {MEDIAN_GROWTH_LIMIT / growth:.6g}, "
+                "the largest the exact median sampler supports on this space: the volume "
+                f"of its balls grows like e^({growth:g} r), and its envelopes would accept "
+                "too few proposals for some placements of the records (the release would "
+                "stop at its proposal cap after reading the data). Use a radius of at most "
+                "that (docs/geometry.md, 'Supported radii')"
+            )
+        eta = self.domain.rounding_error
+        if eta <= MEDIAN_ROUNDING_LIMIT:
+            return
+        largest = self.domain.largest_radius(MEDIAN_ROUNDING_LIMIT)
+        raise ValueError(
+            f"KNG-median on {M}: the public ball (radius {r!r}) reaches where the "
+            "coordinates round the sampler's proposals and gradient norms by up to "
+            f"{eta:.3g} (manifold.rounding_error), more than {MEDIAN_ROUNDING_LIMIT:g} of "
+            "the gradient's scale 1: the proposals would not be representable. The "
+            f"largest radius supported at this center is {largest:.6g}: use a radius of "
+            "at most that, or a center nearer the origin (docs/geometry.md, 'Supported "
+            "radii')"
+        )
 
     def check_exact_sigma(self, sigma: float) -> None:
         """Refuse a σ outside the exact sampler's range
@@ -173,6 +239,16 @@ class KNGMechanism(Mechanism):
                 "(pymc_manidp.laws.exact_range). Use epsilon >= "
                 f"{eps * sigma / hi:.6g} for this n (or more records; sigma is "
                 "proportional to 1/(n epsilon)), or sampler='nuts'"
+            )
+        if self.statistic == "median" and lo == MEDIAN_SIGMA_FLOOR:
+            raise ValueError(
+                f"sigma = {sigma:.6g} is below {lo:g}, the smallest the exact median "
+                f"sampler supports (on every space: its gradient's scale is 1): with the "
+                "records placed worst (half at each of two opposite edge points) its "
+                "envelopes cannot follow the law and the release would stop at its "
+                "proposal cap after reading the data (pymc_manidp.laws.exact_range). Use "
+                f"epsilon <= {eps * sigma / lo:.6g} for this n (n epsilon <= "
+                f"{4.0 / lo:g}), or sampler='nuts'"
             )
         raise ValueError(
             f"sigma = {sigma:.6g} is below {lo:.6g} (1e-10 of the radius), the smallest "

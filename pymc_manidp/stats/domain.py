@@ -280,6 +280,37 @@ class DataDomain:
         proposal): ``manifold.rounding_error(..., proposals=False)``."""
         return float(self.manifold.rounding_error(self.center, self.radius, proposals=False))
 
+    def largest_radius(self, limit: float, *, proposals: bool = True) -> float:
+        """The largest radius at this center whose ``manifold.rounding_error`` stays at
+        most ``limit`` (bisection to 1e-9 relative; ``0.0`` if none does): what the
+        refusals of a too-large public radius name.
+
+        Examples
+        --------
+        >>> import pymc_manidp as pmd
+        >>> H = pmd.Hyperbolic(dim=2)
+        >>> round(DataDomain(H, H.origin, 1.0).largest_radius(1e-2), 3)
+        6.473
+        """
+        M = self.manifold
+        top = float(M.max_radius)
+        if not M.rounding_error(self.center, 1e-300, proposals=proposals) <= limit:
+            return 0.0
+        lo, hi = 0.0, top if np.isfinite(top) else 1.0
+        while (
+            not np.isfinite(top) and M.rounding_error(self.center, hi, proposals=proposals) <= limit
+        ):
+            lo, hi = hi, 2.0 * hi
+            if hi > 1e6:
+                return lo
+        while hi - lo > 1e-9 * hi:
+            mid = 0.5 * (lo + hi)
+            if M.rounding_error(self.center, mid, proposals=proposals) <= limit:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
     def check_precision(
         self, sensitivity: float, sigma: float, what: str, floor=None, gradient_floor=None
     ) -> None:
@@ -309,19 +340,24 @@ class DataDomain:
         if floor is not None:
             limits[floor[0]] = floor[1]
         name, top = min(limits.items(), key=lambda kv: kv[1])
+        on_gradients = False  # which rounding decides: the proposals' or the ball's
         if gradient_floor is not None:  # a tolerance on gradients at points of the ball
             grad_eta = self.gradient_rounding_error
             if grad_eta > gradient_floor[1] and not eta > top:
                 eta, name, top = grad_eta, gradient_floor[0], gradient_floor[1]
+                on_gradients = True
         if eta <= top:
             return
+        largest = self.largest_radius(top, proposals=not on_gradients)
         raise ValueError(
             f"{what}: the public ball reaches where {self.manifold}'s coordinates round "
             f"distances by up to {eta:.3g} (manifold.rounding_error), more than {name} "
             f"({top:.3g}): the computed density would not be the proved one at working "
-            "precision. Use a smaller radius or a center nearer the origin (on the "
-            "hyperboloid the rounding grows like eps cosh(R) cosh(R + 2r), R = "
-            "rho(origin, center) + radius: docs/geometry.md), or a smaller epsilon"
+            f"precision. Use a smaller radius (the largest supported at this center for "
+            f"this n and epsilon is about {largest:.6g}) or a center nearer the origin "
+            "(the rounding grows like eps cosh(R) cosh(R + 2r) on the hyperboloid and "
+            "eps e^R e^(R + 2r) on SPD, R = rho(origin, center) + radius: "
+            "docs/geometry.md), or a smaller epsilon"
         )
 
     def footpoint_error(self, grad_norm: float) -> float:

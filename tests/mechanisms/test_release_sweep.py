@@ -3,8 +3,9 @@
 Every shipped manifold (``geometry.MANIFOLD_CLASSES``, each at its ``audit_space()``
 instance and center) x mechanism (Laplace, KNG on the mean, KNG on the median) x the
 exact sampler, at radii ``r*(1 - 1e-9)``, ``r* - 1 ulp`` and ``r* - 2 ulp`` (compact
-spaces: ``r*`` finite) or 1 and the largest supported radius (non-compact: found by
-bisection on ``calibrate(n)``, which refuses from public facts), ε from 1e-6 to 1e6, and
+spaces: ``r*`` finite; SO(3), whose cut locus refuses those balls, its largest supported
+radius) or 1 and the largest supported radius (non-compact: found by bisection on the
+constructor and ``calibrate(n)``, which refuse from public facts), ε from 1e-6 to 1e6, and
 the worst-placed records inside the ball: on its edge in random directions, at opposite
 edges, all at one edge point, all at the center. The contract (docs/architecture.md,
 privacy rules): each release either succeeds, finite and inside the ball, or is refused
@@ -37,9 +38,9 @@ MECHANISMS = {
 }
 
 
-def _largest_supported(make, M, center, eps):
-    """The largest radius in [1, 1e3] that ``calibrate(N)`` accepts (bisection)."""
-    lo, hi = 1.0, 1e3
+def _largest_supported(make, M, center, eps, lo=1.0, hi=1e3):
+    """The largest radius in ``[lo, hi]`` that the constructor and ``calibrate(N)``
+    accept (bisection; ``lo`` if none is)."""
     for _ in range(40):
         mid = math.sqrt(lo * hi)
         try:
@@ -50,9 +51,15 @@ def _largest_supported(make, M, center, eps):
     return lo
 
 
-def _radii(M):
+def _radii(M, center):
     rs = M.max_radius
     if np.isfinite(rs):
+        try:
+            pmd.DataDomain(M, center, rs * (1 - 1e-9))
+        except ValueError:
+            # the ball is refused before r* (SO(3): its cut locus at pi comes before
+            # its r* = pi/2 allows 2r): the largest radius the space supports instead
+            return {"largest supported": None}
         below = math.nextafter(rs, 0.0)
         return {
             "r*(1-1e-9)": rs * (1 - 1e-9),
@@ -88,9 +95,11 @@ def _sweep(cls, mechanism, epsilons):
         M, center = space[0], space[1]
     make = MECHANISMS[mechanism]
     failures, tried = [], 0
-    for rname, radius in _radii(M).items():
+    rs = M.max_radius
+    span = (1e-3 * rs, rs) if np.isfinite(rs) else (1.0, 1e3)
+    for rname, radius in _radii(M, center).items():
         for eps in epsilons:
-            r = _largest_supported(make, M, center, eps) if radius is None else radius
+            r = _largest_supported(make, M, center, eps, *span) if radius is None else radius
             try:
                 mech = make(M, center, r, eps)
             except ValueError:
