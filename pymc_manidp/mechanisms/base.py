@@ -238,10 +238,10 @@ class Mechanism:
         return Calibration(n=n, sensitivity=float(sensitivity), sigma=float(sigma))
 
     def public_calibration(self, data, sampler: str = "exact") -> Calibration:
-        """The release's :class:`Calibration` from public facts only, before any charge.
+        """The release's ``Calibration`` from public facts only, before any charge.
 
         ``n`` and the shape of a record come from the data's shape
-        (:meth:`DataDomain.public_n`, no value read), then σ (a normal float), the
+        (``DataDomain.public_n``, no value read), then σ (a normal float), the
         law's existence and, for ``sampler="exact"``, the sampler's numerical range
         (:meth:`check_exact_sigma`). Every refusal here is one a privacy budget is
         never charged for (docs/privacy-budget.md).

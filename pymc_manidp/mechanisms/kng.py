@@ -223,7 +223,7 @@ class KNGMechanism(Mechanism):
 
     def check_exact_sigma(self, sigma: float) -> None:
         """Refuse a σ outside the exact sampler's range
-        (:func:`~pymc_manidp.laws.exact_range.kng_sigma_range`): public, so before any
+        (``pymc_manidp.laws.exact_range.kng_sigma_range``): public, so before any
         charge, naming the ε range that works for this ``n``."""
         lo, hi = kng_sigma_range(self.domain, self.statistic)
         if lo <= sigma <= hi:

@@ -145,7 +145,7 @@ def _rows_per_block(point_shape, m: int = 1) -> int:
 
 
 def rows_per_block(point_shape, m: int = 1) -> int:
-    """Rows of a NumPy block when each row is worked on at ``m`` points at once.
+    """Return the rows of a NumPy block when each row is worked on at ``m`` points at once.
 
     The passes' rule (``BLOCK_ELEMENTS`` floats of records times ``m``), for sums over
     the records computed outside this module (the median's shells): their
