@@ -678,6 +678,11 @@ def budget(args) -> int:
     """``pymc-manidp budget``: check a ledger and print its public view."""
     from pymc_manidp.io.ledger import read_ledger
 
+    if not _stdout_is_open():  # the ledger's view would be printed nowhere: not a success
+        raise ValueError(
+            "standard output is closed, so the ledger's view would be printed nowhere: "
+            "open it (e.g. > budget.txt)"
+        )
     ledger = read_ledger(args.ledger)
     pub = ledger.public()
     estimated = [e for e in ledger.entries if e["delta_basis"] == "estimated"]

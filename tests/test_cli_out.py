@@ -333,3 +333,26 @@ def test_a_file_that_is_not_a_ledger_gets_no_lock_beside_it(tmp_path, capsys):
         code, _, err = run(release(data, other, tmp_path / "o.json"), capsys)
         assert code == 2 and "is not a ledger" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.csv", "d.npy"]
+
+
+def test_budget_with_a_closed_stdout_fails_loudly(tmp_path, capsys):
+    """``budget L --json >&-`` printed the ledger nowhere and exited 0 (found replaying
+    issue 43): a command whose only output is lost is not a success."""
+    data = tmp_path / "points.npy"
+    np.save(data, DATA)
+    ledger = tmp_path / "ledger.json"
+    code, _, err = run([str(a) for a in release(data, ledger, tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    before = ledger.read_bytes()
+    argv = [sys.executable, "-m", "pymc_manidp.cli", "budget", str(ledger), "--json"]
+    proc = subprocess.run(
+        ["bash", "-c", f"{shlex.join(argv)} >&-"],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "standard output is closed" in proc.stderr and "Traceback" not in proc.stderr
+    assert ledger.read_bytes() == before  # a read: the ledger is untouched
