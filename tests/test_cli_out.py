@@ -232,22 +232,27 @@ def test_a_write_that_fails_after_the_charge_says_the_ledger_keeps_it(
     assert len(json.loads(ledger.read_text())["entries"]) == 2
 
 
+def _cli_with_stdout_closed(args):
+    """Run ``pymc-manidp ARGS`` with its standard output closed by a real shell (``>&-``),
+    on this checkout's package whatever is installed."""
+    argv = [sys.executable, "-m", "pymc_manidp.cli", *args]
+    return subprocess.run(
+        ["bash", "-c", f"{shlex.join(argv)} >&-"],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+
+
 def test_a_closed_stdout_is_refused_before_the_charge(tmp_path):
     """``release --out - --budget L >&-`` printed the release nowhere and exited 0,
     charged; now exit 2 before the charge (a real shell closes the descriptor)."""
     data = tmp_path / "points.npy"
     np.save(data, DATA)
     ledger = tmp_path / "ledger.json"
-    argv = [sys.executable, "-m", "pymc_manidp.cli", *map(str, release(data, ledger, "-"))]
-    proc = subprocess.run(
-        ["bash", "-c", f"{shlex.join(argv)} >&-"],
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=600,
-        # this worktree's package, whatever is installed
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
-    )
+    proc = _cli_with_stdout_closed([str(a) for a in release(data, ledger, "-")])
     assert proc.returncode == 2, proc.stderr
     assert "standard output is closed" in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0
@@ -344,15 +349,7 @@ def test_budget_with_a_closed_stdout_fails_loudly(tmp_path, capsys):
     code, _, err = run([str(a) for a in release(data, ledger, tmp_path / "r.json")], capsys)
     assert code == 0, err
     before = ledger.read_bytes()
-    argv = [sys.executable, "-m", "pymc_manidp.cli", "budget", str(ledger), "--json"]
-    proc = subprocess.run(
-        ["bash", "-c", f"{shlex.join(argv)} >&-"],
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
-    )
+    proc = _cli_with_stdout_closed(["budget", str(ledger), "--json"])
     assert proc.returncode == 2, proc.stderr
     assert "standard output is closed" in proc.stderr and "Traceback" not in proc.stderr
     assert ledger.read_bytes() == before  # a read: the ledger is untouched
