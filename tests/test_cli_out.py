@@ -28,18 +28,7 @@ from hypothesis import strategies as st
 
 from pymc_manidp import cli
 from pymc_manidp.cli import EXIT_OUTPUT_LOST, main
-
-DATA = np.array([[0, 0, 1.0], [0, 0.6, 0.8], [0.6, 0, 0.8]])
-
-
-def run(argv, capsys):
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err and "Traceback" not in out, err
-    return code, out, err
+from tests.test_cli_budget import DATA, run  # the CLI run that asserts no traceback
 
 
 def release(data, ledger, out):
