@@ -345,6 +345,10 @@ class ManifoldBase:
     pt_exp_noise = None
     pt_noise_norm = None
     pt_log_noise = None
+    #: ``project(points)``: the nearest points of the space to points near it (rounded
+    #: records), an explicit and recorded step (``release(..., project=True)``,
+    #: ``--project``); ``None``: the space offers none.
+    project = None
 
     #: The space's name in data files and on the command line (``--manifold``), found
     #: there through :func:`pymc_manidp.geometry.manifold_class`; ``None``: not offered.
@@ -352,6 +356,35 @@ class ManifoldBase:
     name: ClassVar[str | None] = None
     #: How one data record of this space is laid out in a file (for help texts).
     record_layout: ClassVar[str] = ""
+    #: Other layouts a data file of this space may hold (``--layout``), each with how
+    #: one record is laid out; read by :meth:`from_layout`.
+    layouts: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def from_layout(cls, layout: str, records, *, scalar_first: bool = False):
+        """``(manifold, points)`` of ``records`` ``(n, ...)`` held in another ``layout``
+        (one of :attr:`layouts`), converted to the space's points.
+
+        Raises
+        ------
+        ValueError
+            A layout this space does not read (the message names those it does), or
+            records that do not fit it.
+        """
+        known = ", ".join(cls.layouts) or "none"
+        raise ValueError(
+            f"{cls.name or cls.__name__} data have no layout {layout!r} (other layouts: "
+            f"{known}); records are laid out as {cls.record_layout or 'its points'}"
+        )
+
+    def coerce(self, points):
+        """``points`` as an array if they come as another library's objects (a SciPy
+        ``Rotation`` on SO(3)); anything else unchanged, for the checks to judge.
+
+        The one conversion at the boundary: ``validate``, ``DataDomain`` and the
+        mechanisms call it before they look at the points.
+        """
+        return points
 
     @classmethod
     def from_record_shape(cls, shape: tuple[int, ...]):

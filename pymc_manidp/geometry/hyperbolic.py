@@ -186,7 +186,8 @@ def from_poincare(ball_points):
     if p.ndim < 1:
         raise ValueError("ball points must have shape (..., d), one point per row")
     p = as_points(p, p.shape[-1:], name="ball points")
-    sq = np.einsum("...i,...i->...", p, p)
+    with np.errstate(over="ignore"):  # huge coordinates: sq = inf, refused below
+        sq = np.einsum("...i,...i->...", p, p)
     bad = ~(sq < 1.0)
     if np.any(bad):
         raise ValueError(
@@ -337,6 +338,12 @@ def _signature_flip(d):
     return np.concatenate([[-1.0], np.ones(d)])
 
 
+_POINCARE_HINT = (
+    "Points of the Poincaré ball (d coordinates of norm < 1, as most tree embeddings are "
+    "stored) are read with Hyperbolic(dim=d).from_poincare or --layout poincare"
+)
+
+
 @dataclass(frozen=True)
 class Hyperbolic(ManifoldBase):
     r"""Hyperbolic space of dimension ``dim`` (curvature ``-1``) on the hyperboloid.
@@ -376,6 +383,10 @@ class Hyperbolic(ManifoldBase):
     record_layout: ClassVar[str] = (
         "(n, d+1): hyperboloid coordinates x0, x1, ..., xd with x0 = sqrt(1 + x1^2 + ... + xd^2)"
     )
+    #: Other layouts of a data file (``--layout``).
+    layouts: ClassVar[dict[str, str]] = {
+        "poincare": "(n, d): points of the open Poincaré ball, norm < 1 (read as H^d)",
+    }
 
     # homogeneous (the Lorentz group acts transitively), the volume density depends on
     # |c| only, and log J(c) = (d-1) log sinhc|c| <= (d-1)|c| (log_volume_growth): the
@@ -406,6 +417,74 @@ class Hyperbolic(ManifoldBase):
                 f"hyperbolic records have shape {cls.record_layout}; got records of shape {shape}"
             )
         return cls(dim=shape[0] - 1)
+
+    @classmethod
+    def from_layout(cls, layout: str, records, *, scalar_first: bool = False):
+        """``(Hyperbolic(dim=d), points (n, d+1))`` of records in another layout:
+        ``"poincare"``, ``(n, d)`` points of the open Poincaré ball
+        (:meth:`from_poincare`).
+
+        Examples
+        --------
+        >>> H, x = Hyperbolic.from_layout("poincare", [[0.0, 0.0], [0.5, 0.0]])
+        >>> H, x.round(6).tolist()
+        (Hyperbolic(dim=2), [[1.0, 0.0, 0.0], [1.666667, 1.333333, 0.0]])
+        """
+        if layout != "poincare":
+            return super().from_layout(layout, records)
+        p = np.asarray(records)
+        if p.ndim != 2 or p.shape[1] < 1:
+            raise ValueError(
+                f"--layout poincare reads d >= 1 coordinates per record (n, d); got shape {p.shape}"
+            )
+        H = cls(dim=p.shape[1])
+        return H, H.from_poincare(p)
+
+    def from_poincare(self, ball_points):
+        r"""Points of this space from Poincaré-ball coordinates ``(..., dim)``.
+
+        :math:`x = (1 + |p|^2,\ 2p)/(1 - |p|^2)`, the inverse of :meth:`to_poincare`
+        (module function :func:`from_poincare`); embeddings of trees and graphs are
+        usually stored in the ball.
+
+        Parameters
+        ----------
+        ball_points : array_like, shape ``(..., dim)``
+            Points of the open unit ball, ``|p| < 1``.
+
+        Returns
+        -------
+        ndarray, shape ``(..., dim + 1)``
+            Hyperboloid points.
+
+        Raises
+        ------
+        ValueError
+            A point with norm ``>= 1`` (on or beyond the ball's boundary, at infinite
+            distance), NaN/inf, or ``dim`` coordinates missing, naming the first bad row.
+
+        Examples
+        --------
+        >>> H = Hyperbolic(dim=2)
+        >>> H.from_poincare([0.5, 0.0]).round(6).tolist()
+        [1.666667, 1.333333, 0.0]
+        """
+        p = as_points(ball_points, (self.dim,), name="ball points")
+        return self.validate(from_poincare(p))
+
+    def to_poincare(self, points):
+        r"""Poincaré-ball coordinates ``(..., dim)`` of points of this space:
+        :math:`p = \bar x/(1 + x_0)`, norm ``< 1`` (rounds to 1 beyond a distance of
+        about 37 from the origin).
+
+        Examples
+        --------
+        >>> H = Hyperbolic(dim=2)
+        >>> H.to_poincare(H.from_poincare([0.3, -0.4])).round(12).tolist()
+        [0.3, -0.4]
+        """
+        x = self.validate(points)
+        return x[..., 1:] / (1.0 + x[..., :1])
 
     @classmethod
     def audit_space(cls) -> tuple:
@@ -580,7 +659,7 @@ class Hyperbolic(ManifoldBase):
             raise ValueError(
                 f"points must lie on the upper sheet of the hyperboloid (x0 > 0): "
                 f"{first_bad_row(lower)}. Negate a point of the lower sheet to get its "
-                "mirror image"
+                f"mirror image. {_POINCARE_HINT}"
             )
         off = np.abs(x[..., 0] - x0) > tol * x0
         if np.any(off):
@@ -588,8 +667,7 @@ class Hyperbolic(ManifoldBase):
             raise ValueError(
                 f"points are not on the hyperboloid <x, x>_L = -1: {first_bad_row(off)} "
                 f"(largest relative |x0 - sqrt(1 + |x_1:|^2)| = {worst:.3g}, tolerance "
-                f"{tol:.3g}). The first coordinate is the time-like one; for Poincaré-ball "
-                "points use from_poincare"
+                f"{tol:.3g}). The first coordinate is the time-like one. {_POINCARE_HINT}"
             )
         return np.concatenate([x0[..., None], xs], axis=-1)
 

@@ -33,6 +33,7 @@ for the other convention).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -42,7 +43,7 @@ import pytensor.tensor as pt
 from pymc_manidp.geometry._kernels import pt_numerics as ptn
 from pymc_manidp.geometry._kernels.numerics import log_sinc, sinc
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import as_points, check_tol, first_bad_row
+from pymc_manidp.geometry.validation import as_points, check_bool, check_tol, first_bad_row
 
 __all__ = [
     "Rotations",
@@ -361,6 +362,11 @@ class Rotations(ManifoldBase):
     name: ClassVar[str] = "rotations"
     #: How a data file holds the records.
     record_layout: ClassVar[str] = "(n, 3, 3) or (n, 9): rotation matrices, row by row"
+    #: Other layouts of a data file (``--layout``).
+    layouts: ClassVar[dict[str, str]] = {
+        "quaternion": "(n, 4): unit quaternions, scalar last (x, y, z, w) as SciPy, or scalar "
+        "first (w, x, y, z) with --scalar-first",
+    }
 
     dim = 3
     point_shape = (3, 3)
@@ -390,10 +396,39 @@ class Rotations(ManifoldBase):
         """
         if tuple(shape) in ((3, 3), (9,)):
             return cls()
+        hint = (
+            ". 4 numbers per record are read as unit quaternions with --layout quaternion "
+            "(scalar last, as SciPy; --scalar-first for w, x, y, z), or in Python with "
+            "Rotations().from_quaternions"
+            if tuple(shape) == (4,)
+            else ""
+        )
         raise ValueError(
             f"rotations data hold one rotation matrix per record, shape (3, 3) or 9 numbers "
-            f"(row by row); got records of shape {tuple(shape)}"
+            f"(row by row); got records of shape {tuple(shape)}{hint}"
         )
+
+    @classmethod
+    def from_layout(cls, layout: str, records, *, scalar_first: bool = False):
+        """``(Rotations(), matrices (n, 3, 3))`` of records in another layout:
+        ``"quaternion"``, ``(n, 4)`` unit quaternions (scalar last unless
+        ``scalar_first``; :meth:`from_quaternions`).
+
+        Examples
+        --------
+        >>> M, x = Rotations.from_layout("quaternion", [[0.0, 0.0, 0.0, 1.0]])
+        >>> x.tolist() == [np.eye(3).tolist()]
+        True
+        """
+        if layout != "quaternion":
+            return super().from_layout(layout, records)
+        q = np.asarray(records)
+        if q.ndim != 2 or q.shape[1] != 4:
+            raise ValueError(
+                f"--layout quaternion reads 4 numbers per record (n, 4); got shape {q.shape}"
+            )
+        M = cls()
+        return M, M.from_quaternions(q, scalar_first=check_bool(scalar_first, "scalar_first"))
 
     @classmethod
     def audit_space(cls) -> tuple:
@@ -433,16 +468,91 @@ class Rotations(ManifoldBase):
             return None
         return u @ vt
 
+    def coerce(self, points):
+        """Rotation matrices ``(..., 3, 3)`` of a SciPy ``Rotation`` (one or a stack, or
+        a list of them), by its public ``as_matrix()``; anything else unchanged.
+
+        Examples
+        --------
+        >>> from scipy.spatial.transform import Rotation
+        >>> Rotations().coerce(Rotation.from_rotvec([[0, 0, 1.0], [1.0, 0, 0]])).shape
+        (2, 3, 3)
+        """
+        # only an object of an imported module can be a Rotation: nothing is imported here
+        st = sys.modules.get("scipy.spatial.transform")
+        if st is None:
+            return points
+        if isinstance(points, st.Rotation):
+            return points.as_matrix()
+        if (
+            isinstance(points, (list, tuple))
+            and points
+            and all(isinstance(p, st.Rotation) for p in points)
+        ):
+            return st.Rotation.concatenate(points).as_matrix()
+        return points
+
+    def project(self, points):
+        """The nearest rotations (Frobenius norm) of ``3 x 3`` matrices near SO(3).
+
+        For records that are rotations up to rounding (frames written with 6
+        decimals, a sensor's drift), which :meth:`validate` refuses beyond its
+        tolerance. The nearest rotation of ``A = U S V^T`` (SVD) is
+        ``U diag(1, 1, det(U V^T)) V^T``: the polar factor, with the sign of the
+        last axis fixed so that the determinant is ``+1`` (a reflection maps to the
+        nearest rotation, not to itself). Every record is projected on its own.
+
+        Parameters
+        ----------
+        points : array_like, shape ``(..., 3, 3)``
+            Finite real matrices, or a SciPy ``Rotation``.
+
+        Returns
+        -------
+        ndarray, shape ``(..., 3, 3)``
+            Rotation matrices.
+
+        Raises
+        ------
+        ValueError
+            NaN/inf, the wrong shape, or a zero matrix (every rotation is equally
+            near it), naming the first bad row.
+
+        Examples
+        --------
+        >>> M = Rotations()
+        >>> rounded = np.round(M.from_rotvecs([0.1, -0.2, 0.3]), 3)
+        >>> bool(np.allclose(M.project(rounded), M.from_rotvecs([0.1, -0.2, 0.3]), atol=1e-3))
+        True
+        """
+        x = as_points(self.coerce(points), self.point_shape)
+        # the polar factor does not change under a positive scale: scaled to entries <= 1,
+        # so that huge entries (1e308) do not overflow the SVD
+        scale = np.max(np.abs(x), axis=(-2, -1), keepdims=True)
+        zero = scale[..., 0, 0] == 0
+        if np.any(zero):
+            raise ValueError(
+                f"cannot project a zero matrix onto the rotations: {first_bad_row(zero)} "
+                "(every rotation is equally near it); drop the record"
+            )
+        u, _, vt = np.linalg.svd(x / scale)
+        d = np.sign(np.linalg.det(u @ vt))
+        d = np.where(d == 0, 1.0, d)
+        u = u * np.stack([np.ones_like(d), np.ones_like(d), d], axis=-1)[..., None, :]
+        return u @ vt
+
     def validate(self, points, tol: float = 1e-6):
         """Check rotation matrices and return them orthonormalized to rounding.
 
         Accepted: real matrices ``(..., 3, 3)`` with ``|x^T x - I| <= tol`` entrywise
-        and determinant ``+1``; each is replaced by the nearest rotation (its polar
-        factor). Refused, naming the first bad row: NaN/inf, the wrong shape, matrices
-        that are not orthogonal, and reflections (determinant ``-1``).
+        and determinant ``+1``, or a SciPy ``Rotation`` (:meth:`coerce`); each is
+        replaced by the nearest rotation (its polar factor). Refused, naming the first
+        bad row: NaN/inf, the wrong shape, matrices that are not orthogonal, and
+        reflections (determinant ``-1``). Records rounded further than ``tol`` are
+        projected only on request (:meth:`project`).
         """
         tol = check_tol(tol)
-        x = as_points(points, self.point_shape)
+        x = as_points(self.coerce(points), self.point_shape)
         with np.errstate(over="ignore", invalid="ignore"):  # huge entries: gap inf, refused
             gap = np.max(np.abs(_t(x) @ x - np.eye(3)), axis=(-2, -1))
         off = ~(gap <= tol)  # NaN-safe: a NaN gap (inf - inf) is refused
@@ -452,7 +562,9 @@ class Rotations(ManifoldBase):
                 f"(largest |x^T x - I| = {float(np.max(gap)):.3g}, tolerance {tol:.3g}). "
                 "Rotations hold 3 x 3 orthogonal matrices with determinant +1 (row by row "
                 "in files); for quaternions or rotation vectors use Rotations()."
-                "from_quaternions / from_rotvecs"
+                "from_quaternions / from_rotvecs. Rotations rounded (e.g. to 6 decimals) "
+                "can be moved to the nearest rotation, explicitly and recorded: "
+                "Rotations().project(x), release(..., project=True) or --project"
             )
         reflection = np.linalg.det(x) < 0
         if np.any(reflection):

@@ -94,6 +94,13 @@ def spd_inner(p, u, v):
     return np.einsum("...ij,...ji->...", a, b)
 
 
+_PROJECT_HINT = (
+    "Matrices rounded or slightly indefinite can be moved to the nearest SPD matrix "
+    "(symmetrized, eigenvalues floored), explicitly and recorded: SPD.project(x), "
+    "release(..., project=True) or --project"
+)
+
+
 def _clearly_positive_definite(x) -> bool:
     """Whether every symmetric matrix of ``x`` ``(..., k, k)`` passes :meth:`SPD.validate`'s
     test ``lambda_min > 1e-14 lambda_max``, by a sufficient condition: one batched Cholesky.
@@ -336,6 +343,62 @@ class SPD(ManifoldBase):
         """
         return _laplace_supported_sigma(self.k)
 
+    def project(self, points, floor: float = 1e-8):
+        r"""The nearest SPD matrices of matrices near SPD(k): symmetrize, then raise
+        small eigenvalues.
+
+        ``A`` becomes :math:`S = (A + A^\top)/2 = U \operatorname{diag}(\lambda) U^\top`,
+        then :math:`U \operatorname{diag}(\max(\lambda_i, f\,\lambda_{\max}))
+        U^\top` with ``f = floor``: the eigenvalue floor is **relative**, ``floor``
+        times the matrix's largest eigenvalue (default ``1e-8``), so it does not depend
+        on the data's units and keeps the condition number at most ``1/floor``. For
+        symmetric ``A`` with eigenvalues above the floor this is the identity; it is
+        the Frobenius-nearest matrix whose eigenvalues are at least the floor. Every
+        record is projected on its own.
+
+        A raised eigenvalue puts the record far from any public center (the
+        affine-invariant distance grows like ``|log(floor)|``): expect it to be
+        refused or clipped by the public ball.
+
+        Parameters
+        ----------
+        points : array_like, shape ``(..., k, k)``
+            Finite real matrices.
+        floor : float
+            The relative eigenvalue floor, in ``(0, 0.1)``.
+
+        Returns
+        -------
+        ndarray, shape ``(..., k, k)``
+            Symmetric positive definite matrices.
+
+        Raises
+        ------
+        ValueError
+            NaN/inf, the wrong shape, or a matrix whose symmetric part has no positive
+            eigenvalue (nothing to keep), naming the first bad row.
+
+        Examples
+        --------
+        >>> SPD(k=2).project([[2.0, 1e-7], [0.0, 1.0]]).round(9).tolist()
+        [[2.0, 5e-08], [5e-08, 1.0]]
+        """
+        floor = check_tol(floor, "floor")
+        x = as_points(points, self.point_shape)
+        # scaled to entries <= 1 (the result scales back): huge entries do not overflow
+        scale = np.maximum(np.max(np.abs(x), axis=(-2, -1), keepdims=True), np.finfo(float).tiny)
+        w, u = sym_eigh(x / scale)
+        top = w[..., -1]
+        bad = ~(top > 0)
+        if np.any(bad):
+            raise ValueError(
+                f"cannot project onto SPD({self.k}): {first_bad_row(bad)} has no positive "
+                "eigenvalue (its symmetric part is negative semidefinite); drop the record"
+            )
+        w = np.maximum(w, floor * top[..., None])
+        out = (u * w[..., None, :]) @ np.swapaxes(u, -1, -2)
+        return sym(out) * scale
+
     def validate(self, points, tol: float = 1e-8):
         """Check symmetric positive definite matrices; return their symmetric part.
 
@@ -351,7 +414,8 @@ class SPD(ManifoldBase):
         if np.any(bad):
             raise ValueError(
                 f"matrices are not symmetric: {first_bad_row(bad)} "
-                f"(largest relative asymmetry {float(np.max(asym)):.3g}, tolerance {tol:.3g})"
+                f"(largest relative asymmetry {float(np.max(asym)):.3g}, tolerance {tol:.3g}). "
+                f"{_PROJECT_HINT}"
             )
         x = sym(x)
         if _clearly_positive_definite(x):
@@ -361,7 +425,7 @@ class SPD(ManifoldBase):
         if np.any(bad):
             raise ValueError(
                 f"matrices are not positive definite: {first_bad_row(bad)} "
-                f"(smallest eigenvalue {float(np.min(w[..., 0])):.3g})"
+                f"(smallest eigenvalue {float(np.min(w[..., 0])):.3g}). {_PROJECT_HINT}"
             )
         return x
 

@@ -199,6 +199,46 @@ class Sphere(ManifoldBase):
             return m * (self.radius / norm)
         return None
 
+    def project(self, points):
+        """The nearest points of the sphere: each nonzero vector scaled to norm ``R``.
+
+        For records that are directions up to rounding, which :meth:`validate`
+        refuses beyond its tolerance. Every record is projected on its own.
+
+        Parameters
+        ----------
+        points : array_like, shape ``(..., dim + 1)``
+            Finite real vectors.
+
+        Returns
+        -------
+        ndarray, shape ``(..., dim + 1)``
+            ``R x / |x|``.
+
+        Raises
+        ------
+        ValueError
+            NaN/inf, the wrong shape, or a zero vector (it has no direction), naming
+            the first bad row.
+
+        Examples
+        --------
+        >>> Sphere(dim=1).project([[3.0, 4.0], [0.0, -1e-300]]).round(12).tolist()
+        [[0.6, 0.8], [0.0, -1.0]]
+        """
+        x = as_points(points, self.point_shape)
+        # scaled to entries <= 1 first: |x| neither overflows (1e308) nor underflows
+        # (subnormals), so the result has norm R to rounding
+        scale = np.max(np.abs(x), axis=-1, keepdims=True)
+        zero = scale[..., 0] == 0
+        if np.any(zero):
+            raise ValueError(
+                f"cannot project a zero vector onto the sphere: {first_bad_row(zero)} (it "
+                "has no direction); drop the record"
+            )
+        u = x / scale
+        return u * (self.radius / np.sqrt(_dot(u, u)))[..., None]
+
     def validate(self, points, tol: float = 1e-6):
         """Check points and return them projected exactly onto the sphere.
 
@@ -213,7 +253,10 @@ class Sphere(ManifoldBase):
             worst = float(np.max(np.abs(r - self.radius)))
             raise ValueError(
                 f"points are not on the sphere of radius {self.radius}: {first_bad_row(off)} "
-                f"(largest |norm - R| = {worst:.3g}, tolerance {tol * self.radius:.3g})"
+                f"(largest |norm - R| = {worst:.3g}, tolerance {tol * self.radius:.3g}). "
+                "Directions rounded or not normalized can be scaled to the sphere, "
+                "explicitly and recorded: Sphere.project(x), release(..., project=True) or "
+                "--project"
             )
         return x * (self.radius / r)[..., None]
 

@@ -121,6 +121,7 @@ def _check_sigma(sigma):
 
 def _check_point(manifold, x, name):
     """Validate a constant point eagerly (returns its standard form); tensors pass."""
+    x = manifold.coerce(x)  # e.g. a SciPy Rotation: its matrices
     if _is_constant(x):
         val = manifold.validate(np.asarray(x.data if isinstance(x, Constant) else x, float))
         return pt.as_tensor_variable(val)

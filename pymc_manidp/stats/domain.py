@@ -118,6 +118,7 @@ class DataDomain:
         """
         shape = tuple(self.manifold.point_shape)
         want = f"(n, {', '.join(map(str, shape))})"
+        data = self.manifold.coerce(data)  # e.g. a SciPy Rotation: its matrices
         if data is None:
             raise TypeError(f"data must be an array of shape {want}, got None")
         if isinstance(data, (str, bytes)):
@@ -185,6 +186,7 @@ class DataDomain:
         """
         M = self.manifold
         clip = check_bool(clip, "clip")  # "no" is truthy: never coerce
+        data = M.coerce(data)  # e.g. a SciPy Rotation: its matrices
         check_real_data(data, "data")  # before any path: a mask or a dtype never slips by
         if reductions.checked_summary(data, domain=self) is not None:
             return data
