@@ -130,6 +130,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chains", type=int, default=None, help="MCMC chains (4)")
     p.add_argument("--clip", action="store_true", help="project records outside the ball onto it")
     p.add_argument(
+        "--project",
+        action="store_true",
+        help="move records that are on the manifold up to rounding to the nearest point of "
+        "it (rotations: by SVD; sphere: normalized; spd: symmetrized, eigenvalues floored); "
+        "recorded in the output",
+    )
+    p.add_argument(
+        "--layout",
+        choices=("quaternion", "poincare"),
+        default=None,
+        help="the file holds another layout: quaternion (rotations, 4 columns, scalar last as "
+        "SciPy) or poincare (hyperbolic, d columns of Poincaré-ball points, read as H^d)",
+    )
+    p.add_argument(
+        "--scalar-first",
+        action="store_true",
+        help="with --layout quaternion: the columns are w, x, y, z (default x, y, z, w)",
+    )
+    p.add_argument(
         "--skip-diagnostics",
         action="store_true",
         help="release even if the MCMC diagnostics fail (recorded in the output)",
@@ -531,6 +550,8 @@ def release(args) -> int:
     M, data = manifold_for(
         args.manifold,
         open_points(args.data) if lazy else read_points(args.data, header=args.header or None),
+        layout=args.layout,
+        scalar_first=args.scalar_first,
     )
     center = parse_center(args.center, M)
     if args.mechanism == "kng":
@@ -572,6 +593,7 @@ def release(args) -> int:
                 sampler=args.sampler,
                 random_seed=args.seed,
                 clip=args.clip,
+                project=args.project,
                 skip_diagnostics=args.skip_diagnostics,
                 budget=budget,
                 **mcmc,
@@ -589,7 +611,7 @@ def release(args) -> int:
         manifold=M,
         center=center,
         radius=args.radius,
-        options={"restrict": bool(mech.restricted), "clip": args.clip},
+        options={"restrict": bool(mech.restricted), "clip": args.clip, "project": args.project},
         source=source_name(args.data),
     )
     text = json.dumps(doc, indent=2)
@@ -620,6 +642,13 @@ def release(args) -> int:
         print(f"released value: {np.array2string(np.asarray(rel.value), precision=6)}")
     if budget is not None:  # stderr: stdout may carry the release (--out -)
         print(_budget_line(args.budget, budget.public()), file=sys.stderr)
+    moved = (rel.sampler_info or {}).get("projection")
+    if moved is not None:  # depends on the data: printed for the curator, never written
+        print(
+            f"--project moved {moved['records_moved']} of {rel.n} records, the farthest by "
+            f"{moved['max_distance']:.3g} (for the curator, not for publication)",
+            file=sys.stderr,
+        )
     if rel.diagnostics is not None:  # for the curator: printed, never written to the JSON
         from pymc_manidp.privacy.diagnostics import report
 

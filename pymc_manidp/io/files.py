@@ -231,7 +231,7 @@ def _read_csv(path: Path, header=None) -> np.ndarray:
     return np.array(rows, dtype=float)
 
 
-def manifold_for(name: str, data: np.ndarray):
+def manifold_for(name: str, data: np.ndarray, *, layout=None, scalar_first: bool = False):
     """The manifold called ``name`` whose points have the shape of ``data``'s rows.
 
     The manifold's size follows from the data: each space reads the shape of one
@@ -249,6 +249,13 @@ def manifold_for(name: str, data: np.ndarray):
         One record per row: ``(n, D)`` (sphere), ``(n, k, k)`` or ``(n, k*k)``
         (spd), ``(n, k, 2)`` or ``(n, 2k)`` (kendall, ``k >= 3``), ``(n, d)``
         (euclidean). A Dask array stays lazy.
+    layout : str, optional
+        Another layout of the records, one of the space's ``layouts``:
+        ``"quaternion"`` (rotations, ``(n, 4)``), ``"poincare"`` (hyperbolic,
+        ``(n, d)`` Poincaré-ball points read as ``H^d``); converted to points (data in
+        memory only).
+    scalar_first : bool
+        With ``layout="quaternion"``: ``(w, x, y, z)`` instead of SciPy's ``(x, y, z, w)``.
 
     Returns
     -------
@@ -270,6 +277,24 @@ def manifold_for(name: str, data: np.ndarray):
     (4, (5, 4, 2))
     """
     cls = manifold_class(name)
+    if scalar_first and layout != "quaternion":
+        raise ValueError("--scalar-first is for --layout quaternion: add it, or drop the option")
+    if layout is not None:
+        if reductions.is_dask(data):
+            raise ValueError(
+                f"--layout {layout} reads a .npy/.csv file in memory: convert sharded data "
+                "to the space's own layout first"
+            )
+        if layout not in cls.layouts:
+            known = ", ".join(cls.layouts) or "none besides its own"
+            raise ValueError(
+                f"{name} data have no layout {layout!r} (other layouts: {known}); records "
+                f"are laid out as {cls.record_layout}"
+            )
+        data = np.asarray(data, dtype=float)
+        if data.ndim < 2 or data.shape[0] == 0:
+            raise ValueError(f"data must hold one record per row, got shape {data.shape}")
+        return cls.from_layout(layout, data, scalar_first=scalar_first)
     if not reductions.is_dask(data):  # a Dask array (pymc_manidp.io) stays lazy
         data = np.asarray(data, dtype=float)
     elif data.ndim >= 1:

@@ -367,6 +367,7 @@ class Mechanism:
         estimate_delta=False,
         budget=None,
         delta=None,
+        project=False,
     ) -> Release:
         """Release a private value of ``data``; returns a :class:`~pymc_manidp.Release`.
 
@@ -397,8 +398,27 @@ class Mechanism:
         An MCMC release compiles the model on the mechanism's first release of ``n``
         points with that sampler and reuses it for later data sets of the same size,
         every ``pm.Data`` replaced by the new data's values before sampling.
+
+        ``project=True`` moves every record to the nearest point of the manifold
+        before it is checked (``manifold.project``: the nearest rotation, unit
+        vector or SPD matrix), for records that are on the manifold up to rounding.
+        Explicit and recorded: ``"project"`` joins the public ``opt_outs`` (like
+        ``"clip"``), and how many records moved and the largest distance moved
+        (Euclidean, in the ambient coordinates) go to ``sampler_info["projection"]``,
+        for the curator only (they depend on the data).
         """
         # every premise is checked before any work on the data
+        data = self.manifold.coerce(data)  # e.g. a SciPy Rotation, converted once here
+        if check_bool(project, "project") and self.manifold.project is None:
+            raise ValueError(
+                f"project=True: {self.manifold} offers no projection (Rotations, Sphere and "
+                "SPD do); pass points of the manifold"
+            )
+        if project and reductions.is_dask(data):
+            raise ValueError(
+                "project=True takes data in memory: project a Dask array chunk by chunk "
+                "(data.map_blocks(manifold.project)) and release that"
+            )
         is_mcmc = self._check_sampler(sampler)
         if is_mcmc:
             settings = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
@@ -421,13 +441,13 @@ class Mechanism:
         if budget is None:
             return self._release_checked(
                 data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=(), cal=cal,
+                random_seed, notes=(), cal=cal, project=project,
             )  # fmt: skip
         notes = () if delta is None else (_assumed_delta_note(charge[1]),)
         try:
             rel = self._release_checked(
                 data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=notes, cal=cal,
+                random_seed, notes=notes, cal=cal, project=project,
             )  # fmt: skip
         except BaseException as err:
             budget.fail(charge[0], err)
@@ -437,27 +457,44 @@ class Mechanism:
 
     def _release_checked(
         self, data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-        random_seed, notes, cal,
+        random_seed, notes, cal, project=False,
     ) -> Release:  # fmt: skip
         """The release path after its premises are checked (and any charge is made);
         ``cal`` is :meth:`public_calibration`'s, computed once."""
         is_mcmc = sampler not in EXACT_SAMPLERS
+        projection = None
+        if project:
+            # each record is moved on its own, by a map fixed in advance (like clip): two
+            # data sets that differ in one record still differ in one record after it, so
+            # the sensitivity, and the guarantee, hold for the projected data unchanged
+            raw = np.asarray(data, dtype=float)
+            data = self.manifold.project(raw)
+            axes = tuple(range(1, raw.ndim))
+            moved = np.sqrt(np.sum((data - raw) ** 2, axis=axes)) if raw.size else np.zeros(0)
+            projection = {
+                "records_moved": int(np.count_nonzero(moved)),
+                "max_distance": float(np.max(moved, initial=0.0)),
+            }
         data = self.domain.check(data, clip=clip)
         if reductions.n_rows(data) != cal.n:  # the data changed since the charge
             raise ValueError(
                 f"the data changed while being released: n was {cal.n} when the release "
                 f"was calibrated and charged, {reductions.n_rows(data)} when checked"
             )
-        fields = {"seed_policy": policy, "opt_outs": ("clip",) if clip else (), "notes": notes}
+        opt_outs = ("clip",) * clip + ("project",) * bool(project)
+        fields = {"seed_policy": policy, "opt_outs": opt_outs, "notes": notes}
+        # how far the records moved depends on the data: for the curator only
+        extra = {} if projection is None else {"projection": projection}
         if not is_mcmc:
             out = self.exact_draws(data, cal.sigma, 1, rng)
             # the rejection statistics depend on the data: for the curator only
-            info = {"proposals": out.proposals, **out.info}
+            info = {"proposals": out.proposals, **out.info, **extra}
             return self._record(out.points[0], cal, "exact", sampler_info=info, **fields)
         # one pass over the data per leapfrog step: refuse runs that would take hours
         mcmc.check_mcmc_budget(self.manifold, cal.n, settings)
         mode, inputs = self.mcmc_inputs(data)
         idata, info = self._run_mcmc(cal, mode, inputs, sampler, settings, rng, skip_diagnostics)
+        info = {**info, **extra}
         if "failed_checks" in info:
             fields["opt_outs"] = (*fields["opt_outs"], "skip_diagnostics")
         value = self._pick_draw(idata, rng)
@@ -594,7 +631,7 @@ class Mechanism:
         if isinstance(datasets, (list, tuple)):
             if not datasets:
                 raise ValueError("datasets is empty: nothing to release")
-            arrays = [np.asarray(d) for d in datasets]
+            arrays = [np.asarray(self.manifold.coerce(d)) for d in datasets]
             for j, a in enumerate(arrays):
                 if a.ndim != len(shape) + 1 or a.shape[1:] != shape:
                     raise ValueError(
@@ -607,7 +644,7 @@ class Mechanism:
                 pos = [j for j, a in enumerate(arrays) if len(a) == n]
                 groups.append((np.array(pos), np.stack([arrays[j] for j in pos])))
             return groups, len(arrays)
-        stack = np.asarray(datasets)
+        stack = np.asarray(self.manifold.coerce(datasets))
         if stack.ndim != len(shape) + 2 or stack.shape[2:] != shape:
             raise ValueError(
                 f"datasets must be a stack (R, n, {', '.join(map(str, shape))}) or a list of "

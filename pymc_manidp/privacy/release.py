@@ -123,9 +123,10 @@ class Release:
     diagnostics : DataTree or None
         The MCMC run, for the curator only.
     opt_outs : tuple of str
-        Names of the checks the caller chose to skip (``"clip"``,
-        ``"skip_diagnostics"``), recorded for the audit trail. Only the names: what
-        the skipped check found depends on the data (it is in ``sampler_info``).
+        Names of the checks the caller chose to skip or the per-record maps it chose
+        (``"clip"``, ``"project"``, ``"skip_diagnostics"``), recorded for the audit
+        trail. Only the names: what the skipped check found, or how far records moved,
+        depends on the data (it is in ``sampler_info``).
     notes : tuple of str
     sampler_info : dict or None
         Exact samplers' rejection statistics (proposals, acceptance rates), or the
@@ -400,7 +401,11 @@ def build_release(
     if not isinstance(calibration, Calibration):
         raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
     for name in opt_outs:
-        if name not in ("clip", "skip_diagnostics"):  # names only: never data-dependent text
+        if name not in (
+            "clip",
+            "project",
+            "skip_diagnostics",
+        ):  # names only: never data-dependent text
             raise ValueError(f"unknown opt-out {name!r}")
     return Release(
         value=np.asarray(value),
@@ -560,8 +565,10 @@ _FIELDS = {  # field: (check, what it must be)
     "sampler": (lambda x: isinstance(x, str), "a string"),
     "seed_policy": (lambda x: isinstance(x, str), "a string"),
     "opt_outs": (
-        lambda x: isinstance(x, list) and all(v in ("clip", "skip_diagnostics") for v in x),
-        "a list of 'clip' and 'skip_diagnostics'",
+        lambda x: (
+            isinstance(x, list) and all(v in ("clip", "project", "skip_diagnostics") for v in x)
+        ),
+        "a list of 'clip', 'project' and 'skip_diagnostics'",
     ),
     "notes": (
         lambda x: isinstance(x, list) and all(isinstance(v, str) for v in x),
