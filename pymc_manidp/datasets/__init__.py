@@ -1,5 +1,6 @@
-"""Data: the 2021 supplement's generators and small real datasets (cells, cities,
-sensor orientations, the exception tree).
+"""Data: the 2021 supplement's generators, small real datasets (cells, cities,
+sensor orientations, the exception tree) and trees embedded in the hyperbolic plane
+(:func:`embed_tree`).
 
 Licences and attribution of the packaged files: ``data/LICENSES.md``.
 """
@@ -28,6 +29,7 @@ from pymc_manidp.datasets.orientations import (
     Orientations,
     load_orientations,
 )
+from pymc_manidp.datasets.trees import embed_tree
 
 __all__ = [
     "ATTRIBUTION",
@@ -38,6 +40,7 @@ __all__ = [
     "ExceptionTree",
     "Orientations",
     "as_generator",
+    "embed_tree",
     "latlon_to_unit",
     "load_cells",
     "load_cities",
