@@ -251,6 +251,16 @@ def check_rotations_and_trees(ns):
         assert -(v[0] ** 2) + v[1] ** 2 + v[2] ** 2 == pytest.approx(-1.0) and v[0] > 0
     assert ns["kng_dist_h"] <= rh
     assert ns["deltas"] == [0.0, 0.0, 0.0, 0.0]
+    # issue 38: frames rounded to 4 decimals are refused naming project=True, then
+    # projected on request: public opt-out, distances for the curator only (rounding to
+    # 4 decimals moves an entry by at most 5e-5, a 3 x 3 matrix by at most 1.5e-4)
+    assert ns["proj_refused"] is True
+    assert ns["proj_public"]["opt_outs"] == ["project"]
+    assert "projection" not in repr(ns["proj_public"])
+    assert ns["proj_moved"]["records_moved"] > 0
+    assert 0 < ns["proj_moved"]["max_distance"] <= 1.5e-4
+    # embed_tree reproduces the packaged embedding; the disc's round trip is exact
+    assert ns["tree_gap"] < 1e-12 and ns["disc_round_trip"] < 1e-12
 
 
 #: notebook -> (expressions evaluated in its kernel after the last cell, checks)
@@ -381,6 +391,11 @@ CHECKS = {
             "tree_values": "[rel_lap_h.value, rel_kng_h.value]",
             "kng_dist_h": "float(Hb.dist(center_h, rel_kng_h.value))",
             "deltas": "[r.delta for r in (rel_lap, rel_kng, rel_lap_h, rel_kng_h)]",
+            "proj_refused": "proj_refused",
+            "proj_public": "rel_proj.public()",
+            "proj_moved": "rel_proj.sampler_info['projection']",
+            "tree_gap": "tree_gap",
+            "disc_round_trip": "disc_round_trip",
         },
         check_rotations_and_trees,
     ),
