@@ -2,8 +2,8 @@ r"""Trees in the hyperbolic plane: Sarkar's combinatorial embedding, in linear t
 
 A hierarchy (a taxonomy, a classification such as ICD-10, a class hierarchy) becomes
 data on :class:`~pymc_manidp.geometry.hyperbolic.Hyperbolic` ``(dim=2)`` with
-:func:`embed_tree`; a private mean or median of its nodes is then a release like any
-other.
+:func:`~pymc_manidp.datasets.embed_tree`; a private mean or median of its nodes is
+then a release like any other.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from pymc_manidp.geometry.validation import check_positive_real
 
 __all__ = ["MAX_TREE_RADIUS", "embed_tree"]
 
-#: The largest ``depth * edge`` :func:`embed_tree` accepts. A point at distance ``R``
-#: from the origin has hyperboloid coordinates near ``e^R / 2``, so float64 rounding
+#: The largest ``depth * edge`` :func:`~pymc_manidp.datasets.embed_tree` accepts. A
+#: point at distance ``R`` from the origin has hyperboloid coordinates near ``e^R / 2``,
+#: so float64 rounding
 #: moves it by about ``1e-16 e^R`` and the distances between nearby nodes out there by
 #: about ``1e-16 e^{2R}`` (a limit of the representation, not of the construction;
 #: checked against 60-digit arithmetic in tests/datasets/test_embed_tree.py): ``3e-6``
@@ -150,7 +151,7 @@ def _levels(parents: np.ndarray):
 
 
 def embed_tree(parents, *, edge: float = 1.0) -> np.ndarray:
-    r"""Sarkar's embedding of a tree in the hyperbolic plane :math:`\mathbb H^2`.
+    r"""Embed a tree in the hyperbolic plane :math:`\mathbb H^2` by Sarkar's construction.
 
     Sarkar's combinatorial construction (Sarkar 2011, "Low distortion Delaunay
     embedding of trees in hyperbolic plane"), on the hyperboloid: the root at the
@@ -168,7 +169,7 @@ def embed_tree(parents, *, edge: float = 1.0) -> np.ndarray:
     :math:`\rho/(\tau d_T)` is to 1 for every pair (Sarkar's low distortion), but a node
     of depth :math:`k` lies at distance up to :math:`k\tau` from the origin, so a
     public ball that holds the tree needs radius ``depth * edge`` and a release more
-    noise; and float64 limits ``depth * edge`` to :data:`MAX_TREE_RADIUS`.
+    noise; and float64 limits ``depth * edge`` to ``MAX_TREE_RADIUS``.
 
     Linear time: one counting sort of the nodes by parent, then the children of a
     whole level are placed at once. A node's frame (the unit tangent toward its parent
@@ -184,7 +185,7 @@ def embed_tree(parents, *, edge: float = 1.0) -> np.ndarray:
         Children are placed in increasing index order.
     edge : float
         The length :math:`\tau > 0` of every edge; ``depth * edge`` must be at most
-        :data:`MAX_TREE_RADIUS` (12), beyond which float64 hyperboloid coordinates
+        ``MAX_TREE_RADIUS`` (12), beyond which float64 hyperboloid coordinates
         cannot resolve the distances between nearby nodes to ``3e-6``.
 
     Returns
@@ -203,7 +204,7 @@ def embed_tree(parents, *, edge: float = 1.0) -> np.ndarray:
 
     See Also
     --------
-    pymc_manidp.geometry.hyperbolic.Hyperbolic.to_poincare : the points in the disc.
+    pymc_manidp.geometry.hyperbolic.Hyperbolic.to_poincare : The points in the disc.
 
     Examples
     --------

@@ -357,13 +357,13 @@ class ManifoldBase:
     #: How one data record of this space is laid out in a file (for help texts).
     record_layout: ClassVar[str] = ""
     #: Other layouts a data file of this space may hold (``--layout``), each with how
-    #: one record is laid out; read by :meth:`from_layout`.
+    #: one record is laid out; read by ``from_layout``.
     layouts: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def from_layout(cls, layout: str, records, *, scalar_first: bool = False):
         """``(manifold, points)`` of ``records`` ``(n, ...)`` held in another ``layout``
-        (one of :attr:`layouts`), converted to the space's points.
+        (one of ``layouts``), converted to the space's points.
 
         Raises
         ------

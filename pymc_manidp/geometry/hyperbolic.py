@@ -422,7 +422,7 @@ class Hyperbolic(ManifoldBase):
     def from_layout(cls, layout: str, records, *, scalar_first: bool = False):
         """``(Hyperbolic(dim=d), points (n, d+1))`` of records in another layout:
         ``"poincare"``, ``(n, d)`` points of the open Poincaré ball
-        (:meth:`from_poincare`).
+        (:meth:`~pymc_manidp.geometry.hyperbolic.Hyperbolic.from_poincare`).
 
         Examples
         --------
@@ -443,9 +443,10 @@ class Hyperbolic(ManifoldBase):
     def from_poincare(self, ball_points):
         r"""Points of this space from Poincaré-ball coordinates ``(..., dim)``.
 
-        :math:`x = (1 + |p|^2,\ 2p)/(1 - |p|^2)`, the inverse of :meth:`to_poincare`
-        (module function :func:`from_poincare`); embeddings of trees and graphs are
-        usually stored in the ball.
+        :math:`x = (1 + |p|^2,\ 2p)/(1 - |p|^2)`, the inverse of
+        :meth:`~pymc_manidp.geometry.hyperbolic.Hyperbolic.to_poincare` (module function
+        :func:`~pymc_manidp.geometry.hyperbolic.from_poincare`); embeddings of trees and
+        graphs are usually stored in the ball.
 
         Parameters
         ----------

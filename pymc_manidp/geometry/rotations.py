@@ -412,7 +412,7 @@ class Rotations(ManifoldBase):
     def from_layout(cls, layout: str, records, *, scalar_first: bool = False):
         """``(Rotations(), matrices (n, 3, 3))`` of records in another layout:
         ``"quaternion"``, ``(n, 4)`` unit quaternions (scalar last unless
-        ``scalar_first``; :meth:`from_quaternions`).
+        ``scalar_first``; :meth:`~pymc_manidp.geometry.rotations.Rotations.from_quaternions`).
 
         Examples
         --------
@@ -496,7 +496,8 @@ class Rotations(ManifoldBase):
         """The nearest rotations (Frobenius norm) of ``3 x 3`` matrices near SO(3).
 
         For records that are rotations up to rounding (frames written with 6
-        decimals, a sensor's drift), which :meth:`validate` refuses beyond its
+        decimals, a sensor's drift), which
+        :meth:`~pymc_manidp.geometry.rotations.Rotations.validate` refuses beyond its
         tolerance. The nearest rotation of ``A = U S V^T`` (SVD) is
         ``U diag(1, 1, det(U V^T)) V^T``: the polar factor, with the sign of the
         last axis fixed so that the determinant is ``+1`` (a reflection maps to the
@@ -545,11 +546,12 @@ class Rotations(ManifoldBase):
         """Check rotation matrices and return them orthonormalized to rounding.
 
         Accepted: real matrices ``(..., 3, 3)`` with ``|x^T x - I| <= tol`` entrywise
-        and determinant ``+1``, or a SciPy ``Rotation`` (:meth:`coerce`); each is
+        and determinant ``+1``, or a SciPy ``Rotation``
+        (:meth:`~pymc_manidp.geometry.rotations.Rotations.coerce`); each is
         replaced by the nearest rotation (its polar factor). Refused, naming the first
         bad row: NaN/inf, the wrong shape, matrices that are not orthogonal, and
         reflections (determinant ``-1``). Records rounded further than ``tol`` are
-        projected only on request (:meth:`project`).
+        projected only on request (:meth:`~pymc_manidp.geometry.rotations.Rotations.project`).
         """
         tol = check_tol(tol)
         x = as_points(self.coerce(points), self.point_shape)

@@ -202,8 +202,9 @@ class Sphere(ManifoldBase):
     def project(self, points):
         """The nearest points of the sphere: each nonzero vector scaled to norm ``R``.
 
-        For records that are directions up to rounding, which :meth:`validate`
-        refuses beyond its tolerance. Every record is projected on its own.
+        For records that are directions up to rounding, which
+        :meth:`~pymc_manidp.geometry.Sphere.validate` refuses beyond its tolerance. Every
+        record is projected on its own.
 
         Parameters
         ----------

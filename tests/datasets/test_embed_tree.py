@@ -256,3 +256,18 @@ def test_depth_times_edge_is_capped_where_float64_stops_resolving_distances():
     assert MAX_TREE_RADIUS == 12.0
     x = embed_tree([-1, 0], edge=5e-324)  # subnormal edge: the child sits on the root
     assert np.all(np.isfinite(x))
+
+
+@given(
+    bad=st.sampled_from(
+        [None, True, 1.0, 1 / 3, 5e-324, float("nan"), float("inf"), 10**400, "1", b"1", [0]]
+    ),
+    n=st.integers(1, 6),
+    at=st.integers(0, 6),
+)
+def test_one_bad_entry_anywhere_is_refused(bad, n, at):
+    parents = [-1, *range(n - 1)]
+    parents[min(at, n - 1)] = bad
+    with pytest.raises((TypeError, ValueError)) as info:
+        embed_tree(parents)
+    assert "parents" in str(info.value)

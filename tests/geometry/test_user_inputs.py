@@ -256,3 +256,18 @@ def test_layouts_quaternion_and_poincare():
     # a 4-column file read as rotation matrices: the refusal names the layout
     with pytest.raises(ValueError, match=r"--layout quaternion.*scalar last"):
         pmd.Rotations.from_record_shape((4,))
+
+
+@given(bad=junk)
+def test_poincare_methods_and_layouts_refuse_junk_with_a_message(bad):
+    calls = [
+        H2.from_poincare,
+        H2.to_poincare,
+        lambda b: pmd.Rotations.from_layout("quaternion", b),
+    ]
+    if not (isinstance(bad, np.ndarray) and bad.dtype == float):  # zeros (2, 5): H^5 data
+        calls.append(lambda b: pmd.Hyperbolic.from_layout("poincare", b))
+    for call in calls:
+        with pytest.raises((TypeError, ValueError)) as info:
+            call(bad)
+        assert str(info.value)
