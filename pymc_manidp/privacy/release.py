@@ -130,8 +130,9 @@ class Release:
     notes : tuple of str
     sampler_info : dict or None
         Exact samplers' rejection statistics (proposals, acceptance rates), or the
-        MCMC checks that failed under ``skip_diagnostics``. They depend on the data:
-        for the curator only, like ``diagnostics``.
+        MCMC checks that failed under ``skip_diagnostics``; with ``project=True``,
+        ``"projection"``: how many records moved and the largest distance moved. They
+        depend on the data: for the curator only, like ``diagnostics``.
     delta_estimate : dict or None
         MCMC releases made with ``estimate_delta=True``: the L-lag coupling
         **estimate** δ̂ (``privacy.coupling.coupled_release``), with its standard
