@@ -566,23 +566,16 @@ def release(args) -> int:
             stack.enter_context(reductions.progress())
         else:
             stack.enter_context(_status()(f"releasing with the {args.sampler} sampler"))
-        try:
-            rel = mech.release(
-                data,
-                sampler=args.sampler,
-                random_seed=args.seed,
-                clip=args.clip,
-                skip_diagnostics=args.skip_diagnostics,
-                budget=budget,
-                **mcmc,
-            )
-        except BaseException:
-            if budget is not None:  # refused before its charge: no new ledger left behind
-                from pymc_manidp.io.ledger import discard_unused
-
-                with contextlib.suppress(Exception):
-                    discard_unused(budget)
-            raise
+        # refused before its charge, the release removes a ledger made for it (new)
+        rel = mech.release(
+            data,
+            sampler=args.sampler,
+            random_seed=args.seed,
+            clip=args.clip,
+            skip_diagnostics=args.skip_diagnostics,
+            budget=budget,
+            **mcmc,
+        )
     doc = release_json(
         rel,
         manifold_name=args.manifold,

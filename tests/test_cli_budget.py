@@ -305,3 +305,15 @@ def test_a_ledger_discarded_under_an_open_budget_refuses_its_charge_clearly(tmp_
     with pytest.raises(LedgerError, match=r"removed after it was opened.*nothing was charged"):
         other.charge(0.1)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", ["/", "/."])
+def test_a_budget_named_like_a_folder_is_refused_and_nothing_made(tmp_path, points, capsys, suffix):
+    # issue 43, leftovers item 2: --budget x.json/ created x.json (pathlib drops the /)
+    ledger = f"{tmp_path}/x.json{suffix}"
+    code, out, err = run(release(points, ledger, "--budget-epsilon", "5"), capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "names a folder" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["points.npy"]
+    code, _, err = run(["budget", ledger], capsys)
+    assert code == 2 and "names a folder" in err
