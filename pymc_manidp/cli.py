@@ -103,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
         "in passes with Dask: a folder or glob of .npy shards, a .zarr store, Parquet files",
     )
     p.add_argument("--manifold", required=True, choices=MANIFOLDS)
-    p.add_argument("--epsilon", required=True, type=float, help="privacy budget (> 0)")
+    p.add_argument(
+        "--epsilon", required=True, type=_number("--epsilon"), help="privacy budget (> 0)"
+    )
     p.add_argument(
         "--center",
         required=True,
@@ -155,12 +157,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--budget-epsilon",
-        type=float,
+        type=_number("--budget-epsilon"),
         default=None,
         help="the total epsilon of a new ledger (checked against an existing one)",
     )
     p.add_argument(
-        "--budget-delta", type=float, default=None, help="the total delta of a new ledger (0)"
+        "--budget-delta",
+        type=_number("--budget-delta"),
+        default=None,
+        help="the total delta of a new ledger (0)",
     )
     p.add_argument(
         "--composition",
@@ -179,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--delta",
-        type=float,
+        type=_number("--delta"),
         default=None,
         help="MCMC with --budget: the delta you assume for the release (charged, and recorded "
         "as your assumption: an MCMC release has no proved delta)",
@@ -640,6 +645,41 @@ def _new_budget(args) -> dict:
     return new
 
 
+def _decimal(text: str, what: str) -> float:
+    """The double of a decimal typed on the command line, refusing one that is not 0 but
+    underflows to 0 (``1e-400``): a δ read as 0 would silently claim more privacy than
+    was asked for (a plan's charge of 0 instead of 1e-400)."""
+    from decimal import Decimal, InvalidOperation
+
+    value = float(text)  # ValueError: not a number, said by the caller
+    if value == 0.0:
+        try:
+            nonzero = Decimal(text.strip().replace("_", "")) != 0
+        except InvalidOperation:
+            nonzero = False
+        if nonzero:
+            raise ValueError(
+                f"{what} = {text.strip()} is not 0 but smaller than the smallest double "
+                "(5e-324), so it would be read as 0: give 0, or a value of at least 5e-324"
+            )
+    return value
+
+
+def _number(what: str):
+    """An argparse type: :func:`_decimal`, its refusal as argparse's one-line error."""
+
+    def parse(text):
+        try:
+            return _decimal(text, what)
+        except ValueError as err:
+            if "smallest double" in str(err):
+                raise argparse.ArgumentTypeError(str(err)) from None
+            raise
+
+    parse.__name__ = "number"  # argparse's "invalid number value: 'x'"
+    return parse
+
+
 def _parse_plan(text):
     """``--budget-plan EPS[:DELTA],...`` as ``[(epsilon, delta), ...]`` (None: no plan)."""
     if text is None:
@@ -648,8 +688,15 @@ def _parse_plan(text):
     for item in text.split(","):
         eps, _, delta = item.strip().partition(":")
         try:
-            plan.append((float(eps), float(delta) if delta else 0.0))
-        except ValueError:
+            plan.append(
+                (
+                    _decimal(eps, "--budget-plan epsilon"),
+                    _decimal(delta, "--budget-plan delta") if delta else 0.0,
+                )
+            )
+        except ValueError as err:
+            if "smallest double" in str(err):
+                raise
             raise ValueError(
                 f"--budget-plan must be EPS[:DELTA] separated by commas (e.g. 0.4,0.4:1e-7), "
                 f"got {item!r}"

@@ -317,3 +317,23 @@ def test_a_budget_named_like_a_folder_is_refused_and_nothing_made(tmp_path, poin
     assert sorted(p.name for p in tmp_path.iterdir()) == ["points.npy"]
     code, _, err = run(["budget", ledger], capsys)
     assert code == 2 and "names a folder" in err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--composition", "optimal", "--budget-plan", "0.4:1e-400"],
+        ["--composition", "optimal", "--budget-plan", "0.4,0.4:-1e-4_00"],
+        ["--budget-delta", "1e-400"],
+        ["--delta", "1e-400", "--sampler", "nuts"],
+        ["--epsilon", "1e-400"],
+    ],
+)
+def test_a_decimal_that_underflows_to_zero_is_refused(tmp_path, points, capsys, extra):
+    # issue 43, leftovers item 3: a plan's delta of 1e-400 was read as 0, silently
+    argv = release(points, tmp_path / "new.json", "--budget-epsilon", "1", "--budget-delta", "1e-5")
+    argv += extra
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "1e-4" in err and "smallest double (5e-324)" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["points.npy"]
