@@ -23,6 +23,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 
+from pymc_manidp.geometry._kernels.cache import check_environment_once
 from pymc_manidp.geometry.validation import read_env
 from pymc_manidp.mcmc.nutpie_cache import _compile_nutpie_or_fallback, _nutpie_with_data
 from pymc_manidp.mcmc.settings import MCMCSettings
@@ -315,6 +316,8 @@ class CompiledSampler:
     """
 
     def __init__(self, model, sampler="nuts", *, backend=None):
+        # compiled code is written and loaded here: the command line's checks, for Python
+        check_environment_once()
         # Metropolis is PyMC's; NUTS is nutpie's when installed (nuts_backend)
         self.backend = sampler_backend(sampler, backend)
         self.model = model

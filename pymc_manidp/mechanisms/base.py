@@ -36,6 +36,7 @@ from typing import ClassVar
 import numpy as np
 
 from pymc_manidp import mcmc
+from pymc_manidp.geometry._kernels.cache import check_environment_once
 from pymc_manidp.geometry.validation import (
     check_bool,
     check_manifold,
@@ -399,6 +400,8 @@ class Mechanism:
         every ``pm.Data`` replaced by the new data's values before sampling.
         """
         try:
+            # the command line's checks of the environment, for Python (issue 43)
+            check_environment_once()
             # every premise is checked before any work on the data
             is_mcmc = self._check_sampler(sampler)
             if is_mcmc:
@@ -548,6 +551,7 @@ class Mechanism:
         True
         """
         try:
+            check_environment_once()
             self._check_sampler("exact")
             clip = check_bool(clip, "clip")
             groups, total = self._dataset_groups(datasets)
