@@ -15,7 +15,9 @@ only rebuilds the PyTensor graph.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import signal
 import threading
 import time
 
@@ -387,7 +389,7 @@ class CompiledSampler:
             )
             if s.cores is not None:
                 kwargs["cores"] = s.cores
-            with self.model, strict_floats():
+            with self.model, strict_floats(), _interruptions():
                 if self.sampler == "metropolis":
                     idata = pm.sample(step=pm.Metropolis(), **kwargs)
                 else:
@@ -414,16 +416,17 @@ class CompiledSampler:
             compiled = _nutpie_with_data(self._compiled, values)
         seed = int(np.random.default_rng(random_seed).integers(2**63 - 1))
         t0 = time.time()
-        idata = nutpie.sample(
-            compiled,
-            draws=s.draws,
-            tune=max(s.tune, 1),  # nuts-rs needs at least one tuning step
-            chains=s.chains,
-            seed=seed,
-            save_warmup=False,
-            progress_bar=False,
-            target_accept=s.target_accept,
-        )
+        with _interruptions():
+            idata = nutpie.sample(
+                compiled,
+                draws=s.draws,
+                tune=max(s.tune, 1),  # nuts-rs needs at least one tuning step
+                chains=s.chains,
+                seed=seed,
+                save_warmup=False,
+                progress_bar=False,
+                target_accept=s.target_accept,
+            )
         idata.posterior.attrs["sampling_time"] = time.time() - t0
         idata.posterior.attrs["tuning_steps"] = s.tune
         return self._record(idata)
@@ -484,6 +487,40 @@ class SamplerCache:
 
     def __setstate__(self, state):
         self.__init__()
+
+
+@contextlib.contextmanager
+def _interruptions():
+    """Note a Ctrl-C (SIGINT) while the samplers run, and raise it after them.
+
+    nutpie (``abort()``) and PyMC catch ``KeyboardInterrupt`` while they sample and
+    return the chains drawn so far: the release would go on from a run cut short in
+    its tuning and end in a refusal (code 2) instead of an interruption (130). The
+    handler records the signal and lets it through as before; the caller raises it.
+    Signal handlers belong to the main thread: elsewhere nothing is installed.
+    """
+    hit = []
+    if threading.current_thread() is not threading.main_thread():
+        yield hit
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def note(signum, frame):
+        hit.append(signum)
+        if callable(previous):
+            previous(signum, frame)  # Python's default raises KeyboardInterrupt
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield hit
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if hit:
+        raise KeyboardInterrupt(
+            "MCMC was interrupted (Ctrl-C): the chains drawn so far are not released"
+        )
 
 
 def _without_data(idata):
