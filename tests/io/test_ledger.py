@@ -864,3 +864,17 @@ def test_a_ledger_name_ending_with_a_separator_is_refused_and_nothing_made(tmp_p
             with pytest.raises(LedgerError, match=r"names a folder.*not a file"):
                 call(name, **kwargs)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_removed_new_ledger_is_written_again_only_by_a_charge_that_is_made(tmp_path):
+    path = tmp_path / "new.json"
+    b = open_ledger(path, data=DATA, epsilon=1.0)
+    with pytest.raises(ValueError, match="sampler"):
+        _mechanism().release(DATA, budget=b, sampler="gibbs")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(BudgetExceededError):  # refused inside the transaction: no file, no lock
+        b.charge(5.0)
+    assert list(tmp_path.iterdir()) == [] and b.remaining == (1.0, 0.0)
+    assert b.charge(0.5) == 0
+    assert read_ledger(path).spent.epsilon == 0.5
+    assert open_ledger(path, data=DATA).charge(0.5) == 1  # the key and fingerprint kept
