@@ -536,7 +536,7 @@ def discard_unused(budget) -> bool:
 
     For a release refused before its charge (a public check, an overspend): it spent
     nothing, so it leaves no ledger behind (issue 38 item 9; ``Mechanism.release`` does
-    it through ``PrivacyBudget.discard_unused``). ``budget`` still works: its first
+    it through ``PrivacyBudget.refused``). ``budget`` still works: its first
     charge writes the ledger again (issue 43's leftovers, item 1). A ledger that existed
     before, or that holds a charge (by this process or another), is kept. The lock file
     is removed while held: a process waiting on it takes the lock again on the new
