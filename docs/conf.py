@@ -190,6 +190,7 @@ else:
 #: The packages of the API reference, bottom layer first: the toctree of docs/api/index.rst.
 API_PACKAGES = [
     "pymc_manidp.rng",
+    "pymc_manidp.environment",
     "pymc_manidp.geometry",
     # the manifolds' own pages: their module-level formulas and converters
     "pymc_manidp.geometry.rotations",

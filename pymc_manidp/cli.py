@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pymc_manidp.environment import environment_problem
+
 # Nothing heavy is imported here: NumPy, PyTensor and the package load inside main(),
 # where a Ctrl-C during the seconds of imports exits 130 with one line, and after
 # PyTensor's compile folder is known to be writable.
@@ -103,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "in passes with Dask: a folder or glob of .npy shards, a .zarr store, Parquet files",
     )
     p.add_argument("--manifold", required=True, choices=MANIFOLDS)
-    p.add_argument("--epsilon", required=True, type=float, help="privacy budget (> 0)")
+    p.add_argument(
+        "--epsilon", required=True, type=_number("--epsilon"), help="privacy budget (> 0)"
+    )
     p.add_argument(
         "--center",
         required=True,
@@ -174,12 +178,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--budget-epsilon",
-        type=float,
+        type=_number("--budget-epsilon"),
         default=None,
         help="the total epsilon of a new ledger (checked against an existing one)",
     )
     p.add_argument(
-        "--budget-delta", type=float, default=None, help="the total delta of a new ledger (0)"
+        "--budget-delta",
+        type=_number("--budget-delta"),
+        default=None,
+        help="the total delta of a new ledger (0)",
     )
     p.add_argument(
         "--composition",
@@ -198,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--delta",
-        type=float,
+        type=_number("--delta"),
         default=None,
         help="MCMC with --budget: the delta you assume for the release (charged, and recorded "
         "as your assumption: an MCMC release has no proved delta)",
@@ -587,24 +594,17 @@ def release(args) -> int:
             stack.enter_context(reductions.progress())
         else:
             stack.enter_context(_status()(f"releasing with the {args.sampler} sampler"))
-        try:
-            rel = mech.release(
-                data,
-                sampler=args.sampler,
-                random_seed=args.seed,
-                clip=args.clip,
-                project=args.project,
-                skip_diagnostics=args.skip_diagnostics,
-                budget=budget,
-                **mcmc,
-            )
-        except BaseException:
-            if budget is not None:  # refused before its charge: no new ledger left behind
-                from pymc_manidp.io.ledger import discard_unused
-
-                with contextlib.suppress(Exception):
-                    discard_unused(budget)
-            raise
+        # refused before its charge, the release removes a ledger made for it (new)
+        rel = mech.release(
+            data,
+            sampler=args.sampler,
+            random_seed=args.seed,
+            clip=args.clip,
+            project=args.project,
+            skip_diagnostics=args.skip_diagnostics,
+            budget=budget,
+            **mcmc,
+        )
     doc = release_json(
         rel,
         manifold_name=args.manifold,
@@ -676,6 +676,41 @@ def _new_budget(args) -> dict:
     return new
 
 
+def _decimal(text: str, what: str) -> float:
+    """The double of a decimal typed on the command line, refusing one that is not 0 but
+    underflows to 0 (``1e-400``): a δ read as 0 would silently claim more privacy than
+    was asked for (a plan's charge of 0 instead of 1e-400)."""
+    from decimal import Decimal, InvalidOperation
+
+    value = float(text)  # ValueError: not a number, said by the caller
+    if value == 0.0:
+        try:
+            nonzero = Decimal(text.strip().replace("_", "")) != 0
+        except InvalidOperation:
+            nonzero = False
+        if nonzero:
+            raise ValueError(
+                f"{what} = {text.strip()} is not 0 but smaller than the smallest double "
+                "(5e-324), so it would be read as 0: give 0, or a value of at least 5e-324"
+            )
+    return value
+
+
+def _number(what: str):
+    """An argparse type: :func:`_decimal`, its refusal as argparse's one-line error."""
+
+    def parse(text):
+        try:
+            return _decimal(text, what)
+        except ValueError as err:
+            if "smallest double" in str(err):
+                raise argparse.ArgumentTypeError(str(err)) from None
+            raise
+
+    parse.__name__ = "number"  # argparse's "invalid number value: 'x'"
+    return parse
+
+
 def _parse_plan(text):
     """``--budget-plan EPS[:DELTA],...`` as ``[(epsilon, delta), ...]`` (None: no plan)."""
     if text is None:
@@ -684,8 +719,15 @@ def _parse_plan(text):
     for item in text.split(","):
         eps, _, delta = item.strip().partition(":")
         try:
-            plan.append((float(eps), float(delta) if delta else 0.0))
-        except ValueError:
+            plan.append(
+                (
+                    _decimal(eps, "--budget-plan epsilon"),
+                    _decimal(delta, "--budget-plan delta") if delta else 0.0,
+                )
+            )
+        except ValueError as err:
+            if "smallest double" in str(err):
+                raise
             raise ValueError(
                 f"--budget-plan must be EPS[:DELTA] separated by commas (e.g. 0.4,0.4:1e-7), "
                 f"got {item!r}"
@@ -857,124 +899,6 @@ def _one_line(err) -> str:
     return " ".join(str(err).split()) or type(err).__name__  # one line, whatever the message
 
 
-#: folders the dependencies (and the package) make or read below: a relative one would
-#: write into the working folder (``HOME=''`` made ``./.pytensor``), a file breaks them
-_PATH_VARIABLES = {
-    "HOME": "PyTensor's, numba's and matplotlib's caches live under it",
-    "XDG_CACHE_HOME": "matplotlib's and pymc-manidp's caches",
-    "XDG_CONFIG_HOME": "matplotlib's configuration",
-    "MPLCONFIGDIR": "matplotlib's configuration and cache",
-    "NUMBA_CACHE_DIR": "numba's cache",
-    "PYMC_MANIDP_CACHE_DIR": "pymc-manidp's compile cache",
-}
-#: thread counts read when PyTensor and numba are imported (numba refuses 0 there,
-#: PyTensor refuses anything ``int()`` does not parse)
-_THREAD_VARIABLES = {
-    "OMP_NUM_THREADS": "OpenMP threads, read by PyTensor",
-    "NUMBA_NUM_THREADS": "numba's threads",
-}
-
-
-def _environment_problem(environ=None) -> str | None:
-    """Why the environment would break a dependency at import, or None.
-
-    The dependencies read these variables when they are imported and fail with a
-    traceback (``OMP_NUM_THREADS=nan``, ``NUMBA_NUM_THREADS=0``, ``PYTENSORRC`` naming
-    a file that is not a configuration), or write where they should not (``HOME=''``
-    made ``./.pytensor``, ``XDG_CACHE_HOME=garbage`` made ``./garbage/matplotlib``). So
-    they are checked here, with the standard library only, before anything reads them;
-    the CLI refuses a broken one with one line and code 2 (docs/cli.md). An empty
-    variable counts as unset, as the dependencies read it, except where one does not
-    (``HOME=''`` and ``NUMBA_NUM_THREADS=''``, which numba tries to parse).
-
-    Parameters
-    ----------
-    environ : mapping, optional
-        The variables (default ``os.environ``).
-
-    Returns
-    -------
-    str or None
-        One line naming the variable, its value and what is accepted.
-    """
-    import configparser
-    import shlex
-
-    env = os.environ if environ is None else environ
-
-    def var(name, what):
-        return f"environment variable {name}={env[name]!r} ({what})"
-
-    for name, what in _THREAD_VARIABLES.items():
-        raw = env.get(name)
-        if raw is None or (raw == "" and name == "OMP_NUM_THREADS"):
-            continue
-        text = raw.strip()
-        if not (text.isascii() and text.isdigit() and int(text) >= 1):
-            return f"{var(name, what)} must be a whole number >= 1; unset it for the default"
-
-    def bad_folder(path, name, what):
-        if not os.path.isabs(path):  # a relative one would write into the working folder
-            return (
-                f"{var(name, what)} must be an absolute path (a relative one would write "
-                "into the working folder); unset it for the default"
-            )
-        if os.path.exists(path) and not os.path.isdir(path):
-            return f"{var(name, what)} is a file, not a folder; unset it or name a folder"
-        return None
-
-    for name, what in _PATH_VARIABLES.items():
-        raw = env.get(name)
-        if name == "PYMC_MANIDP_CACHE_DIR" and raw is not None:
-            raw = os.path.expanduser(raw.strip())  # as read_env reads our own variables
-        if raw is None or (raw == "" and name != "HOME"):
-            continue
-        problem = bad_folder(raw, name, what)
-        if problem:
-            return problem
-
-    flags = env.get("PYTENSOR_FLAGS", "")
-    try:  # as PyTensor splits them (pytensor.configparser.parse_config_string)
-        splitter = shlex.shlex(flags, posix=True)
-        splitter.whitespace, splitter.whitespace_split = ",", True
-        pairs = [kv.strip().split("=", 1) for kv in splitter if kv.strip()]
-    except ValueError as err:
-        return f"{var('PYTENSOR_FLAGS', 'PyTensor settings')} cannot be parsed: {err}"
-    for pair in pairs:
-        if len(pair) == 2 and pair[0].strip().endswith("compiledir"):
-            what = f"PyTensor's {pair[0].strip()}"
-            problem = bad_folder(os.path.expanduser(pair[1]), "PYTENSOR_FLAGS", what)
-            if problem:
-                return problem
-
-    rc = env.get("PYTENSORRC")
-    if rc:
-        for entry in rc.split(os.pathsep):
-            if not entry:
-                continue
-            path = os.path.expanduser(entry)
-            what = "PyTensor's configuration files"
-            if not os.path.isabs(path):
-                return (
-                    f"{var('PYTENSORRC', what)}: {entry!r} must be an absolute path; "
-                    "unset it for the default"
-                )
-            if not os.path.isfile(path):
-                continue  # PyTensor skips files it cannot open, as configparser does
-            # PyTensor's own defaults, which its files may interpolate (%(USER)s)
-            keys = ("USER", "LSCRATCH", "TMPDIR", "TEMP", "TMP", "PID")
-            parser = configparser.ConfigParser(dict.fromkeys(keys, "x"))
-            try:  # as PyTensor reads it: interpolation errors show when values are read
-                parser.read(path)
-                for section in parser.sections():
-                    for option in parser.options(section):
-                        parser.get(section, option)
-            except (configparser.Error, UnicodeDecodeError, OSError) as err:
-                first = str(err).splitlines()[0] if str(err) else type(err).__name__
-                return f"{var('PYTENSORRC', what)}: {path} is not a configuration file ({first})"
-    return None
-
-
 class _BrokenEnvironment(RuntimeError):
     """A dependency cannot be imported in this environment (exit code 2)."""
 
@@ -982,10 +906,10 @@ class _BrokenEnvironment(RuntimeError):
 def _start_dependencies() -> None:
     """Import PyTensor and numba here, where their failure is the environment's.
 
-    :func:`_environment_problem` catches the variables known to break them; any other
-    setting they refuse (a PyTensor flag with a bad value, a numba variable numba
-    cannot parse) raises here, as a :class:`_BrokenEnvironment` with one line naming
-    it, instead of a traceback or numba's many-line warning.
+    :func:`~pymc_manidp.environment.environment_problem` catches the variables known to
+    break them; any other setting they refuse (a PyTensor flag with a bad value, a
+    numba variable numba cannot parse) raises here, as a :class:`_BrokenEnvironment`
+    with one line naming it, instead of a traceback or numba's many-line warning.
     """
     import warnings
 
@@ -1006,38 +930,13 @@ def _start_dependencies() -> None:
 
 
 def _check_pytensor_compiledir() -> None:
-    """Refuse PyTensor's compile folder unless it is ours alone (issue 43 item 7).
+    """Refuse PyTensor's compile folder unless it is ours alone (issue 43 item 7): the
+    check a release from Python makes too (``geometry._kernels.cache``)."""
+    from pymc_manidp.geometry._kernels.cache import pytensor_compiledir_problem
 
-    PyTensor loads compiled modules and pickles (its numba cache, each module's key)
-    from ``base_compiledir``; it creates the folder on import but reads nothing there
-    before its first compilation, so checking right after the import is in time. The
-    same rule as the package's own cache (``geometry/_kernels/cache.py``), except that
-    entries writable by the user's own primary group are accepted: PyTensor writes
-    them with the user's umask, which is 002 on many systems.
-    """
-    import pytensor
-
-    from pymc_manidp.geometry._kernels.cache import not_ours_alone
-
-    # compiledir (where the modules are loaded from) may be set apart from its base;
-    # inside it (the default), the walk of the base covers it
-    folders = [pytensor.config.base_compiledir]
-    if not Path(pytensor.config.compiledir).is_relative_to(folders[0]):
-        folders.append(pytensor.config.compiledir)
-    for base in folders:
-        try:
-            problem = not_ours_alone(base, None, own_group_may_write=True)
-        except OSError as err:
-            problem = f"it cannot be inspected ({err})"
-        if problem is not None:
-            break
+    problem = pytensor_compiledir_problem()
     if problem is not None:
-        raise _BrokenEnvironment(
-            f"PyTensor's compile folder {base} is not yours alone: {problem}. It holds "
-            "compiled code that runs in this process; remove it, or make it yours and "
-            "writable by you only (chmod -R go-w), or set "
-            "PYTENSOR_FLAGS=base_compiledir=DIR to a folder of your own"
-        )
+        raise _BrokenEnvironment(problem)
 
 
 def _cannot_write(folder: Path) -> str | None:
@@ -1058,7 +957,8 @@ def _writable_compile_dir() -> None:
     with a long traceback; the package's cache (``~/.cache/pymc-manidp``, where numba
     keeps the compiled kernels) would warn at every kernel module. A folder the user
     chose for PyTensor (``PYTENSOR_FLAGS``, ``PYTENSORRC``) is left alone. Runs after
-    :func:`_environment_problem`, so the variables read here are absolute paths.
+    :func:`~pymc_manidp.environment.environment_problem`, so the variables read here
+    are absolute paths.
     """
     import atexit
     import shutil
@@ -1113,7 +1013,7 @@ def _silence_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (module docstring), one line on stderr."""
-    problem = _environment_problem()
+    problem = environment_problem()  # shared with the Python API: stdlib only
     if problem is not None:  # before any dependency reads it
         print(f"pymc-manidp: error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT

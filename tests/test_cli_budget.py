@@ -305,3 +305,85 @@ def test_a_ledger_discarded_under_an_open_budget_refuses_its_charge_clearly(tmp_
     with pytest.raises(LedgerError, match=r"removed after it was opened.*nothing was charged"):
         other.charge(0.1)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", ["/", "/."])
+def test_a_budget_named_like_a_folder_is_refused_and_nothing_made(tmp_path, points, capsys, suffix):
+    # issue 43, leftovers item 2: --budget x.json/ created x.json (pathlib drops the /)
+    ledger = f"{tmp_path}/x.json{suffix}"
+    code, out, err = run(release(points, ledger, "--budget-epsilon", "5"), capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "names a folder" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["points.npy"]
+    code, _, err = run(["budget", ledger], capsys)
+    assert code == 2 and "names a folder" in err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--composition", "optimal", "--budget-plan", "0.4:1e-400"],
+        ["--composition", "optimal", "--budget-plan", "0.4,0.4:-1e-4_00"],
+        ["--budget-delta", "1e-400"],
+        ["--delta", "1e-400", "--sampler", "nuts"],
+        ["--epsilon", "1e-400"],
+    ],
+)
+def test_a_decimal_that_underflows_to_zero_is_refused(tmp_path, points, capsys, extra):
+    # issue 43, leftovers item 3: a plan's delta of 1e-400 was read as 0, silently
+    argv = release(points, tmp_path / "new.json", "--budget-epsilon", "1", "--budget-delta", "1e-5")
+    argv += extra
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "1e-4" in err and "smallest double (5e-324)" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["points.npy"]
+
+
+INTERRUPTED = """
+import os, signal, sys, threading
+import nutpie
+from pymc_manidp.cli import main
+
+real = nutpie.sample
+
+
+def sample(*args, **kwargs):
+    # a Ctrl-C half a second into the run: its tuning (a million steps are asked for)
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    return real(*args, **kwargs)
+
+
+nutpie.sample = sample
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_while_nuts_tunes_exits_130_and_the_charge_stays_failed(tmp_path, points):
+    # issue 43, leftovers item 4: nutpie catches the KeyboardInterrupt and returns the
+    # chains drawn so far, so the release went on and ended as a refusal (exit 2)
+    import subprocess
+    import sys
+
+    ledger = tmp_path / "ledger.json"
+    argv = release(
+        points, ledger, "--budget-epsilon", "5", "--budget-delta", "1e-5", out=tmp_path / "r.json"
+    )
+    argv += ["--sampler", "nuts", "--tune", "1000000", "--draws", "100", "--chains", "2"]
+    argv += ["--delta", "1e-6"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env["PYMC_MANIDP_MCMC_MAX_SECONDS"] = "1e9"  # the time cap would refuse a million steps
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED, *map(str, argv)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "pymc-manidp: interrupted"
+    assert not (tmp_path / "r.json").exists()
+    entries = json.loads(ledger.read_text())["entries"]
+    # the charge was made before the interrupt: it stays, recorded as failed
+    assert [(e["status"], e["error"], e["epsilon"], e["delta"]) for e in entries] == [
+        ("failed", "KeyboardInterrupt", 0.4, 1e-6)
+    ]

@@ -4,7 +4,7 @@ Issue 43 item 11: the dependencies read environment variables when they are impo
 ``OMP_NUM_THREADS=nan`` (PyTensor), ``NUMBA_NUM_THREADS=0`` (numba) and
 ``PYTENSORRC=/etc/passwd`` gave tracebacks with code 1 (which means "audit failed");
 ``HOME=''`` made ``./.pytensor`` and ``XDG_CACHE_HOME=garbage`` made
-``./garbage/matplotlib`` in the working folder. ``cli._environment_problem`` checks them
+``./garbage/matplotlib`` in the working folder. ``environment.environment_problem`` checks them
 before anything reads them (docs/cli.md, "Exit codes"). The tests run the CLI in a
 fresh process from an empty working folder and check the code, the single line on
 stderr and that the folder is still empty; a hypothesis test draws adversarial values
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pymc_manidp.cli import _environment_problem
+from pymc_manidp.environment import environment_problem as _environment_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -247,3 +247,91 @@ def test_pytensor_compiledir_set_alone_is_checked_too(flag, tmp_path):
     code, err, _ = _cli(env, tmp_path / "none.npy", tmp_path)
     assert code == 2 and err.strip().count("\n") == 0, err
     assert "PyTensor's compile folder" in err and str(folder) in err, err
+
+
+# ---- the same checks from Python (issue 43, leftovers item 5) ----------------------
+
+API_RELEASE = """
+import sys
+import numpy as np
+import pymc_manidp as pmd
+from pymc_manidp.io.ledger import open_ledger
+x = np.array([[0, 0, 1.0], [0, 0.1, 0.995]])
+x /= np.linalg.norm(x, axis=1, keepdims=True)
+mech = pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=1.0, center=[0, 0, 1.0], radius=0.5)
+budget = open_ledger(sys.argv[1], data=x, epsilon=2.0)
+try:
+    mech.release(x, budget=budget, random_seed=0)
+except OSError as err:
+    print(type(err).__module__ + "." + type(err).__name__)
+    print(err)
+else:
+    print("released")
+"""
+
+
+def _api(env_changes, tmp_path):
+    """What a release from Python printed (run in a fresh process from an empty folder)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in env_changes}
+    env.update(env_changes, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", API_RELEASE, str(tmp_path / "ledger.json")],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines(), cwd
+
+
+def _rc(tmp_path, text, name="pytensorrc"):
+    rc = tmp_path / name
+    rc.write_text(text)
+    return str(rc)
+
+
+@pytest.mark.parametrize("option", ["base_compiledir", "compiledir"])
+def test_a_relative_compile_folder_in_a_pytensorrc_file_is_refused(option, tmp_path, data):
+    # leftovers item 5: only PYTENSOR_FLAGS's compile folders were checked, not a file's
+    rc = _rc(tmp_path, f"[global]\n{option} = relative/pytensor\n")
+    problem = _environment_problem({"PYTENSORRC": rc})
+    assert problem is not None and "\n" not in problem
+    assert f"{option} = 'relative/pytensor'" in problem and "relative path" in problem
+    assert (
+        _environment_problem(
+            {"PYTENSORRC": _rc(tmp_path, f"[global]\n{option} = /abs\n", "absolute")}
+        )
+        is None
+    )
+    code, err, cwd = _cli({"PYTENSORRC": rc}, data, tmp_path)
+    _refused_in_one_line(code, err, cwd, "PYTENSORRC")
+
+
+def test_a_release_from_python_checks_the_environment_and_leaves_nothing(tmp_path):
+    # leftovers item 5: the checks ran in the CLI only; from Python a relative compile
+    # folder compiled into the working folder. One exception type, naming the variable
+    rc = _rc(tmp_path, "[global]\nbase_compiledir = relative/pytensor\n")
+    lines, cwd = _api({"PYTENSORRC": rc}, tmp_path)
+    assert lines[0] == "pymc_manidp.environment.BrokenEnvironmentError", lines
+    assert "PYTENSORRC" in lines[1] and "make it absolute" in lines[1]
+    # PyTensor made its (empty) folders when imported, before the first release could
+    # check (docs/cli.md): nothing was compiled into them
+    assert [p for p in cwd.rglob("*") if not p.is_dir()] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "pytensorrc"]  # no ledger
+
+
+def test_a_release_from_python_refuses_a_compile_folder_others_can_write(tmp_path):
+    base = tmp_path / "pytensor"
+    base.mkdir()
+    base.chmod(0o777)  # writable by everyone: compiled code anyone could replace
+    lines, _ = _api({"PYTENSOR_FLAGS": f"base_compiledir={base}"}, tmp_path)
+    assert lines[0] == "pymc_manidp.environment.BrokenEnvironmentError", lines
+    assert "PyTensor's compile folder" in lines[1] and "can be written by others" in lines[1]
+    assert not (tmp_path / "ledger.json").exists()
+    base.chmod(0o700)
+    lines, _ = _api({"PYTENSOR_FLAGS": f"base_compiledir={base}"}, tmp_path)
+    assert lines == ["released"]

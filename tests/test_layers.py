@@ -45,6 +45,7 @@ PACKAGE = Path(pymc_manidp.__file__).parent
 #: submodules; the bare package name matches only the package's ``__init__``.
 LAYERS: list[tuple[str, str]] = [
     ("rng", "pymc_manidp.rng"),
+    ("environment", "pymc_manidp.environment"),
     ("geometry", "pymc_manidp.geometry"),
     ("stats", "pymc_manidp.stats"),
     ("laws", "pymc_manidp.laws"),
@@ -269,7 +270,7 @@ def loaded_by(name: str) -> list[str]:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("prefix", [p for _, p in LAYERS[:7]] + ["pymc_manidp"])
+@pytest.mark.parametrize("prefix", [p for _, p in LAYERS[:8]] + ["pymc_manidp"])
 def test_importing_a_folder_loads_nothing_above_it(prefix):
     """Dynamic: ``__init__`` side effects and lazy imports run at import time included."""
     mine = layer_of(prefix)

@@ -21,7 +21,12 @@ it returns charges the file. The file is
   file is opened without blocking and read up to the cap;
 - **read without a lock**: every write replaces the file whole, so a reader sees one
   version or the next; reading (``read_ledger``, ``pymc-manidp budget``) creates no
-  lock file, and neither does opening a ledger that does not exist.
+  lock file, and neither does opening a ledger that does not exist;
+- **left nowhere by a refusal**: a ledger that ``open_ledger`` created and that a
+  release refused before its charge leaves nothing behind (the release removes it,
+  with its lock, through :meth:`LedgerFile.discard_unused`), in Python as in the
+  command line; the budget it returned keeps the ledger in memory and writes it again
+  at its first charge.
 
 The fingerprint (:func:`data_fingerprint`) identifies the records: a keyed BLAKE2b hash
 of each record, summed over the records (so their order does not matter), with ``n``
@@ -35,6 +40,7 @@ fingerprint.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import hashlib
 import json
@@ -189,6 +195,23 @@ def _stat(real: Path, shown) -> os.stat_result | None:
     return st
 
 
+def _ledger_path(path) -> Path:
+    """``path`` as a ``Path``, refusing a name that cannot be a file.
+
+    ``Path("x.json/")`` is ``x.json``: without this check a ledger named with a trailing
+    separator (which the system reads as a folder) would be created as a file.
+    """
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text or os.path.basename(text) in ("", ".", ".."):
+        raise LedgerError(
+            f"ledger {text!r} names a folder (it ends with {os.sep!r}, '.' or '..'), not a "
+            "file: name the ledger's file, e.g. ledger.json"
+        )
+    return Path(text)
+
+
 def check_ledger_path(path) -> bool:
     """Refuse a ledger path that cannot be a ledger, without opening or creating
     anything; True when the ledger exists.
@@ -201,8 +224,9 @@ def check_ledger_path(path) -> bool:
     ------
     LedgerError
         A FIFO, device, folder or socket, a file with several names or above the size
-        cap.
+        cap; a name that ends with a separator (``x.json/``).
     """
+    path = _ledger_path(path)
     return _stat(Path(os.path.realpath(path)), path) is not None
 
 
@@ -270,12 +294,14 @@ class LedgerFile:
     """
 
     def __init__(self, path, fingerprint=None):
-        self.path = Path(path)
+        self.path = _ledger_path(path)
         # one ledger, one file: a link is followed once, here, and the ledger it names
         # is the one locked, read and replaced (replacing the link would fork it)
         self.real = Path(os.path.realpath(self.path))
         self.fingerprint = fingerprint
         self.created = False  # written by this open_ledger: discard_unused may remove it
+        # the state discard_unused removed from disk: read here, written at the first charge
+        self._pending = None
 
     @property
     def lock_path(self) -> Path:
@@ -328,7 +354,36 @@ class LedgerFile:
     def read(self) -> dict:
         """The ledger's state, checked. No lock: every write replaces the file whole,
         so this reads one version or the next, and creates nothing."""
+        if self._pending is not None:
+            if _stat(self.real, self.path) is None:
+                return copy.deepcopy(self._pending)
+            self._refuse_replaced()
         return self._check(_load(self.path, self.real))
+
+    def _refuse_replaced(self):
+        raise LedgerError(
+            f"ledger {self.path} was created by another process after this budget's "
+            "ledger, created here, was removed by a refused release: nothing was charged; "
+            "open it again with open_ledger"
+        )
+
+    def discard_unused(self) -> bool:
+        """Remove the ledger, and its lock, if this store created it and nothing was
+        charged to it (a release refused before its charge); True if removed. The
+        state stays in memory: a later charge writes the ledger again."""
+        if not self.created:
+            return False
+        with self._locked(fcntl.LOCK_EX):
+            if _stat(self.real, self.path) is None:
+                return False
+            state = _load(self.path, self.real)
+            if state["entries"]:
+                return False
+            os.unlink(self.real)
+            os.unlink(self.lock_path)
+        self.created = False
+        self._pending = self._check(state)
+        return True
 
     @contextlib.contextmanager
     def transaction(self):
@@ -339,7 +394,22 @@ class LedgerFile:
                 "pymc_manidp.io.ledger.open_ledger(path, data=...) to charge it"
             )
         with self._locked(fcntl.LOCK_EX):
-            if _stat(self.real, self.path) is None:
+            missing = _stat(self.real, self.path) is None
+            if missing and self._pending is not None:
+                # removed by a refused release: written again if this charge is made
+                state = copy.deepcopy(self._pending)
+                try:
+                    yield state
+                except BaseException:  # refused (an overspend): still nothing on disk
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.lock_path)
+                    raise
+                _write_atomic(self.real, _dumps(seal(state)))
+                self._pending, self.created = None, True
+                return
+            if self._pending is not None:
+                self._refuse_replaced()
+            if missing:
                 # the lock this made is removed too (held: a waiter takes it again)
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.lock_path)
@@ -405,7 +475,7 @@ def open_ledger(
     >>> open_ledger(path, data=x).spent.epsilon
     0.25
     """
-    path = Path(path)
+    path = _ledger_path(path)
     if epsilon is not None:
         # a bad budget, composition or plan is refused before a lock file is made and the
         # data are hashed; ``asked`` holds them as a ledger stores them (a budget rounded
@@ -465,7 +535,9 @@ def discard_unused(budget) -> bool:
     if nothing was ever charged to it; True if removed.
 
     For a release refused before its charge (a public check, an overspend): it spent
-    nothing, so it leaves no ledger behind (issue 38 item 9). A ledger that existed
+    nothing, so it leaves no ledger behind (issue 38 item 9; ``Mechanism.release`` does
+    it through ``PrivacyBudget.refused``). ``budget`` still works: its first
+    charge writes the ledger again (issue 43's leftovers, item 1). A ledger that existed
     before, or that holds a charge (by this process or another), is kept. The lock file
     is removed while held: a process waiting on it takes the lock again on the new
     file (``LedgerFile._locked``), and finds no ledger, so charges nothing.
@@ -476,15 +548,7 @@ def discard_unused(budget) -> bool:
         As returned by :func:`open_ledger`.
     """
     store = getattr(budget, "_store", None)
-    if not isinstance(store, LedgerFile) or not store.created:
-        return False
-    with store._locked(fcntl.LOCK_EX):
-        if _stat(store.real, store.path) is None or _load(store.path, store.real)["entries"]:
-            return False
-        os.unlink(store.real)
-        os.unlink(store.lock_path)
-    store.created = False
-    return True
+    return isinstance(store, LedgerFile) and store.discard_unused()
 
 
 def read_ledger(path) -> PrivacyBudget:

@@ -1227,6 +1227,12 @@ class _MedianCells:
         step = max(
             1, _KNG_BATCH_LOG_MAPS // (reductions.n_rows(data) * int(np.prod(M.point_shape)))
         )
+        if reductions.is_dask(data):
+            # a pass over Dask data costs a read of every chunk however few boxes it
+            # serves: the in-memory rule above gives one box a pass from n ~ 83,000 on
+            # S^2, hundreds of reads; a batch of boxes a pass, as the KNG proposals
+            # (_kng_batches). The reductions block each chunk by the boxes' number
+            step = _DASK_BATCH
         for s in range(0, len(a), step):
             L, slack = reductions.median_cell_bounds(
                 M, centers[s : s + step], data, delta[s : s + step]

@@ -15,7 +15,9 @@ only rebuilds the PyTensor graph.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import signal
 import threading
 import time
 
@@ -23,6 +25,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 
+from pymc_manidp.geometry._kernels.cache import check_environment_once
 from pymc_manidp.geometry.validation import read_env
 from pymc_manidp.mcmc.nutpie_cache import _compile_nutpie_or_fallback, _nutpie_with_data
 from pymc_manidp.mcmc.settings import MCMCSettings
@@ -315,6 +318,8 @@ class CompiledSampler:
     """
 
     def __init__(self, model, sampler="nuts", *, backend=None):
+        # compiled code is written and loaded here: the command line's checks, for Python
+        check_environment_once()
         # Metropolis is PyMC's; NUTS is nutpie's when installed (nuts_backend)
         self.backend = sampler_backend(sampler, backend)
         self.model = model
@@ -384,7 +389,7 @@ class CompiledSampler:
             )
             if s.cores is not None:
                 kwargs["cores"] = s.cores
-            with self.model, strict_floats():
+            with self.model, strict_floats(), _interruptions():
                 if self.sampler == "metropolis":
                     idata = pm.sample(step=pm.Metropolis(), **kwargs)
                 else:
@@ -411,16 +416,17 @@ class CompiledSampler:
             compiled = _nutpie_with_data(self._compiled, values)
         seed = int(np.random.default_rng(random_seed).integers(2**63 - 1))
         t0 = time.time()
-        idata = nutpie.sample(
-            compiled,
-            draws=s.draws,
-            tune=max(s.tune, 1),  # nuts-rs needs at least one tuning step
-            chains=s.chains,
-            seed=seed,
-            save_warmup=False,
-            progress_bar=False,
-            target_accept=s.target_accept,
-        )
+        with _interruptions():
+            idata = nutpie.sample(
+                compiled,
+                draws=s.draws,
+                tune=max(s.tune, 1),  # nuts-rs needs at least one tuning step
+                chains=s.chains,
+                seed=seed,
+                save_warmup=False,
+                progress_bar=False,
+                target_accept=s.target_accept,
+            )
         idata.posterior.attrs["sampling_time"] = time.time() - t0
         idata.posterior.attrs["tuning_steps"] = s.tune
         return self._record(idata)
@@ -481,6 +487,40 @@ class SamplerCache:
 
     def __setstate__(self, state):
         self.__init__()
+
+
+@contextlib.contextmanager
+def _interruptions():
+    """Note a Ctrl-C (SIGINT) while the samplers run, and raise it after them.
+
+    nutpie (``abort()``) and PyMC catch ``KeyboardInterrupt`` while they sample and
+    return the chains drawn so far: the release would go on from a run cut short in
+    its tuning and end in a refusal (code 2) instead of an interruption (130). The
+    handler records the signal and lets it through as before; the caller raises it.
+    Signal handlers belong to the main thread: elsewhere nothing is installed.
+    """
+    hit = []
+    if threading.current_thread() is not threading.main_thread():
+        yield hit
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def note(signum, frame):
+        hit.append(signum)
+        if callable(previous):
+            previous(signum, frame)  # Python's default raises KeyboardInterrupt
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield hit
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if hit:
+        raise KeyboardInterrupt(
+            "MCMC was interrupted (Ctrl-C): the chains drawn so far are not released"
+        )
 
 
 def _without_data(idata):

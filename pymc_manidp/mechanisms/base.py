@@ -36,6 +36,7 @@ from typing import ClassVar
 import numpy as np
 
 from pymc_manidp import mcmc
+from pymc_manidp.geometry._kernels.cache import check_environment_once
 from pymc_manidp.geometry.validation import (
     check_bool,
     check_manifold,
@@ -407,37 +408,44 @@ class Mechanism:
         (Euclidean, in the ambient coordinates) go to ``sampler_info["projection"]``,
         for the curator only (they depend on the data).
         """
-        # every premise is checked before any work on the data
-        data = self.manifold.coerce(data)  # e.g. a SciPy Rotation, converted once here
-        if check_bool(project, "project") and self.manifold.project is None:
-            raise ValueError(
-                f"project=True: {self.manifold} offers no projection (Rotations, Sphere and "
-                "SPD do); pass points of the manifold"
-            )
-        if project and reductions.is_dask(data):
-            raise ValueError(
-                "project=True takes data in memory: project a Dask array chunk by chunk "
-                "(data.map_blocks(manifold.project)) and release that"
-            )
-        is_mcmc = self._check_sampler(sampler)
-        if is_mcmc:
-            settings = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
-        clip = check_bool(clip, "clip")
-        skip_diagnostics = check_bool(skip_diagnostics, "skip_diagnostics")
-        if check_bool(estimate_delta, "estimate_delta") and not is_mcmc:  # issue 17
-            raise ValueError(
-                "estimate_delta=True is for MCMC samplers: an exact release has delta = 0"
-            )
-        rng, policy = resolve_rng(random_seed)
-        if is_mcmc and reductions.is_dask(data):
-            raise ValueError(
-                f"the {sampler} sampler keeps the data in its model: with a Dask array use "
-                "sampler='exact', which reads it in passes and never gathers it"
-            )
-        terms = self._charge_terms(budget, delta, is_mcmc, estimate_delta, sampler)
-        # n, σ, the law and the sampler's range are public: refused before any charge
-        cal = self.public_calibration(data, sampler)
-        budget, charge = self._make_charge(terms, sampler)
+        try:
+            # the command line's checks of the environment, for Python (issue 43)
+            check_environment_once()
+            # every premise is checked before any work on the data
+            data = self.manifold.coerce(data)  # e.g. a SciPy Rotation, converted once here
+            if check_bool(project, "project") and self.manifold.project is None:
+                raise ValueError(
+                    f"project=True: {self.manifold} offers no projection (Rotations, Sphere and "
+                    "SPD do); pass points of the manifold"
+                )
+            if project and reductions.is_dask(data):
+                raise ValueError(
+                    "project=True takes data in memory: project a Dask array chunk by chunk "
+                    "(data.map_blocks(manifold.project)) and release that"
+                )
+            is_mcmc = self._check_sampler(sampler)
+            if is_mcmc:
+                settings = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
+            clip = check_bool(clip, "clip")
+            skip_diagnostics = check_bool(skip_diagnostics, "skip_diagnostics")
+            if check_bool(estimate_delta, "estimate_delta") and not is_mcmc:  # issue 17
+                raise ValueError(
+                    "estimate_delta=True is for MCMC samplers: an exact release has delta = 0"
+                )
+            rng, policy = resolve_rng(random_seed)
+            if is_mcmc and reductions.is_dask(data):
+                raise ValueError(
+                    f"the {sampler} sampler keeps the data in its model: with a Dask array use "
+                    "sampler='exact', which reads it in passes and never gathers it"
+                )
+            terms = self._charge_terms(budget, delta, is_mcmc, estimate_delta, sampler)
+            # n, σ, the law and the sampler's range are public: refused before any charge
+            cal = self.public_calibration(data, sampler)
+            budget, charge = self._make_charge(terms, sampler)
+        except BaseException:
+            # refused before its charge: a ledger made for it is not left behind
+            _refused(budget)
+            raise
         if budget is None:
             return self._release_checked(
                 data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
@@ -579,28 +587,36 @@ class Mechanism:
         >>> bool(np.array_equal(mech.release_many(stack, random_seed=1).values, rels.values))
         True
         """
-        self._check_sampler("exact")
-        clip = check_bool(clip, "clip")
-        groups, total = self._dataset_groups(datasets)
-        if isinstance(random_seed, (list, tuple)):
-            if len(random_seed) != total:
-                raise ValueError(
-                    f"random_seed: give one seed per data set ({total}), got {len(random_seed)}"
-                )
-            rng, policy = map(list, zip(*(resolve_rng(s) for s in random_seed), strict=True))
-        else:
-            rng, policy = resolve_rng(random_seed)
-        if budget is None:
-            budget = current_budget()
-        elif not isinstance(budget, PrivacyBudget):
-            raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
-        # n, σ, the law, the sampler's range: public, refused before any charge
-        cals = {stack.shape[1]: self.public_calibration(stack[0], "exact") for _, stack in groups}
+        try:
+            check_environment_once()
+            self._check_sampler("exact")
+            clip = check_bool(clip, "clip")
+            groups, total = self._dataset_groups(datasets)
+            if isinstance(random_seed, (list, tuple)):
+                if len(random_seed) != total:
+                    raise ValueError(
+                        f"random_seed: give one seed per data set ({total}), got {len(random_seed)}"
+                    )
+                rng, policy = map(list, zip(*(resolve_rng(s) for s in random_seed), strict=True))
+            else:
+                rng, policy = resolve_rng(random_seed)
+            if budget is None:
+                budget = current_budget()
+            elif not isinstance(budget, PrivacyBudget):
+                raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+            # n, σ, the law, the sampler's range: public, refused before any charge
+            cals = {
+                stack.shape[1]: self.public_calibration(stack[0], "exact") for _, stack in groups
+            }
+            if budget is not None:
+                # all R charges (and an optimal budget's plan) before the first, summed exactly
+                # (not epsilon * R rounded): none is charged if one cannot be
+                budget.check_many([(self.epsilon, 0.0)] * total)
+        except BaseException:
+            _refused(budget)  # refused before any charge: no ledger left behind
+            raise
         charges = []
         if budget is not None:  # one charge per data set, before any data are read
-            # all R charges (and an optimal budget's plan) before the first, summed exactly
-            # (not epsilon * R rounded): none is charged if one cannot be
-            budget.check_many([(self.epsilon, 0.0)] * total)
             try:
                 for _ in range(total):
                     charges.append(self._charge(budget, None, False, False, "exact")[1][0])
@@ -864,6 +880,15 @@ class Mechanism:
             domain=self.domain,
             **fields,
         )
+
+
+def _refused(budget) -> None:
+    """A release refused before its charge: tell its budget (``budget=`` or the one
+    entered), which removes a ledger file made for it and still unused."""
+    if budget is None:
+        budget = current_budget()
+    if isinstance(budget, PrivacyBudget):
+        budget.refused()
 
 
 def _assumed_delta_note(delta: float) -> str:

@@ -998,6 +998,17 @@ class PrivacyBudget:
             entry["status"] = "failed"
             entry["error"] = type(error).__name__
 
+    def refused(self) -> None:
+        """A release charged to this budget was refused before its charge: a ledger file
+        made for it (``open_ledger`` of a new path) and still without a charge is removed,
+        so that a refused call leaves no file (the budget keeps it in memory, and its
+        first charge writes it again). Nothing happens to a budget held in memory or to
+        a ledger that holds a charge."""
+        discard = getattr(self._store, "discard_unused", None)
+        if discard is not None:
+            with contextlib.suppress(Exception):  # the refusal's own error is the one to show
+                discard()
+
     # --- context manager: the budget releases are charged to by default -------------------
     def __enter__(self) -> PrivacyBudget:
         # one stack of tokens per thread: the same budget may be entered in several

@@ -797,3 +797,84 @@ class PlannedLedgerMachine(LedgerMachine):
 
 PlannedLedgerMachine.TestCase.settings = settings(stateful_step_count=15, max_examples=15)
 test_the_planned_ledger_machine = PlannedLedgerMachine.TestCase
+
+
+def _mechanism():
+    from pymc_manidp import KNGMechanism, Sphere
+
+    return KNGMechanism(Sphere(dim=2), epsilon=0.25, center=[0, 0, 1.0], radius=0.7)
+
+
+#: calls refused before their charge, from their arguments or an overspend
+REFUSED_CALLS = {
+    "sampler": lambda m, b: m.release(DATA, budget=b, sampler="gibbs"),
+    "clip": lambda m, b: m.release(DATA, budget=b, clip="yes"),
+    "estimate_delta": lambda m, b: m.release(DATA, budget=b, estimate_delta=True),
+    "seed": lambda m, b: m.release(DATA, budget=b, random_seed="0"),
+    "shape": lambda m, b: m.release(DATA[:, :2], budget=b),
+    "empty": lambda m, b: m.release(DATA[:0], budget=b),
+    "delta": lambda m, b: m.release(DATA, budget=b, delta=0.1),
+    "many": lambda m, b: m.release_many([DATA, DATA[:, :2]], budget=b),
+    "overspend": lambda m, b: m.release_many([DATA] * 5, budget=b),
+    "entered": lambda m, b: _entered(b, lambda: m.release(DATA, sampler="gibbs")),
+}
+
+
+def _entered(b, call):
+    with b:
+        call()
+
+
+@settings(max_examples=25)
+@given(st.lists(st.sampled_from([*REFUSED_CALLS, "release"]), min_size=1, max_size=5))
+def test_a_refused_release_leaves_no_new_ledger_and_the_budget_still_charges(
+    tmp_path_factory, calls
+):
+    # issue 43, leftovers item 1: open_ledger(new) then a refused release left the new
+    # ledger on disk (the CLI removed it, the Python API did not)
+    folder = tmp_path_factory.mktemp("refused")
+    path = folder / "new.json"
+    mech, b = _mechanism(), open_ledger(path, data=DATA, epsilon=1.0)
+    made = 0
+    for call in calls:
+        if call == "release":
+            mech.release(DATA, budget=b, random_seed=made)
+            made += 1
+        else:
+            with pytest.raises((ValueError, TypeError)):
+                REFUSED_CALLS[call](mech, b)
+        # a file exactly when something was charged (the lock beside it)
+        assert sorted(p.name for p in folder.iterdir()) == (
+            ["new.json", "new.json.lock"] if made else []
+        ), call
+        assert b.spent.epsilon == 0.25 * made and len(b.entries) == made
+    if made:
+        assert read_ledger(path).spent.epsilon == 0.25 * made
+
+
+def test_a_ledger_name_ending_with_a_separator_is_refused_and_nothing_made(tmp_path):
+    # issue 43, leftovers item 2: Path("x.json/") is x.json, so a ledger was created
+    for name in (f"{tmp_path}/x.json/", f"{tmp_path}/x.json/.", f"{tmp_path}/"):
+        for call, kwargs in (
+            (open_ledger, {"data": DATA, "epsilon": 1.0}),
+            (open_ledger, {"data": DATA}),
+            (check_ledger_path, {}),
+            (read_ledger, {}),
+        ):
+            with pytest.raises(LedgerError, match=r"names a folder.*not a file"):
+                call(name, **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_removed_new_ledger_is_written_again_only_by_a_charge_that_is_made(tmp_path):
+    path = tmp_path / "new.json"
+    b = open_ledger(path, data=DATA, epsilon=1.0)
+    with pytest.raises(ValueError, match="sampler"):
+        _mechanism().release(DATA, budget=b, sampler="gibbs")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(BudgetExceededError):  # refused inside the transaction: no file, no lock
+        b.charge(5.0)
+    assert list(tmp_path.iterdir()) == [] and b.remaining == (1.0, 0.0)
+    assert b.charge(0.5) == 0
+    assert read_ledger(path).spent.epsilon == 0.5
+    assert open_ledger(path, data=DATA).charge(0.5) == 1  # the key and fingerprint kept

@@ -31,9 +31,18 @@ import stat
 import warnings
 from pathlib import Path
 
+from pymc_manidp.environment import BrokenEnvironmentError, environment_problem
 from pymc_manidp.geometry.validation import read_env
 
-__all__ = ["CACHE_ENV", "cache_dir", "njit", "not_ours_alone", "private_cache"]
+__all__ = [
+    "CACHE_ENV",
+    "cache_dir",
+    "check_environment_once",
+    "njit",
+    "not_ours_alone",
+    "private_cache",
+    "pytensor_compiledir_problem",
+]
 
 CACHE_ENV = "PYMC_MANIDP_CACHE_DIR"
 #: the folders under :func:`cache_dir` that hold what the loaders read
@@ -121,6 +130,67 @@ def not_ours_alone(root, subdirs=CACHE_SUBDIRS, *, own_group_may_write=False) ->
         if st.st_mode & others:
             return f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):o})"
     return None
+
+
+def pytensor_compiledir_problem() -> str | None:
+    """Why PyTensor's compile folder may not be used, or None (issue 43 item 7).
+
+    PyTensor loads compiled modules and pickles (its numba cache, each module's key)
+    from ``base_compiledir``; it creates the folder on import but reads nothing there
+    before its first compilation, so checking right after the import is in time. The
+    same rule as the package's own cache (:func:`not_ours_alone`), except that entries
+    writable by the user's own primary group are accepted: PyTensor writes them with
+    the user's umask, which is 002 on many systems.
+
+    Returns
+    -------
+    str or None
+        One line naming the folder, what is wrong and the fix.
+    """
+    import pytensor
+
+    # compiledir (where the modules are loaded from) may be set apart from its base;
+    # inside it (the default), the walk of the base covers it
+    folders = [pytensor.config.base_compiledir]
+    if not Path(pytensor.config.compiledir).is_relative_to(folders[0]):
+        folders.append(pytensor.config.compiledir)
+    for base in folders:
+        try:
+            problem = not_ours_alone(base, None, own_group_may_write=True)
+        except OSError as err:
+            problem = f"it cannot be inspected ({err})"
+        if problem is not None:
+            return (
+                f"PyTensor's compile folder {base} is not yours alone: {problem}. It holds "
+                "compiled code that runs in this process; remove it, or make it yours and "
+                "writable by you only (chmod -R go-w), or set "
+                "PYTENSOR_FLAGS=base_compiledir=DIR to a folder of your own"
+            )
+    return None
+
+
+_ENVIRONMENT_CHECKED = False
+
+
+def check_environment_once() -> None:
+    """The command line's checks, for Python: the environment variables the
+    dependencies read (:func:`pymc_manidp.environment.environment_problem`) and
+    PyTensor's compile folder (:func:`pytensor_compiledir_problem`), run by the first
+    release or MCMC sample of the process, and again after a refusal.
+
+    Raises
+    ------
+    pymc_manidp.environment.BrokenEnvironmentError
+        Naming the variable or folder and the fix; before any budget is charged or any
+        data are read.
+    """
+    global _ENVIRONMENT_CHECKED
+    if _ENVIRONMENT_CHECKED:
+        return
+    problem = environment_problem() or pytensor_compiledir_problem()
+    if problem is not None:
+        raise BrokenEnvironmentError(problem)
+    _ENVIRONMENT_CHECKED = True
 
 
 def private_cache(*, stacklevel: int = 2) -> Path | None:
