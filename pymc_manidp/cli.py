@@ -183,8 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         strict=True,
     ):
         # not given (None), the release uses MCMCSettings' default: the one set
-        help = f"{text} (default: %(settings_default)s)"
-        action = p.add_argument(f"--{name}", type=int, default=None, help=help)
+        text = f"{text} (default: %(settings_default)s)"
+        action = p.add_argument(f"--{name}", type=int, default=None, help=text)
         action.settings_default = _SettingsDefault(name)
     p.add_argument("--clip", action="store_true", help="project records outside the ball onto it")
     p.add_argument(
@@ -925,7 +925,7 @@ def _keyword_options(command_parser, extra=None) -> dict[str, tuple[str, str]]:
     options = {}
     for action in command_parser.options:
         if action.option_strings and action.dest != "help":
-            value = action.metavar or action.dest.upper() if action.nargs != 0 else ""
+            value = "" if action.nargs == 0 else (action.metavar or action.dest.upper())
             options[action.dest] = (action.option_strings[-1], value)
     by_option = {opt: value for opt, value in options.values()}
     for keyword, opt in {**KEYWORD_OPTIONS, **(extra or {})}.items():
