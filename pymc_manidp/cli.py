@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -56,8 +57,40 @@ EXIT_INTERRUPTED = 130
 EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a writer killed by it
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help with each option's default stated from the parser itself, so the
+    help cannot disagree with what is used (issue 38 item 10). ``None`` and ``False``
+    mean "not given" and are not printed: where a not-given option still has a default
+    (the MCMC settings' own), its help states it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "%(default)" in text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+        ):
+            return text
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (its default adds the usage block)."""
+    """argparse with one-line errors (its default adds the usage block) and each
+    option's default in its help."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        self.options = []  # every option added, for the errors' keywords (_keyword_options)
+        self.commands = {}  # a command's name -> its parser
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        self.options.append(action)
+        return action
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
@@ -70,6 +103,19 @@ def _status():
     return Console(stderr=True).status
 
 
+class _SettingsDefault:
+    """``MCMCSettings``' default of one field, for ``--help``: looked up when the help is
+    printed, so building the parser imports no MCMC code."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __str__(self) -> str:
+        from pymc_manidp.mcmc.settings import MCMCSettings
+
+        return str(getattr(MCMCSettings(), self.name))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pymc_manidp.io.files import MANIFOLDS
 
@@ -78,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Differentially private releases on Riemannian manifolds.",
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.commands = sub.choices
 
     p = sub.add_parser(
         "demo",
@@ -87,8 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         "NUTS (diagnostics printed); writes a map and the curator's plots.",
     )
     p.add_argument("--seed", type=int, default=20211206, help="random seed")
-    p.add_argument("--epsilon", type=float, default=1.0, help="privacy budget (default 1)")
-    p.add_argument("--out", default="demo", help="folder for the figures (default: demo)")
+    p.add_argument("--epsilon", type=float, default=1.0, help="privacy budget")
+    p.add_argument("--out", default="demo", help="folder for the figures")
     p.add_argument("--no-nuts", action="store_true", help="exact releases only (seconds)")
 
     p = sub.add_parser(
@@ -104,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="data file, .npy or .csv, one record per row; or data too big for memory, read "
         "in passes with Dask: a folder or glob of .npy shards, a .zarr store, Parquet files",
     )
-    p.add_argument("--manifold", required=True, choices=MANIFOLDS)
+    p.add_argument("--manifold", required=True, choices=MANIFOLDS, help="the space of the records")
     p.add_argument(
         "--epsilon", required=True, type=_number("--epsilon"), help="privacy budget (> 0)"
     )
@@ -116,22 +163,33 @@ def build_parser() -> argparse.ArgumentParser:
         "or a .npy/.csv file",
     )
     p.add_argument("--radius", required=True, type=float, help="radius of the public ball")
-    p.add_argument("--mechanism", choices=("kng", "laplace"), default="kng")
+    p.add_argument(
+        "--mechanism",
+        choices=("kng", "laplace"),
+        default="kng",
+        help="the K-norm gradient mechanism or the manifold Laplace",
+    )
     p.add_argument("--restrict", action="store_true", help="Laplace: restrict the law to the ball")
     p.add_argument(
         "--statistic",
         choices=("mean", "median"),
         default=None,
-        help="KNG: release a private Fréchet mean (default) or median (robust to outliers)",
+        help="KNG: release a private Fréchet mean or median (robust to outliers) (default: mean)",
     )
     p.add_argument(
         "--sampler",
         default="exact",
-        help="exact (default, pure eps-DP), nuts or metropolis (approximately DP)",
+        help="exact (pure eps-DP), nuts or metropolis (approximately DP)",
     )
-    p.add_argument("--draws", type=int, default=None, help="MCMC draws per chain (1000)")
-    p.add_argument("--tune", type=int, default=None, help="MCMC tuning steps per chain (1000)")
-    p.add_argument("--chains", type=int, default=None, help="MCMC chains (4)")
+    for name, text in zip(
+        MCMC_OPTIONS,
+        ("MCMC draws per chain", "MCMC tuning steps per chain", "MCMC chains"),
+        strict=True,
+    ):
+        # not given (None), the release uses MCMCSettings' default: the one set
+        text = f"{text} (default: %(settings_default)s)"
+        action = p.add_argument(f"--{name}", type=int, default=None, help=text)
+        action.settings_default = _SettingsDefault(name)
     p.add_argument("--clip", action="store_true", help="project records outside the ball onto it")
     p.add_argument(
         "--project",
@@ -186,14 +244,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget-delta",
         type=_number("--budget-delta"),
         default=None,
-        help="the total delta of a new ledger (0)",
+        help="the total delta of a new ledger (default: 0)",
     )
     p.add_argument(
         "--composition",
         choices=("basic", "optimal"),
         default=None,
-        help="how a new ledger composes releases (basic; optimal needs dp-accounting and "
-        "--budget-plan)",
+        help="how a new ledger composes releases (optimal needs dp-accounting and "
+        "--budget-plan) (default: basic)",
     )
     p.add_argument(
         "--budget-plan",
@@ -252,13 +310,25 @@ def build_parser() -> argparse.ArgumentParser:
         "mechanism on neighbouring datasets; exits 1 if the audit fails. "
         "--sigma-divisor > 1 audits a deliberately broken variant.",
     )
-    p.add_argument("--manifold", choices=tuple(_audit_spaces()), default="sphere")
-    p.add_argument("--mechanism", choices=("laplace", "laplace-ball", "kng"), default="kng")
-    p.add_argument("--epsilon", type=float, default=1.0)
-    p.add_argument("--radius", type=float, default=None, help="public radius (default per space)")
-    p.add_argument("--n", type=int, default=10, help="records per dataset (default 10)")
+    p.add_argument(
+        "--manifold", choices=tuple(_audit_spaces()), default="sphere", help="the space audited"
+    )
+    p.add_argument(
+        "--mechanism",
+        choices=("laplace", "laplace-ball", "kng"),
+        default="kng",
+        help="the mechanism audited (laplace-ball: the Laplace restricted to the ball)",
+    )
+    p.add_argument("--epsilon", type=float, default=1.0, help="the epsilon audited")
+    p.add_argument("--radius", type=float, default=None, help="public radius (default: per space)")
+    p.add_argument("--n", type=int, default=10, help="records per dataset")
     p.add_argument("--sigma-divisor", type=float, default=1.0, help="break the mechanism")
-    p.add_argument("--resolution", type=int, default=None, help="quadrature nodes per axis (>= 4)")
+    p.add_argument(
+        "--resolution",
+        type=int,
+        default=None,
+        help="quadrature nodes per axis (>= 4) (default: per space)",
+    )
     p.add_argument(
         "--t-max",
         type=float,
@@ -268,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sample-test", action="store_true", help="also run the sample test")
     p.add_argument("--size", type=int, default=200_000, help="sample test draws per dataset")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed")
 
     p = sub.add_parser(
         "reproduce",
@@ -283,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="scaled-down settings (minutes)")
     p.add_argument("--replicates", type=int, default=None, help="replicates per sample size (>= 2)")
-    p.add_argument("--out", default="reproduction", help="output folder (default: reproduction)")
+    p.add_argument("--out", default="reproduction", help="output folder")
     p.add_argument("--seed", type=int, default=20211206, help="random seed")
     p.add_argument(
         "--scheduler",
@@ -525,9 +595,6 @@ def _write_atomic(out: Path, text: str) -> None:
 
 def release(args) -> int:
     """``pymc-manidp release``: a user's data in, the public release as JSON out."""
-
-    import numpy as np
-
     import pymc_manidp as pmd
     from pymc_manidp.io.files import manifold_for, parse_center, read_points, release_json
     from pymc_manidp.io.stores import is_lazy_source, open_points, source_name
@@ -539,7 +606,8 @@ def release(args) -> int:
         from pymc_manidp.io.ledger import check_ledger_path
 
         check_ledger_path(args.budget)
-    new = _new_budget(args)
+    with _ledger_keywords():
+        new = _new_budget(args)
     if args.seed is not None:
         print(
             "pymc-manidp release: WARNING: fixed seed: this release is reproducible by "
@@ -580,7 +648,8 @@ def release(args) -> int:
         from pymc_manidp.io.ledger import open_ledger
 
         # refused here (another data set's ledger, a damaged one) before any release
-        budget = open_ledger(args.budget, data=data, **new)
+        with _ledger_keywords():
+            budget = open_ledger(args.budget, data=data, **new)
         if args.sampler != "exact":
             mcmc.update(delta=args.delta, estimate_delta=args.estimate_delta)
     elif args.estimate_delta:
@@ -639,7 +708,10 @@ def release(args) -> int:
         ) from None
     if out is not None:
         print(f"wrote {args.out}: {rel.mechanism}, eps = {rel.epsilon:g}, delta = {rel.delta}")
-        print(f"released value: {np.array2string(np.asarray(rel.value), precision=6)}")
+        print(f"released value: {_value_text(rel.value)}")
+        with contextlib.suppress(Exception):  # a bug here must not hide a release made
+            far = float(M.dist(center, rel.value))
+            print(f"geodesic distance from --center: {far!r}")
     if budget is not None:  # stderr: stdout may carry the release (--out -)
         print(_budget_line(args.budget, budget.public()), file=sys.stderr)
     moved = (rel.sampler_info or {}).get("projection")
@@ -659,6 +731,15 @@ def release(args) -> int:
             print(f"wrote {f}", file=sys.stderr)
         rep.close()
     return 0
+
+
+def _value_text(value) -> str:
+    """The released value with every digit of each float (the shortest text that reads
+    back as the same double): six significant digits printed a rotation 1e-9 away from
+    a center with entries of order one as that center (issue 38 item 10)."""
+    import numpy as np
+
+    return np.array2string(np.asarray(value), floatmode="unique", separator=", ")
 
 
 def _new_budget(args) -> dict:
@@ -899,6 +980,107 @@ def _one_line(err) -> str:
     return " ".join(str(err).split()) or type(err).__name__  # one line, whatever the message
 
 
+#: Python keyword arguments whose option has another name; a keyword named like an
+#: option (``delta``, ``estimate_delta``, ``t_max``) is that option (``_keyword_options``)
+KEYWORD_OPTIONS = {"random_seed": "--seed", "plan": "--budget-plan", "budget": "--budget"}
+#: ... in the errors of a ledger's own budget (``new_state``, ``open_ledger``), where
+#: ``epsilon`` and ``delta`` are the ledger's, not the release's
+LEDGER_KEYWORD_OPTIONS = {"epsilon": "--budget-epsilon", "delta": "--budget-delta"}
+
+
+def _keyword_options(command_parser, extra=None) -> dict[str, tuple[str, str]]:
+    """Python keyword -> (its option, the option's value placeholder) for one command."""
+    options = {}
+    for action in command_parser.options:
+        if action.option_strings and action.dest != "help":
+            value = "" if action.nargs == 0 else (action.metavar or action.dest.upper())
+            options[action.dest] = (action.option_strings[-1], value)
+    by_option = {opt: value for opt, value in options.values()}
+    for keyword, opt in {**KEYWORD_OPTIONS, **(extra or {})}.items():
+        if opt in by_option:  # only the options this command has
+            options[keyword] = (opt, by_option[opt])
+    return options
+
+
+def _speak_cli(message: str, options: dict[str, tuple[str, str]]) -> str:
+    """``message`` with the Python keyword arguments it names as the command's options.
+
+    The library's errors are written for Python (``pass estimate_delta=True``,
+    ``sampler='exact'``, ``draws must be``); the command line shows the same message with
+    ``--estimate-delta``, ``--sampler exact``, ``--draws must be`` (issue 38 item 10).
+    Translated: ``name=value`` (a flag's ``True`` drops), ``name must`` at the start of a
+    sentence, ``name[i]`` items of a list option, ``a/b`` pairs, and names with an
+    underscore wherever they stand; a plain word in prose ("more chains", "a larger
+    epsilon") is left alone.
+    """
+    if not options:
+        return message
+    # a Python object's repr or call (Sphere(dim=2, radius=1.0), KNGMechanism(...,
+    # max_attempts=...)) is Python, and says so: kept as it is
+    calls = re.findall(r"\b[A-Z]\w*\([^()]*\)", message)
+    for i, call in enumerate(calls):
+        message = message.replace(call, f"\0{i}\0", 1)
+    message = _translate(message, options)
+    for i, call in enumerate(calls):
+        message = message.replace(f"\0{i}\0", call, 1)
+    return message
+
+
+def _translate(message: str, options: dict[str, tuple[str, str]]) -> str:
+    """:func:`_speak_cli`'s substitutions, outside Python calls."""
+    quotes = "'\""
+    names = "|".join(sorted(map(re.escape, options), key=len, reverse=True))
+    head = r"(?<![\w.\-\[])"  # not part of a longer name, a field (budget.plan) or an item
+
+    def assigned(m):
+        opt, placeholder = options[m["name"]]
+        value = m["value"]
+        if value is None or value in ("True", "..."):
+            return opt
+        if value.startswith("["):  # a Python list: the option's own format
+            return f"{opt} {placeholder}".rstrip()
+        return f"{opt} {value.strip(quotes)}"
+
+    value = r"True\b|\.\.\.|'[^']*'|\"[^\"]*\"|\[[^\]]*\]|[-+]?\d[\w.+-]*"
+    message = re.sub(rf"{head}(?P<name>{names})=(?P<value>{value})?", assigned, message)
+    message = re.sub(
+        rf"{head}(?P<name>{names})\[(?P<i>\d+)\]",
+        lambda m: f"{options[m['name']][0]} item {int(m['i']) + 1}",
+        message,
+    )
+    message = re.sub(
+        rf"(?:^|(?<=[:;.] )){head}(?P<name>{names})(?= must\b)",
+        lambda m: options[m["name"]][0],
+        message,
+    )
+    message = re.sub(
+        rf"{head}(?P<a>{names})/(?P<b>{names})\b",
+        lambda m: f"{options[m['a']][0]}/{options[m['b']][0]}",
+        message,
+    )
+    underscored = "|".join(re.escape(k) for k in options if "_" in k)
+    if underscored:
+        message = re.sub(rf"{head}\b({underscored})\b", lambda m: options[m[1]][0], message)
+    return message
+
+
+@contextlib.contextmanager
+def _ledger_keywords():
+    """Errors raised inside name the ledger's budget: ``epsilon`` is ``--budget-epsilon``."""
+    try:
+        yield
+    except Exception as err:
+        if not hasattr(err, "cli_keywords"):
+            err.cli_keywords = LEDGER_KEYWORD_OPTIONS
+        raise
+
+
+def _error_line(err, command_parser) -> str:
+    """The one line printed for ``err``: the message, in the command's options."""
+    extra = getattr(err, "cli_keywords", None)
+    return _speak_cli(_one_line(err), _keyword_options(command_parser, extra))
+
+
 class _BrokenEnvironment(RuntimeError):
     """A dependency cannot be imported in this environment (exit code 2)."""
 
@@ -1023,7 +1205,8 @@ def main(argv: list[str] | None = None) -> int:
         from pymc_manidp.laws.exact import ExactSamplingError
         from pymc_manidp.privacy.diagnostics import DiagnosticsError
 
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
     except KeyboardInterrupt:
         print("pymc-manidp: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -1055,7 +1238,8 @@ def main(argv: list[str] | None = None) -> int:
         DiagnosticsError,
         ExactSamplingError,
     ) as err:
-        print(f"pymc-manidp {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        line = _error_line(err, parser.commands[args.command])
+        print(f"pymc-manidp {args.command}: error: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("pymc-manidp: interrupted", file=sys.stderr)

@@ -132,7 +132,7 @@ def test_optimal_composition_takes_a_plan_kept_in_the_ledger(tmp_path, points, c
     code, _, err = run(
         release(points, ledger, "--budget-epsilon", "1", "--budget-plan", "0.4"), capsys
     )
-    assert code == 2 and "a plan is for composition='optimal'" in err
+    assert code == 2 and "a plan is for --composition optimal" in err  # issue 38 item 10
     code, _, err = run(release(points, ledger, *new, "--budget-plan", "0.4,0.3:1e-7"), capsys)
     assert code == 0, err
     assert json.loads(ledger.read_text())["budget"]["plan"] == [[0.4, 0.0], [0.3, 1e-7]]

@@ -492,14 +492,14 @@ def open_ledger(
     # (a read), a FIFO, a device, a file with several names
     exists = check_ledger_path(path)
     if not exists and epsilon is None:
-        raise ValueError(f"ledger not found: {path}; to create it, give the budget (epsilon)")
+        raise ValueError(f"ledger not found: {path}; to create it, give the budget (epsilon=)")
     if exists:  # a file that is not a ledger (the data, a CSV) is refused before its lock
         _load(path, real)
     with store._locked(fcntl.LOCK_EX):
         if _stat(real, path) is None:
             if epsilon is None:
                 raise ValueError(
-                    f"ledger not found: {path}; to create it, give the budget (epsilon)"
+                    f"ledger not found: {path}; to create it, give the budget (epsilon=)"
                 )
             key = secrets.token_bytes(32)
             dataset = {
@@ -525,7 +525,8 @@ def open_ledger(
                         f"{path} has a budget of epsilon = {budget['epsilon']:g}, "
                         f"delta = {budget['delta']:g} ({budget['composition']} composition), "
                         f"not {k} = {v!r}: a budget is fixed when its ledger is created "
-                        "(omit --epsilon/--delta to charge the existing ledger)"
+                        "(to charge the existing ledger, omit epsilon=, delta=, "
+                        "composition= and plan=)"
                     )
     return PrivacyBudget.from_store(store)
 

@@ -46,7 +46,7 @@ from pymc_manidp.geometry.validation import (
 )
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
-from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
+from pymc_manidp.privacy.budget import PrivacyBudget, budget_to_charge, current_budget
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
 from pymc_manidp.privacy.release import Calibration, Release, Releases, build_release
 from pymc_manidp.rng import resolve_rng
@@ -388,8 +388,9 @@ class Mechanism:
         ``delta`` stays ``None``).
 
         ``budget`` (a :class:`~pymc_manidp.privacy.budget.PrivacyBudget`; default: the
-        one entered with ``with budget:``, if any) is charged the release's (ε, δ)
-        before the data are read: a release that would overspend raises
+        one entered with ``with budget:``, if any; inside that block another budget is
+        refused, since the entered one would go uncharged) is charged the release's
+        (ε, δ) before the data are read: a release that would overspend raises
         :class:`~pymc_manidp.privacy.budget.BudgetExceededError` and reads nothing. An
         MCMC release has no proved δ, so charging one needs ``delta=`` (the δ the
         curator assumes, charged and noted in the release) or ``estimate_delta=True``
@@ -552,13 +553,13 @@ class Mechanism:
             instead of refusing.
         budget : PrivacyBudget, optional
             Charged ε once **per data set** (default: the budget entered with
-            ``with budget:``), all before any data are read. A call whose ``R``
-            charges would overspend (or leave an optimal budget's plan) is refused
-            before any is made; should another process charge the budget meanwhile,
-            the charge that no longer fits raises
-            :class:`~pymc_manidp.privacy.budget.BudgetExceededError` and the earlier
-            ones are marked failed (no data were read, but the charges stand). A call
-            that fails after its charges marks them all failed.
+            ``with budget:``; another budget is refused inside that block), all
+            before any data are read. A call whose ``R`` charges would overspend (or
+            leave an optimal budget's plan) is refused before any is made; should
+            another process charge the budget meanwhile, the charge that no longer
+            fits raises :class:`~pymc_manidp.privacy.budget.BudgetExceededError` and
+            the earlier ones are marked failed (no data were read, but the charges
+            stand). A call that fails after its charges marks them all failed.
 
         Returns
         -------
@@ -600,10 +601,7 @@ class Mechanism:
                 rng, policy = map(list, zip(*(resolve_rng(s) for s in random_seed), strict=True))
             else:
                 rng, policy = resolve_rng(random_seed)
-            if budget is None:
-                budget = current_budget()
-            elif not isinstance(budget, PrivacyBudget):
-                raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+            budget = budget_to_charge(budget)  # refused: another budget than the one entered
             # n, σ, the law, the sampler's range: public, refused before any charge
             cals = {
                 stack.shape[1]: self.public_calibration(stack[0], "exact") for _, stack in groups
@@ -745,10 +743,7 @@ class Mechanism:
     def _charge_terms(self, budget, delta, is_mcmc, estimate_delta, sampler):
         """``(budget, delta basis, delta)`` of a charge, its arguments checked; nothing
         charged yet (``budget`` None: no budget)."""
-        if budget is None:
-            budget = current_budget()
-        elif not isinstance(budget, PrivacyBudget):
-            raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+        budget = budget_to_charge(budget)  # refused: another budget than the one entered
         if delta is not None:
             if not is_mcmc:
                 raise ValueError(

@@ -78,6 +78,7 @@ __all__ = [
     "LedgerError",
     "PrivacyBudget",
     "Spend",
+    "budget_to_charge",
     "check_state",
     "checksum",
     "current_budget",
@@ -1011,6 +1012,20 @@ class PrivacyBudget:
 
     # --- context manager: the budget releases are charged to by default -------------------
     def __enter__(self) -> PrivacyBudget:
+        # a release is charged to one budget, the entered one: inside two, it would be
+        # charged to the inner one only and the outer block's promise ("every release in
+        # the block is charged") broken silently. Entering the same budget again is
+        # harmless (one ledger either way)
+        entered = _CURRENT.get()
+        if entered is not None and entered is not self:
+            raise ValueError(
+                f"another privacy budget is entered here ({entered!r}): a release inside "
+                "both 'with' blocks would be charged to the inner one only. A budget is the "
+                "ledger of one data set and a release is charged to one budget: leave the "
+                "outer block first (or enter none and pass each release its budget: "
+                "release(data, budget=b)); to count a release against a second budget "
+                "too, charge that one as well (b.charge(epsilon, delta, mechanism=...))"
+            )
         # one stack of tokens per thread: the same budget may be entered in several
         if not hasattr(self._tokens, "stack"):
             self._tokens.stack = []
@@ -1081,6 +1096,55 @@ def _refuse_overspend(state, epsilon, delta, delta_basis, count=1) -> None:
         remaining=left,
         asked=(epsilon, delta),
     )
+
+
+def budget_to_charge(budget) -> PrivacyBudget | None:
+    """The budget a release is charged to: ``budget``, or the one entered.
+
+    Inside ``with entered:`` every release is charged to ``entered`` (the block's
+    promise), so a release passed another budget there is refused: it would leave the
+    entered one uncharged. Refused before anything is charged or read.
+
+    Parameters
+    ----------
+    budget : PrivacyBudget or None
+        The release's ``budget=`` argument (None: the budget entered, if any).
+
+    Returns
+    -------
+    PrivacyBudget or None
+        The budget to charge, or None when there is none.
+
+    Raises
+    ------
+    TypeError
+        ``budget`` is not a :class:`PrivacyBudget` (or None).
+    ValueError
+        ``budget`` is another budget than the one entered here.
+
+    Examples
+    --------
+    >>> b = PrivacyBudget(1.0)
+    >>> budget_to_charge(None) is None
+    True
+    >>> with b:
+    ...     budget_to_charge(None) is b, budget_to_charge(b) is b
+    (True, True)
+    """
+    entered = _CURRENT.get()
+    if budget is None:
+        return entered
+    if not isinstance(budget, PrivacyBudget):
+        raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+    if entered is not None and budget is not entered:
+        raise ValueError(
+            f"budget={budget!r} is passed inside 'with' of another budget ({entered!r}), "
+            "where every release is charged to the one entered: this release would leave "
+            "it uncharged. Release outside the 'with' block, or without budget= inside it; "
+            "to count a release against both, charge the other one as well "
+            "(b.charge(epsilon, delta, mechanism=...))"
+        )
+    return budget
 
 
 def current_budget() -> PrivacyBudget | None:

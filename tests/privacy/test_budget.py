@@ -94,8 +94,9 @@ def test_the_entered_budget_is_charged_and_is_per_context():
     with b:
         r1 = kng(0.5).release(DATA, random_seed=1)
         other = pmd.PrivacyBudget(1.0)
-        with other:  # nested: the inner budget is charged
-            kng(0.25).release(DATA, random_seed=2)
+        # nested: refused (issue 38 item 11; tests/privacy/test_budget_nesting.py)
+        with pytest.raises(ValueError, match="another privacy budget is entered"), other:
+            kng(0.25).release(DATA, random_seed=2)  # pragma: no cover - never reached
         assert current_budget() is b
         seen = []
         thread = threading.Thread(target=lambda: seen.append(current_budget()))
@@ -103,7 +104,7 @@ def test_the_entered_budget_is_charged_and_is_per_context():
         thread.join()
         assert seen == [None]  # a contextvar, not a global: another thread has none
     assert current_budget() is None
-    assert b.spent.epsilon == 0.5 and other.spent.epsilon == 0.25
+    assert b.spent.epsilon == 0.5 and other.spent.epsilon == 0
     assert b.releases == [r1.public()]
     kng(0.5).release(DATA, random_seed=3)  # outside: nothing charged
     assert b.spent.epsilon == 0.5
