@@ -21,7 +21,7 @@ SHIPPED = [M for cls in geometry.MANIFOLD_CLASSES.values() for M in cls.examples
 TestShippedContract = contract.suite(*SHIPPED)
 
 
-@pytest.mark.parametrize("cls", list(geometry.MANIFOLD_CLASSES.values()), ids=str)
+@pytest.mark.parametrize("cls", list(geometry.MANIFOLD_CLASSES.values()), ids=lambda c: c.__name__)
 def test_every_registered_class_gives_small_examples_of_itself(cls):
     examples = cls.examples()
     assert examples, f"{cls.__name__}.examples() is empty: the contract suite would skip it"
