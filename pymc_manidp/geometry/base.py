@@ -409,6 +409,14 @@ class ManifoldBase:
         """
         return None
 
+    @classmethod
+    def examples(cls) -> tuple:
+        """A few small instances of this space, for its tests: the contract suite
+        (``tests/geometry/contract.py``) checks every member on each. ``()``: none
+        given; every shipped space gives some (docs/architecture.md, "How to add a
+        manifold")."""
+        return ()
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # a subclass may change the geometry: the exact samplers' premises hold only

@@ -51,6 +51,11 @@ class Euclidean(ManifoldBase):
             raise ValueError(f"euclidean data must have shape (n, d), got records of shape {shape}")
         return cls(dim=shape[0])
 
+    @classmethod
+    def examples(cls) -> tuple:
+        """Small instances, one per kind of geometry the class covers."""
+        return (cls(dim=1), cls(dim=3))
+
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))
         object.__setattr__(self, "point_shape", (self.dim,))

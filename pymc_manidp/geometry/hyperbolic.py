@@ -494,6 +494,11 @@ class Hyperbolic(ManifoldBase):
         H = cls(dim=2)
         return H, H.origin, 0.5, 200
 
+    @classmethod
+    def examples(cls) -> tuple:
+        """Small instances, one per kind of geometry the class covers."""
+        return (cls(dim=1), cls(dim=2), cls(dim=3))
+
     # --- constants ---------------------------------------------------------------------
     @property
     def injectivity_radius(self) -> float:

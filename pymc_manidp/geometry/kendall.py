@@ -203,6 +203,11 @@ class KendallShape(ManifoldBase):
         # three landmarks: the shape space is a sphere of radius 1/2 (the audit's check)
         return cls(k_landmarks=3), np.array([[0.0, 0], [1, 0], [0, 1]]), np.pi / 16, 400
 
+    @classmethod
+    def examples(cls) -> tuple:
+        """Small instances, one per kind of geometry the class covers."""
+        return (cls(k_landmarks=3), cls(k_landmarks=5))
+
     def __post_init__(self):
         k = check_positive_int(self.k_landmarks, "k_landmarks", minimum=3)
         object.__setattr__(self, "k_landmarks", k)

@@ -437,6 +437,11 @@ class Rotations(ManifoldBase):
         ``pi/8``, 60 nodes per axis (a three-dimensional grid, as for SPD(2))."""
         return cls(), np.eye(3), np.pi / 8, 60
 
+    @classmethod
+    def examples(cls) -> tuple:
+        """Small instances, one per kind of geometry the class covers."""
+        return (cls(),)
+
     # --- constants -----------------------------------------------------------------------
     @property
     def log_volume(self) -> float:

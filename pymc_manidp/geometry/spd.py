@@ -190,6 +190,11 @@ class SPD(ManifoldBase):
     def audit_space(cls):
         return cls(k=2), np.eye(2), 1.0, 60
 
+    @classmethod
+    def examples(cls) -> tuple:
+        """Small instances, one per kind of geometry the class covers."""
+        return (cls(k=1), cls(k=2), cls(k=3))
+
     def __post_init__(self):
         k = check_positive_int(self.k, "k")
         object.__setattr__(self, "k", k)

@@ -142,6 +142,11 @@ class Sphere(ManifoldBase):
     def audit_space(cls):
         return cls(dim=2), np.array([0.0, 0.0, 1.0]), np.pi / 8, 400
 
+    @classmethod
+    def examples(cls) -> tuple:
+        """Small instances, one per kind of geometry the class covers."""
+        return (cls(dim=2), cls(dim=1, radius=2.0), cls(dim=4, radius=0.5))
+
     def __post_init__(self):
         object.__setattr__(self, "dim", check_positive_int(self.dim, "dim"))
         radius = check_positive_real(self.radius, "radius")

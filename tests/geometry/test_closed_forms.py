@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import special_ortho_group
 
 import pymc_manidp as pmd
-from tests.cases import random_point
+from tests.geometry.contract import random_point
 
 
 def test_spd_two_point_midpoint_closed_form():
@@ -203,3 +203,10 @@ def test_closed_form_2x2_small_eigenvalue_keeps_relative_accuracy():
         w, w_ref = sym_eigvalsh(a), np.linalg.eigvalsh(a)
         np.testing.assert_allclose(w, w_ref, rtol=1e-12)
         assert w[0] > 0
+
+
+def test_log_volume_density_is_minus_inf_outside_injective_chart():
+    S = pmd.Sphere(dim=3, radius=2.0)
+    assert S.log_volume_density(np.array([2.0 * np.pi + 0.1, 0, 0])) == -np.inf
+    K = pmd.KendallShape(k_landmarks=5)
+    assert K.log_volume_density(np.array([np.pi / 2 + 0.01, 0, 0, 0, 0, 0])) == -np.inf

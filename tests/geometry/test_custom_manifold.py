@@ -29,6 +29,7 @@ from pymc_manidp import geometry
 from pymc_manidp.geometry import ManifoldBase
 from pymc_manidp.geometry.validation import check_manifold
 from pymc_manidp.privacy.audit import quadrature_audit, sample_test
+from tests.geometry import contract
 
 ALPHA = 0.01  # two-sample KS tests: reject equality of the laws at this level
 NORTH = np.array([0.0, 0.0, 1.0])
@@ -66,11 +67,15 @@ class RoundSphere(ManifoldBase):
         x = np.asarray(points, dtype=float)
         if x.ndim < 1 or x.shape[-1] != 3:
             raise ValueError(f"points must have shape (..., 3), got {x.shape}")
-        if not np.all(np.isfinite(x)):
-            raise ValueError("points must be finite")
+        # the protocol: name the first bad row, so a user can find it in the data
+        rows = x.reshape(-1, 3)
+        bad = ~np.all(np.isfinite(rows), axis=-1)
+        if bad.any():
+            raise ValueError(f"points must be finite: first at row {np.argmax(bad)}")
         r = np.sqrt(_dot(x, x))
-        if np.any(np.abs(r - 1.0) > 1e-6):
-            raise ValueError("points are not on the unit sphere")
+        off = np.abs(np.sqrt(_dot(rows, rows)) - 1.0) > 1e-6
+        if off.any():
+            raise ValueError(f"points are not on the unit sphere: first at row {np.argmax(off)}")
         return x / r[..., None]
 
     def exp(self, x, v):
@@ -153,6 +158,7 @@ class RoundSphere(ManifoldBase):
 
 R2 = RoundSphere()
 S2 = pmd.Sphere(dim=2)  # the oracle: the same law
+TestRoundSphereContract = contract.suite(R2)  # the contract every shipped space keeps
 
 
 def _cap(n, radius, seed):

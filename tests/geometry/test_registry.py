@@ -21,7 +21,6 @@ import pytest
 import pymc_manidp as pmd
 from pymc_manidp import geometry
 from pymc_manidp.io import MANIFOLDS, manifold_for
-from tests.cases import MANIFOLDS as CASES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,9 +34,11 @@ def test_every_space_of_the_folder_is_public_and_named_once():
     assert len(names) == len(set(names)) and tuple(sorted(names)) == MANIFOLDS
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_a_space_is_rebuilt_from_its_records(case):
-    M = CASES[case]
+EXAMPLES = [M for cls in geometry.MANIFOLD_CLASSES.values() for M in cls.examples()]
+
+
+@pytest.mark.parametrize("M", EXAMPLES, ids=repr)
+def test_a_space_is_rebuilt_from_its_records(M):
     if type(M).name is None:
         pytest.skip(f"{type(M).__name__} is not read from files")
     for shape in {M.point_shape, (math.prod(M.point_shape),)}:

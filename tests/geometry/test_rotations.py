@@ -25,8 +25,7 @@ from pymc_manidp.geometry.rotations import (
     vee,
 )
 from pymc_manidp.geometry.validation import check_manifold
-from tests.geometry.test_pytensor_twins import _compile, _vgrad
-from tests.geometry.test_volume_density import _pulled_back_sqrt_det
+from tests.geometry.contract import pulled_back_log_sqrt_det as _pulled_back_sqrt_det
 
 M = Rotations()
 ALPHA = 0.01
@@ -307,79 +306,17 @@ def test_rotation_vector_converters_against_scipy():
     np.testing.assert_allclose(M.to_rotvecs(x), M.log_coords(np.eye(3), x), atol=1e-13)
 
 
-# --- PyTensor twins --------------------------------------------------------------------------
-def test_twins_agree_with_numpy():
-    rng = np.random.default_rng(7)
-    x = _random(1, 13)[0]
-    ys = _near(x, 6, 2.5, 14)
-    ys[0] = x  # a datum at the footpoint
-    c = rng.normal(size=(8, 3))
-    c *= rng.uniform(0, 0.95 * np.pi, (8, 1)) / np.linalg.norm(c, axis=-1, keepdims=True)
-    c[0] = 0.0
-    want_log = M.log(x, ys)
-    fn = _compile(
-        lambda xx, yy, cc, vv: [
-            M.pt_exp_coords(x, cc),
-            M.pt_log(xx, yy),
-            M.pt_dist(xx, yy),
-            M.pt_inner(xx, vv, vv),
-            M.pt_norm(xx, vv),
-            M.pt_log_volume_density(cc),
-            M.pt_frechet_gradient_norm(xx, yy),
-        ],
-        x,
-        ys,
-        c,
-        want_log,
-    )
-    exp_c, log_, dist_, inner_, norm_, lvd, kng = fn(x, ys, c, want_log)
-    np.testing.assert_allclose(exp_c, M.exp_coords(x, c), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(log_, want_log, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(dist_, M.dist(x, ys), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(inner_, M.inner(x, want_log, want_log), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(norm_, M.norm(x, want_log), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(lvd, M.log_volume_density(c), rtol=0, atol=1e-12)
-    want_kng = M.norm(x, np.sum(want_log, axis=0))
-    assert float(kng) == pytest.approx(want_kng, rel=1e-12, abs=1e-12)
-    # batched points for KNG's norm
-    batch = M.exp_coords(x, 0.3 * rng.normal(size=(4, 3)))
-    got = _compile(M.pt_frechet_gradient_norm, batch, ys, mode="FAST_COMPILE")(batch, ys)
-    want = [M.norm(b, np.sum(M.log(b, ys), axis=0)) for b in batch]
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    # the uniform law's chart: a Gaussian quaternion's rotation, and back
-    z = rng.normal(size=(5, 4))
-    back = _compile(lambda zz: M.pt_from_gaussian(M.pt_to_gaussian(M.pt_from_gaussian(zz))), z)
+# --- PyTensor twins (values and gradients: the contract suite, tests/geometry/contract.py) ---
+def test_uniform_chart_is_the_gaussian_quaternions_rotation():
+    """``pt_from_gaussian`` reads a Gaussian as a scalar-first quaternion (scipy's
+    converter as the oracle); the generic round trip is the suite's."""
+    z = np.random.default_rng(7).normal(size=(5, 4))
     from_z = M.pt_from_gaussian(z).eval()
     np.testing.assert_allclose(
         from_z,
         M.from_quaternions(z / np.linalg.norm(z, axis=-1, keepdims=True), scalar_first=True),
         atol=1e-14,
     )
-    np.testing.assert_allclose(back(z), from_z, atol=1e-14)
-
-
-def test_twin_gradients_are_finite_and_match_finite_differences():
-    x = _random(1, 15)[0]
-    ys = _near(x, 5, 1.0, 16)
-    c = np.array([0.4, -0.9, 0.3])
-    zero = np.zeros(3)
-    for i, cc in enumerate([c, zero]):  # away from and at the chart origin
-        _vgrad(lambda t: M.pt_exp_coords(x, t), [cc], i)
-        _vgrad(M.pt_log_volume_density, [cc], i)
-        _vgrad(lambda t: M.pt_frechet_gradient_norm(M.pt_exp_coords(x, t), ys), [cc], 10 + i)
-        # the log at the footpoint of a point moving through it
-        _vgrad(lambda t: M.pt_log(x, M.pt_exp_coords(x, t)), [cc], 20 + i)
-    _vgrad(lambda t: M.pt_log(t, ys), [x], 3)
-    _vgrad(lambda t: M.pt_dist(t, ys), [x], 4)
-    _vgrad(lambda t: M.pt_log(t, ys[:1]), [ys[0]], 5)  # log between coinciding points
-    # KNG's norm when x is a datum (a sampler at the footpoint of identical data)
-    _vgrad(lambda t: M.pt_frechet_gradient_norm(M.pt_exp_coords(ys[0], t), ys), [zero], 6)
-    # rho(x, x) and |0|: the cusps give finite gradients
-    t = pt.dmatrix("t")
-    f = pytensor.function([t], [pt.grad(M.pt_dist(t, x), t), pt.grad(M.pt_norm(x, t), t)])
-    g_dist = f(x)[0]
-    assert np.all(np.isfinite(g_dist))
-    assert np.all(np.isfinite(f(np.zeros((3, 3)))[1]))
 
 
 def test_ball_exit_matches_bisection():

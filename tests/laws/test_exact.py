@@ -20,7 +20,7 @@ from pymc_manidp.geometry.spd import identity_frame
 from pymc_manidp.laws import exact
 from pymc_manidp.mechanisms.base import available_samplers
 from pymc_manidp.privacy.release import FLOATING_POINT_NOTE
-from tests.cases import random_point
+from tests.geometry.contract import random_point
 from tests.radial import radial_cdf
 
 ALPHA = 0.01

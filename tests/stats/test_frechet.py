@@ -10,7 +10,12 @@ from scipy.stats import special_ortho_group
 
 import pymc_manidp as pmd
 from pymc_manidp.stats import ConvergenceWarning
-from tests.cases import _expm_sym
+
+
+def _expm_sym(a):
+    """The matrix exponential of the symmetric part of ``a`` (an SPD matrix)."""
+    w, u = np.linalg.eigh(0.5 * (a + np.swapaxes(a, -1, -2)))
+    return (u * np.exp(w)[..., None, :]) @ np.swapaxes(u, -1, -2)
 
 
 def _ball_data(M, rng, n, r):
