@@ -100,7 +100,7 @@ def local_linear_smooth(z, bandwidth: float = 1.0) -> np.ndarray:
     >>> bool(np.allclose(s, z * (w @ np.cos(2 * np.pi * delta / k)) / w.sum()))
     True
     """
-    from pymc_manidp.geometry.validation import check_positive_real
+    from pymc_manidp._validation import check_positive_real
 
     h = check_positive_real(bandwidth, "bandwidth")
     z = np.asarray(z, float)

@@ -19,16 +19,16 @@ import numpy as np
 import pytensor.tensor as pt
 from scipy import special
 
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
-from pymc_manidp.geometry._kernels.numerics import angle_between, log_sinc, sinc, theta_over_sin
-from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import (
+from pymc_manidp._validation import (
     as_points,
     check_positive_int,
     check_positive_real,
     check_tol,
     first_bad_row,
 )
+from pymc_manidp.geometry._kernels import pt_numerics as ptn
+from pymc_manidp.geometry._kernels.numerics import angle_between, log_sinc, sinc, theta_over_sin
+from pymc_manidp.geometry.base import ManifoldBase
 
 __all__ = ["Sphere", "log_unit_sphere_volume"]
 

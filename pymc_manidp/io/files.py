@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pymc_manidp._validation import check_real_data
 from pymc_manidp.geometry import manifold_class, manifold_names
-from pymc_manidp.geometry.validation import check_real_data
 from pymc_manidp.privacy.atomic import check_output_target, write_atomic
 from pymc_manidp.privacy.release import release_record
 from pymc_manidp.stats import reductions

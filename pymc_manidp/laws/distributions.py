@@ -42,7 +42,7 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_manidp.geometry.validation import check_positive_real
+from pymc_manidp._validation import check_positive_real
 from pymc_manidp.laws.charts import (
     ChartTransform,
     MovingTangentChart,

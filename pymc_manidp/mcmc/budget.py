@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from pymc_manidp.geometry.validation import read_env
+from pymc_manidp._validation import read_env
 from pymc_manidp.mcmc.settings import MCMCSettings
 
 __all__ = ["MAX_SECONDS_ENV", "MCMC_MAX_SECONDS", "check_mcmc_budget"]

@@ -23,7 +23,7 @@ import numpy as np
 import pymc as pm
 import pytensor
 
-from pymc_manidp.geometry.validation import read_env
+from pymc_manidp._validation import read_env
 from pymc_manidp.mcmc.nutpie_cache import _compile_nutpie_or_fallback, _nutpie_with_data
 from pymc_manidp.mcmc.settings import MCMCSettings
 

@@ -36,13 +36,13 @@ from typing import ClassVar
 import numpy as np
 
 from pymc_manidp import mcmc
-from pymc_manidp.geometry.validation import (
+from pymc_manidp._validation import (
     check_bool,
-    check_manifold,
     check_positive_int,
     check_positive_real,
     check_sigma,
 )
+from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
 from pymc_manidp.privacy.budget import PrivacyBudget, current_budget

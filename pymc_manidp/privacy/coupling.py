@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real, read_env
+from pymc_manidp._validation import check_positive_int, check_positive_real, read_env
 from pymc_manidp.rng import as_generator
 
 #: Names of :mod:`pymc_manidp.mcmc.kernels` that belong to this module's interface too,

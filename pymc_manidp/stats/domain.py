@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_bool, check_positive_real, check_real_data
+from pymc_manidp._validation import check_bool, check_positive_real, check_real_data
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats import sensitivity as sens
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_real_data
+from pymc_manidp._validation import check_real_data
 
 __all__ = [
     "BLOCK_ELEMENTS",

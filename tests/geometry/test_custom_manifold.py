@@ -27,7 +27,7 @@ from scipy import stats
 import pymc_manidp as pmd
 from pymc_manidp import geometry
 from pymc_manidp.geometry import ManifoldBase
-from pymc_manidp.geometry.validation import check_manifold
+from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.privacy.audit import quadrature_audit, sample_test
 
 ALPHA = 0.01  # two-sample KS tests: reject equality of the laws at this level

@@ -31,7 +31,7 @@ import stat
 import warnings
 from pathlib import Path
 
-from pymc_manidp.geometry.validation import read_env
+from pymc_manidp._validation import read_env
 
 __all__ = ["CACHE_ENV", "cache_dir", "njit", "not_ours_alone", "private_cache"]
 
