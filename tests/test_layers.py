@@ -8,7 +8,8 @@ of a higher layer, whatever its ``__init__`` does. The order, bottom to top
 (docs/architecture.md):
 
 ==  ===========  ==========================================================================
-0   rng          input checks (``_validation``) and seeds and generators (``rng``)
+0   rng          input checks (``_validation``), the package's options (``_options``),
+                 seeds and generators (``rng``)
 1   geometry     the Manifold protocol, one file per manifold, private kernels; no PyMC
 2   stats        Fréchet means, sensitivities, the public domain, passes over the data
 3   laws         Laplace and KNG: log-densities, charts, normalizers, exact samplers, the
@@ -43,10 +44,11 @@ PACKAGE = Path(pymc_manidp.__file__).parent
 
 #: ``(layer name, module prefix)``, bottom to top. A prefix matches itself and its
 #: submodules; the bare package name matches only the package's ``__init__``.
-#: Layer 0 is two modules that import nothing of the package (the input checks below
-#: the rule for seeds).
+#: Layer 0 is three modules that import nothing of the package but each other, in this
+#: order: the input checks, the options they validate, the rule for seeds.
 LAYERS: list[tuple[str, str]] = [
     ("validation", "pymc_manidp._validation"),
+    ("options", "pymc_manidp._options"),
     ("rng", "pymc_manidp.rng"),
     ("geometry", "pymc_manidp.geometry"),
     ("stats", "pymc_manidp.stats"),

@@ -31,11 +31,12 @@ import stat
 import warnings
 from pathlib import Path
 
+from pymc_manidp._options import options
 from pymc_manidp._validation import read_env
 
 __all__ = ["CACHE_ENV", "cache_dir", "njit", "not_ours_alone", "private_cache"]
 
-CACHE_ENV = "PYMC_MANIDP_CACHE_DIR"
+CACHE_ENV = options.env("cache_dir")
 #: the folders under :func:`cache_dir` that hold what the loaders read
 CACHE_SUBDIRS = ("numba", "models")
 #: where numba caches the kernels of this folder, under :func:`cache_dir`
@@ -53,7 +54,8 @@ def cache_dir() -> Path:
     Returns
     -------
     pathlib.Path
-        ``$PYMC_MANIDP_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pymc-manidp`` (by
+        ``pymc_manidp.options["cache_dir"]`` (set in Python, else
+        ``$PYMC_MANIDP_CACHE_DIR``) if set, else ``$XDG_CACHE_HOME/pymc-manidp`` (by
         default ``~/.cache/pymc-manidp``). It may not exist yet.
 
     Raises
@@ -62,7 +64,7 @@ def cache_dir() -> Path:
         Either variable, or ``HOME`` when it is used, set to something other than an
         absolute path (named): a relative folder would move with the working folder.
     """
-    env = read_env(CACHE_ENV, "path")
+    env = options["cache_dir"]
     if env:
         return Path(env)
     base = read_env("XDG_CACHE_HOME", "path")
