@@ -615,7 +615,7 @@ def _plan(target, kernel, *, t, lag, reps, chains, init, max_seconds):
     estimate from below). Raises a ``ValueError`` with the numbers when their sum
     exceeds the budget, before any of them runs.
     """
-    from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV
+    from pymc_manidp.mcmc.time_limit import MAX_SECONDS_ENV
 
     if max_seconds is None:
         max_seconds = options["mcmc_max_seconds"]
