@@ -982,13 +982,13 @@ def _check_pytensor_compiledir() -> None:
     PyTensor loads compiled modules and pickles (its numba cache, each module's key)
     from ``base_compiledir``; it creates the folder on import but reads nothing there
     before its first compilation, so checking right after the import is in time. The
-    same rule as the package's own cache (``geometry/_kernels/cache.py``), except that
+    same rule as the package's own cache (``geometry/_numba/cache.py``), except that
     entries writable by the user's own primary group are accepted: PyTensor writes
     them with the user's umask, which is 002 on many systems.
     """
     import pytensor
 
-    from pymc_manidp.geometry._kernels.cache import not_ours_alone
+    from pymc_manidp.geometry._numba.cache import not_ours_alone
 
     # compiledir (where the modules are loaded from) may be set apart from its base;
     # inside it (the default), the walk of the base covers it
@@ -1052,7 +1052,7 @@ def _writable_compile_dir() -> None:
             new = f"base_compiledir={temporary()}"
             os.environ["PYTENSOR_FLAGS"] = ",".join(filter(None, (flags, new)))
             notes.append(f"PyTensor's compile folder {default} cannot be written ({reason})")
-    # as geometry/_kernels/cache.py's cache_dir, without importing it (it loads PyTensor)
+    # as geometry/_numba/cache.py's cache_dir, without importing it (it loads PyTensor)
     ours = os.path.expanduser(os.environ.get("PYMC_MANIDP_CACHE_DIR", "").strip())
     if not ours:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import pymc_manidp as pmd
 from pymc_manidp import mcmc
 from pymc_manidp._options import options
-from pymc_manidp.geometry._kernels.cache import cache_dir
+from pymc_manidp.geometry._numba.cache import cache_dir
 from pymc_manidp.mcmc.sampling import nuts_backend
 
 ENVS = ("PYMC_MANIDP_MCMC_MAX_SECONDS", "PYMC_MANIDP_NUTS_BACKEND", "PYMC_MANIDP_CACHE_DIR")

@@ -16,7 +16,7 @@ import pytensor.tensor as pt
 import pytest
 
 import pymc_manidp as pmd
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
+from pymc_manidp.geometry._numba import pt_numerics as ptn
 from tests.cases import manifold_params, random_point, random_tangent
 
 ALL = ["S1(R=2)", "S2(R=0.5)", "S5(R=3)", "SPD2", "SPD3", "Kendall3", "Kendall4", "Kendall10", "R3"]

@@ -239,7 +239,7 @@ def _kernel_locator_class(base):
     """A numba cache locator for the kernels decorated with :func:`njit`, and no others."""
 
     class KernelCacheLocator(base):
-        """Numba's cache of a kernel of ``geometry/_kernels``: the checked cache folder."""
+        """Numba's cache of a kernel of ``geometry/_numba``: the checked cache folder."""
 
         _pymc_manidp_kernels = True
 
