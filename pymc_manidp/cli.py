@@ -69,7 +69,7 @@ def _status():
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pymc_manidp.io.files import MANIFOLDS
+    from pymc_manidp.io.files import MANIFOLD_NAMES
 
     parser = _Parser(
         prog="pymc-manidp",
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="data file, .npy or .csv, one record per row; or data too big for memory, read "
         "in passes with Dask: a folder or glob of .npy shards, a .zarr store, Parquet files",
     )
-    p.add_argument("--manifold", required=True, choices=MANIFOLDS)
+    p.add_argument("--manifold", required=True, choices=MANIFOLD_NAMES)
     p.add_argument("--epsilon", required=True, type=float, help="privacy budget (> 0)")
     p.add_argument(
         "--center",
