@@ -52,6 +52,7 @@ from pymc_manidp.laws.charts import (
     log_volume,
 )
 from pymc_manidp.laws.normalizers import has_laplace_normalizer, laplace_log_normalizer
+from pymc_manidp.stats.reductions import CheckedData
 
 __all__ = [
     "KNG",
@@ -709,6 +710,8 @@ class KNG(Continuous):
 
     @classmethod
     def dist(cls, manifold, data, sigma, domain, *, statistic="mean", **kwargs):
+        if isinstance(data, CheckedData):  # DataDomain.check's record: its points
+            data = data.points
         if _check_statistic(statistic) == "median" and domain is None:
             if not np.isfinite(manifold.log_volume):
                 raise ValueError(
@@ -720,7 +723,7 @@ class KNG(Continuous):
             raise ValueError("domain is defined on a different manifold")
         if domain is not None and _is_constant(data):
             data = pt.as_tensor_variable(
-                domain.check(np.asarray(data.data if isinstance(data, Constant) else data))
+                domain.check(np.asarray(data.data if isinstance(data, Constant) else data)).points
             )
         sigma = _check_sigma(sigma)
         for what, x in (("data", data), ("sigma", sigma)):
