@@ -34,6 +34,7 @@ _PUBLIC = {
     "BudgetExceededError": "pymc_manidp.privacy",
     "LaplaceMechanism": "pymc_manidp.mechanisms",
     "KNGMechanism": "pymc_manidp.mechanisms",
+    "options": "pymc_manidp._options",
 }
 
 

@@ -117,7 +117,7 @@ class _SettingsDefault:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pymc_manidp.io.files import MANIFOLDS
+    from pymc_manidp.io.files import MANIFOLD_NAMES
 
     parser = _Parser(
         prog="pymc-manidp",
@@ -151,7 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="data file, .npy or .csv, one record per row; or data too big for memory, read "
         "in passes with Dask: a folder or glob of .npy shards, a .zarr store, Parquet files",
     )
-    p.add_argument("--manifold", required=True, choices=MANIFOLDS, help="the space of the records")
+    p.add_argument(
+        "--manifold", required=True, choices=MANIFOLD_NAMES, help="the space of the records"
+    )
     p.add_argument(
         "--epsilon", required=True, type=_number("--epsilon"), help="privacy budget (> 0)"
     )
@@ -1113,8 +1115,8 @@ def _start_dependencies() -> None:
 
 def _check_pytensor_compiledir() -> None:
     """Refuse PyTensor's compile folder unless it is ours alone (issue 43 item 7): the
-    check a release from Python makes too (``geometry._kernels.cache``)."""
-    from pymc_manidp.geometry._kernels.cache import pytensor_compiledir_problem
+    check a release from Python makes too (``geometry._numba.cache``)."""
+    from pymc_manidp.geometry._numba.cache import pytensor_compiledir_problem
 
     problem = pytensor_compiledir_problem()
     if problem is not None:
@@ -1163,7 +1165,7 @@ def _writable_compile_dir() -> None:
             new = f"base_compiledir={temporary()}"
             os.environ["PYTENSOR_FLAGS"] = ",".join(filter(None, (flags, new)))
             notes.append(f"PyTensor's compile folder {default} cannot be written ({reason})")
-    # as geometry/_kernels/cache.py's cache_dir, without importing it (it loads PyTensor)
+    # as geometry/_numba/cache.py's cache_dir, without importing it (it loads PyTensor)
     ours = os.path.expanduser(os.environ.get("PYMC_MANIDP_CACHE_DIR", "").strip())
     if not ours:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")

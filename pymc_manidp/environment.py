@@ -9,7 +9,7 @@ and loads compiled code, in the working folder). One check,
 :func:`environment_problem`, serves both ways in: the command line runs it before any
 dependency is imported (one line, exit 2), and the first release or sample from Python
 runs it with the check of PyTensor's compile folder
-(``geometry._kernels.cache.check_environment_once``), raising
+(``geometry._numba.cache.check_environment_once``), raising
 :class:`BrokenEnvironmentError`. This module imports nothing but the standard library,
 so that the command line can run it before anything reads the variables.
 """

@@ -184,7 +184,7 @@ def test_ctrl_c_during_the_imports_exits_130_with_one_line(module, tmp_path):
 # --- item 15: every environment variable the package reads is validated, by name --------------
 @pytest.mark.parametrize("value", ["nan", "abc", "inf", "-1", "0"])
 def test_a_bad_mcmc_time_limit_is_refused_naming_the_variable(value, monkeypatch):
-    from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV, check_mcmc_budget
+    from pymc_manidp.mcmc.time_limit import MAX_SECONDS_ENV, check_mcmc_budget
 
     monkeypatch.setenv(MAX_SECONDS_ENV, value)
     with pytest.raises(ValueError, match=f"{MAX_SECONDS_ENV}='{value}' must be a finite number"):

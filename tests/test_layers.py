@@ -8,7 +8,8 @@ of a higher layer, whatever its ``__init__`` does. The order, bottom to top
 (docs/architecture.md):
 
 ==  ===========  ==========================================================================
-0   rng          seeds and generators
+0   rng          input checks (``_validation``), the package's options (``_options``),
+                 seeds and generators (``rng``)
 1   geometry     the Manifold protocol, one file per manifold, private kernels; no PyMC
 2   stats        Fréchet means, sensitivities, the public domain, passes over the data
 3   laws         Laplace and KNG: log-densities, charts, normalizers, exact samplers, the
@@ -43,7 +44,11 @@ PACKAGE = Path(pymc_manidp.__file__).parent
 
 #: ``(layer name, module prefix)``, bottom to top. A prefix matches itself and its
 #: submodules; the bare package name matches only the package's ``__init__``.
+#: Layer 0 is three modules that import nothing of the package but each other, in this
+#: order: the input checks, the options they validate, the rule for seeds.
 LAYERS: list[tuple[str, str]] = [
+    ("validation", "pymc_manidp._validation"),
+    ("options", "pymc_manidp._options"),
     ("rng", "pymc_manidp.rng"),
     ("environment", "pymc_manidp.environment"),
     ("geometry", "pymc_manidp.geometry"),
@@ -270,7 +275,11 @@ def loaded_by(name: str) -> list[str]:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("prefix", [p for _, p in LAYERS[:8]] + ["pymc_manidp"])
+@pytest.mark.parametrize(
+    "prefix",
+    [p for _, p in LAYERS[: LAYERS.index(("mechanisms", "pymc_manidp.mechanisms")) + 1]]
+    + ["pymc_manidp"],
+)
 def test_importing_a_folder_loads_nothing_above_it(prefix):
     """Dynamic: ``__init__`` side effects and lazy imports run at import time included."""
     mine = layer_of(prefix)

@@ -26,6 +26,10 @@ def test_each_public_name_resolves_to_itself(name):
     value = getattr(pmd, name)
     if name == "__version__":
         assert isinstance(value, str)
+    elif name == "options":  # the one instance of the package's options
+        from pymc_manidp._options import Options
+
+        assert isinstance(value, Options)
     else:  # a class or a function, found under its own name
         assert value.__name__ == name
 

@@ -34,7 +34,7 @@ import pytensor
 import pytensor.tensor as pt
 
 import pymc_manidp as pmd
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
+from pymc_manidp.geometry._numba import pt_numerics as ptn
 
 
 def kng_graph(k, route):

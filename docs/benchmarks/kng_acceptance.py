@@ -40,6 +40,6 @@ for label, M, m0, r, kind in cases:
             data = M.exp_coords(dom.center, rng.normal(size=(n, M.dim)) * r / 3)
         data = dom.check(data, clip=True)
         mech = pmd.KNGMechanism(M, epsilon=eps, center=m0, radius=r)
-        mech.sample(data, 2000, random_seed=1)
-        row.append(f"{mech.last_sampler_info['acceptance_rate']:.2f}")
+        _, info = mech.sample(data, 2000, random_seed=1, return_info=True)
+        row.append(f"{info['acceptance_rate']:.2f}")
     print(f"| {label} | {dom.curvature_factor:.3f} | " + " | ".join(row) + " |")

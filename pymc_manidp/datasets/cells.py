@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int
+from pymc_manidp._validation import check_positive_int
 
 __all__ = ["Cells", "load_cells", "resample_closed"]
 

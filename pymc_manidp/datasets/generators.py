@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
+from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.geometry.base import Manifold
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.geometry.sphere import Sphere
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
 from pymc_manidp.rng import as_generator
 
 __all__ = ["as_generator", "sphere_cap", "uniform_radius_ball", "wishart_in_ball"]

@@ -13,8 +13,8 @@ import operator
 
 import numpy as np
 
+from pymc_manidp._validation import check_positive_real
 from pymc_manidp.geometry.hyperbolic import Hyperbolic
-from pymc_manidp.geometry.validation import check_positive_real
 
 __all__ = ["MAX_TREE_RADIUS", "embed_tree"]
 

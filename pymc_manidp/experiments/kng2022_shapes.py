@@ -100,7 +100,7 @@ def local_linear_smooth(z, bandwidth: float = 1.0) -> np.ndarray:
     >>> bool(np.allclose(s, z * (w @ np.cos(2 * np.pi * delta / k)) / w.sum()))
     True
     """
-    from pymc_manidp.geometry.validation import check_positive_real
+    from pymc_manidp._validation import check_positive_real
 
     h = check_positive_real(bandwidth, "bandwidth")
     z = np.asarray(z, float)
@@ -188,8 +188,10 @@ def _kng_draws(cfg, size, ss):
     mech = pmd.KNGMechanism(K, epsilon=cfg["epsilon"], center=m0, radius=cfg["radius"])
     # the exact sampler of the mechanism's own law (pure ε-DP); each draw alone is one
     # release of the data, as each chain's last state was under the paper's MH
-    draws = mech.sample(private, size, random_seed=np.random.default_rng(ss), clip=True)
-    return draws, mech.last_sampler_info["acceptance_rate"]
+    draws, info = mech.sample(
+        private, size, random_seed=np.random.default_rng(ss), clip=True, return_info=True
+    )
+    return draws, info["acceptance_rate"]
 
 
 def kng2022_shapes(

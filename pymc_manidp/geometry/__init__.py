@@ -2,7 +2,7 @@
 
 A manifold is one module of this folder (docs/architecture.md, "How to add a
 manifold"). The modules are found here, not listed: every public module of the folder
-other than ``base`` and ``validation`` is imported, and each class it exports in its
+other than ``base`` is imported, and each class it exports in its
 ``__all__`` that subclasses :class:`ManifoldBase` becomes part of this package's
 namespace (and of ``pymc_manidp``'s); the ones with a
 ``name`` are offered to data files and the command line
@@ -18,7 +18,7 @@ import pkgutil
 from pymc_manidp.geometry.base import Manifold, ManifoldBase, max_radius_from
 
 #: modules of this folder that hold no manifold
-_NOT_SPACES = frozenset({"base", "validation"})
+_NOT_SPACES = frozenset({"base"})
 
 
 def _discover() -> dict[str, type]:

@@ -18,7 +18,13 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Manifold", "ManifoldBase", "exp_chart_is_isometry", "max_radius_from"]
+__all__ = [
+    "Manifold",
+    "ManifoldBase",
+    "check_manifold",
+    "exp_chart_is_isometry",
+    "max_radius_from",
+]
 
 
 def max_radius_from(injectivity_radius: float, kappa_max: float) -> float:
@@ -648,3 +654,14 @@ class ManifoldBase:
         xb = pt.expand_dims(x, -nd - 1)
         xb = pt.broadcast_to(xb, (*[x.shape[i] for i in range(x.ndim - nd)], n, *self.point_shape))
         return self.pt_norm(x, pt.sum(self.pt_log(xb, data), axis=-nd - 1))
+
+
+def check_manifold(manifold, name: str = "manifold"):
+    """Return ``manifold`` if it is a manifold *instance* (not a class, string or None)."""
+    if isinstance(manifold, type) or not isinstance(manifold, Manifold):
+        what = manifold.__name__ + " (the class)" if isinstance(manifold, type) else repr(manifold)
+        raise TypeError(
+            f"{name} must be a manifold instance such as pmd.Sphere(dim=2) or pmd.SPD(k=2), "
+            f"got {what}"
+        )
+    return manifold

@@ -8,8 +8,8 @@ from typing import ClassVar
 import numpy as np
 import pytensor.tensor as pt
 
+from pymc_manidp._validation import as_points, check_positive_int
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import as_points, check_positive_int
 
 __all__ = ["Euclidean"]
 

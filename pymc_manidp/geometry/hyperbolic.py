@@ -41,10 +41,10 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 from scipy import special
 
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
-from pymc_manidp.geometry._kernels.numerics import log_sinhc, sinhc
+from pymc_manidp._validation import as_points, check_positive_int, check_tol, first_bad_row
+from pymc_manidp.geometry._numba import pt_numerics as ptn
+from pymc_manidp.geometry._numba.numerics import log_sinhc, sinhc
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import as_points, check_positive_int, check_tol, first_bad_row
 
 __all__ = [
     "Hyperbolic",

@@ -26,10 +26,10 @@ import numpy as np
 import pytensor.tensor as pt
 from scipy import special
 
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
-from pymc_manidp.geometry._kernels.numerics import angle_between, log_sinc, sinc, theta_over_sin
+from pymc_manidp._validation import as_points, check_positive_int, first_bad_row
+from pymc_manidp.geometry._numba import pt_numerics as ptn
+from pymc_manidp.geometry._numba.numerics import angle_between, log_sinc, sinc, theta_over_sin
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import as_points, check_positive_int, first_bad_row
 
 __all__ = ["KendallShape", "helmert", "preshape"]
 

@@ -40,10 +40,10 @@ from typing import ClassVar
 import numpy as np
 import pytensor.tensor as pt
 
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
-from pymc_manidp.geometry._kernels.numerics import log_sinc, sinc
+from pymc_manidp._validation import as_points, check_bool, check_tol, first_bad_row
+from pymc_manidp.geometry._numba import pt_numerics as ptn
+from pymc_manidp.geometry._numba.numerics import log_sinc, sinc
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import as_points, check_bool, check_tol, first_bad_row
 
 __all__ = [
     "Rotations",

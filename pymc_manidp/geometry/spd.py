@@ -26,10 +26,10 @@ from pytensor.link.numba.dispatch import basic as numba_basic
 from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
 from scipy import special
 
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
-from pymc_manidp.geometry._kernels.numerics import log_sinhc, sym, sym_eigh, sym_eigvalsh, sym_funm
+from pymc_manidp._validation import as_points, check_positive_int, check_tol, first_bad_row
+from pymc_manidp.geometry._numba import pt_numerics as ptn
+from pymc_manidp.geometry._numba.numerics import log_sinhc, sym, sym_eigh, sym_eigvalsh, sym_funm
 from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import as_points, check_positive_int, check_tol, first_bad_row
 
 __all__ = [
     "SPD",
@@ -465,7 +465,7 @@ class SPD(ManifoldBase):
         logm(x^{-1/2} x_i x^{-1/2})``, before the single congruence back to
         ``T_x``; squared distances are the squared log-eigenvalues.
         """
-        from pymc_manidp.geometry._kernels.sym_kernels import log_congruence_mean
+        from pymc_manidp.geometry._numba.sym_kernels import log_congruence_mean
 
         s, si = _sqrt_invsqrt(np.asarray(x, float))
         white, energy, _ = log_congruence_mean(
@@ -482,7 +482,7 @@ class SPD(ManifoldBase):
         c_i^T``, ``c_i`` the orthonormal coordinates of ``log(x^{-1/2} x_i x^{-1/2})``
         (a sum over the data: the blocks of a pass add up), for :meth:`newton_direction`.
         """
-        from pymc_manidp.geometry._kernels.sym_kernels import log_congruence_mean
+        from pymc_manidp.geometry._numba.sym_kernels import log_congruence_mean
 
         s, si = _sqrt_invsqrt(np.asarray(x, float))
         white, energy, moments = log_congruence_mean(
@@ -522,7 +522,7 @@ class SPD(ManifoldBase):
     def stack_frechet_gradient(self, x, data):
         """:meth:`frechet_gradient`'s route (one eigendecomposition per record, the sum
         in whitened coordinates) for a stack."""
-        from pymc_manidp.geometry._kernels.sym_kernels import log_congruence_mean
+        from pymc_manidp.geometry._numba.sym_kernels import log_congruence_mean
 
         s, si = _sqrt_invsqrt(np.asarray(x, float))
         data = np.ascontiguousarray(data, dtype=float)

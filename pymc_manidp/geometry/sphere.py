@@ -19,16 +19,16 @@ import numpy as np
 import pytensor.tensor as pt
 from scipy import special
 
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
-from pymc_manidp.geometry._kernels.numerics import angle_between, log_sinc, sinc, theta_over_sin
-from pymc_manidp.geometry.base import ManifoldBase
-from pymc_manidp.geometry.validation import (
+from pymc_manidp._validation import (
     as_points,
     check_positive_int,
     check_positive_real,
     check_tol,
     first_bad_row,
 )
+from pymc_manidp.geometry._numba import pt_numerics as ptn
+from pymc_manidp.geometry._numba.numerics import angle_between, log_sinc, sinc, theta_over_sin
+from pymc_manidp.geometry.base import ManifoldBase
 
 __all__ = ["Sphere", "log_unit_sphere_volume"]
 
@@ -291,7 +291,7 @@ class Sphere(ManifoldBase):
 
         ``atan2`` of the two legs keeps full accuracy at small angles (where
         ``arccos`` would not) and costs one dot product per datum; the loop is compiled
-        (``geometry/_kernels/sphere_kernels.py``), with no temporary of the data's size.
+        (``geometry/_numba/sphere_kernels.py``), with no temporary of the data's size.
         """
         g, energy, _ = self._log_mean(x, data, weights, False)
         return g, energy
@@ -324,7 +324,7 @@ class Sphere(ManifoldBase):
         return self.to_tangent(x, np.linalg.solve(0.5 * (full + full.T), np.asarray(g, float)))
 
     def _log_mean(self, x, data, weights, hessian):
-        from pymc_manidp.geometry._kernels.sphere_kernels import sphere_log_mean
+        from pymc_manidp.geometry._numba.sphere_kernels import sphere_log_mean
 
         g, energy, hess, theta_max = sphere_log_mean(
             np.ascontiguousarray(x, dtype=float),
@@ -340,7 +340,7 @@ class Sphere(ManifoldBase):
     def frechet_gradients(self, xs, data, weights):
         """:meth:`frechet_gradient` at each point of ``xs`` ``(m, D)``: ``(g (m, D),
         energy (m,))``, the same numbers, from one call of the compiled kernel."""
-        from pymc_manidp.geometry._kernels.sphere_kernels import sphere_log_means
+        from pymc_manidp.geometry._numba.sphere_kernels import sphere_log_means
 
         g, energy, theta_max = sphere_log_means(
             np.ascontiguousarray(xs, dtype=float),

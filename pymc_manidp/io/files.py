@@ -31,14 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
+from pymc_manidp._validation import check_real_data
 from pymc_manidp.geometry import manifold_class, manifold_names
-from pymc_manidp.geometry.validation import check_real_data
 from pymc_manidp.privacy.atomic import check_output_target, write_atomic
 from pymc_manidp.privacy.release import release_record
 from pymc_manidp.stats import reductions
 
 __all__ = [
-    "MANIFOLDS",
+    "MANIFOLD_NAMES",
     "check_output_target",
     "check_regular_file",
     "manifold_for",
@@ -50,7 +50,7 @@ __all__ = [
 
 #: the names of the spaces a data file may hold (``--manifold``): every space of
 #: :mod:`pymc_manidp.geometry` with a name
-MANIFOLDS = manifold_names()
+MANIFOLD_NAMES = manifold_names()
 
 
 def check_regular_file(path) -> Path:
@@ -243,7 +243,7 @@ def manifold_for(name: str, data: np.ndarray, *, layout=None, scalar_first: bool
     Parameters
     ----------
     name : str
-        One of :data:`MANIFOLDS` (the spaces of :mod:`pymc_manidp.geometry` that have a
+        One of :data:`MANIFOLD_NAMES` (the spaces of :mod:`pymc_manidp.geometry` that have a
         name).
     data : array_like or dask.array.Array, shape ``(n, ...)``
         One record per row: ``(n, D)`` (sphere), ``(n, k, k)`` or ``(n, k*k)``
@@ -381,7 +381,7 @@ def release_json(release, *, manifold_name, manifold, center, radius, options, s
         The release (:class:`~pymc_manidp.privacy.Release`); only its
         :meth:`~pymc_manidp.privacy.Release.public` record is written.
     manifold_name : str
-        The manifold's name on the command line (one of :data:`MANIFOLDS`).
+        The manifold's name on the command line (one of :data:`MANIFOLD_NAMES`).
     manifold : Manifold
         The manifold released on (its ``repr`` and ``dim`` are written).
     center : array_like, shape ``manifold.point_shape``

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_real_data
+from pymc_manidp._validation import check_real_data
 from pymc_manidp.privacy.budget import LedgerError, PrivacyBudget, check_state, new_state, seal
 from pymc_manidp.stats import reductions
 

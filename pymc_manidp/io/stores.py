@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_real_data
+from pymc_manidp._validation import check_real_data
 from pymc_manidp.io.files import check_regular_file
 
 __all__ = ["input_files", "is_lazy_source", "open_points"]

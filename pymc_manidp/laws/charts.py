@@ -27,8 +27,8 @@ import pytensor.tensor as pt
 from pymc.logprob.transforms import Transform
 from scipy.special import gammaln
 
+from pymc_manidp._validation import check_positive_real
 from pymc_manidp.geometry.sphere import log_unit_sphere_volume
-from pymc_manidp.geometry.validation import check_positive_real
 
 __all__ = [
     "ChartTransform",

@@ -42,7 +42,7 @@ from pytensor.graph.traversal import ancestors
 from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_manidp.geometry.validation import check_positive_real
+from pymc_manidp._validation import check_positive_real
 from pymc_manidp.laws.charts import (
     ChartTransform,
     MovingTangentChart,
@@ -52,6 +52,7 @@ from pymc_manidp.laws.charts import (
     log_volume,
 )
 from pymc_manidp.laws.normalizers import has_laplace_normalizer, laplace_log_normalizer
+from pymc_manidp.stats.reductions import CheckedData
 
 __all__ = [
     "KNG",
@@ -710,6 +711,8 @@ class KNG(Continuous):
 
     @classmethod
     def dist(cls, manifold, data, sigma, domain, *, statistic="mean", **kwargs):
+        if isinstance(data, CheckedData):  # DataDomain.check's record: its points
+            data = data.points
         if _check_statistic(statistic) == "median" and domain is None:
             if not np.isfinite(manifold.log_volume):
                 raise ValueError(
@@ -721,7 +724,7 @@ class KNG(Continuous):
             raise ValueError("domain is defined on a different manifold")
         if domain is not None and _is_constant(data):
             data = pt.as_tensor_variable(
-                domain.check(np.asarray(data.data if isinstance(data, Constant) else data))
+                domain.check(np.asarray(data.data if isinstance(data, Constant) else data)).points
             )
         sigma = _check_sigma(sigma)
         for what, x in (("data", data), ("sigma", sigma)):

@@ -54,14 +54,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
-from pymc_manidp.geometry.base import exp_chart_is_isometry
-from pymc_manidp.geometry.spd import SPD
-from pymc_manidp.geometry.validation import (
+from pymc_manidp._validation import (
     as_points,
     check_positive_int,
     check_positive_real,
     check_sigma,
 )
+from pymc_manidp.geometry.base import exp_chart_is_isometry
+from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.rng import as_generator
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats.domain import DataDomain

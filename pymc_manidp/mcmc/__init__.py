@@ -7,8 +7,6 @@ stay in ``pymc_manidp.mcmc.kernels``; :class:`~pymc_manidp.privacy.CouplingError
 which :func:`meeting_times` raises, is documented with the coupling estimate.
 """
 
-from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV, MCMC_MAX_SECONDS, check_mcmc_budget
-from pymc_manidp.mcmc.calibration import CalibrationResult, calibration_study
 from pymc_manidp.mcmc.kernels import (
     HMC,
     RWMH,
@@ -35,7 +33,9 @@ from pymc_manidp.mcmc.sampling import (
     sample,
     sampler_backend,
 )
+from pymc_manidp.mcmc.sbc import CalibrationResult, calibration_study
 from pymc_manidp.mcmc.settings import MCMCSettings
+from pymc_manidp.mcmc.time_limit import MAX_SECONDS_ENV, MCMC_MAX_SECONDS, check_mcmc_budget
 
 __all__ = [
     "BACKEND_ENV",

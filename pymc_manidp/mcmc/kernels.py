@@ -35,7 +35,7 @@ from functools import partial
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.rng import as_generator
 
 __all__ = [

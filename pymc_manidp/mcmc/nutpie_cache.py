@@ -42,13 +42,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pymc_manidp.geometry._kernels.cache import (
+from pymc_manidp.geometry._numba.cache import (
     CACHE_ENV,
     CACHE_SUBDIRS,
     cache_dir,
     private_cache,
 )
-from pymc_manidp.geometry._kernels.cache import not_ours_alone as _not_ours_alone  # noqa: F401 (tests)
+from pymc_manidp.geometry._numba.cache import not_ours_alone as _not_ours_alone  # noqa: F401 (tests)
 
 __all__ = ["CACHE_ENV", "NutpieInternalsError", "cache_dir", "clear_cache", "compile_nutpie"]
 
@@ -75,7 +75,7 @@ def _cache_is_private() -> bool:
     (numba's pickled index and object code), so the folder and everything the loader
     reads below it (``numba/``, ``models/``) must belong to the current user, be
     writable by nobody else, and be plain files and folders
-    (:func:`pymc_manidp.geometry._kernels.cache.not_ours_alone`). Otherwise it warns,
+    (:func:`pymc_manidp.geometry._numba.cache.not_ours_alone`). Otherwise it warns,
     naming the first offending path, and returns False: the model is then compiled in
     the process and nothing is read from or written to the cache.
     """

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.mcmc.kernels import metropolis_step, run_chain
 
 __all__ = ["RandomWalkResult", "propose", "random_walk_mh"]

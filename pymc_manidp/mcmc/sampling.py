@@ -25,8 +25,8 @@ import numpy as np
 import pymc as pm
 import pytensor
 
-from pymc_manidp.geometry._kernels.cache import check_environment_once
-from pymc_manidp.geometry.validation import read_env
+from pymc_manidp._options import options
+from pymc_manidp.geometry._numba.cache import check_environment_once
 from pymc_manidp.mcmc.nutpie_cache import _compile_nutpie_or_fallback, _nutpie_with_data
 from pymc_manidp.mcmc.settings import MCMCSettings
 
@@ -48,7 +48,7 @@ SAMPLERS = ("nuts", "metropolis")
 
 
 NUTS_BACKENDS = ("nutpie", "pymc")
-BACKEND_ENV = "PYMC_MANIDP_NUTS_BACKEND"
+BACKEND_ENV = options.env("nuts_backend")
 
 
 def has_nutpie() -> bool:
@@ -65,15 +65,16 @@ def has_nutpie() -> bool:
 def nuts_backend(backend=None) -> str:
     """The NUTS implementation to use: ``"nutpie"`` or ``"pymc"``.
 
-    ``backend`` (or, when it is None, the environment variable
-    ``PYMC_MANIDP_NUTS_BACKEND``) is ``"nutpie"``, ``"pymc"`` or ``"auto"`` (the
-    default): nutpie when it is installed, PyMC's NUTS otherwise.
+    ``backend`` (or, when it is None, ``pymc_manidp.options["nuts_backend"]``: set in
+    Python, else the environment variable ``PYMC_MANIDP_NUTS_BACKEND``) is
+    ``"nutpie"``, ``"pymc"`` or ``"auto"`` (the default): nutpie when it is installed,
+    PyMC's NUTS otherwise.
 
     Parameters
     ----------
     backend : {None, "auto", "nutpie", "pymc"}, optional
-        The choice (any case); None reads ``$PYMC_MANIDP_NUTS_BACKEND``, then
-        ``"auto"``.
+        The choice (any case); None reads ``pymc_manidp.options["nuts_backend"]``
+        (``$PYMC_MANIDP_NUTS_BACKEND``, then ``"auto"``).
 
     Returns
     -------
@@ -87,12 +88,7 @@ def nuts_backend(backend=None) -> str:
     ImportError
         ``"nutpie"`` asked for and nutpie not installed.
     """
-    choice = (
-        backend
-        or read_env(
-            BACKEND_ENV, "choice", "auto", choices=(*NUTS_BACKENDS, "auto"), what="the NUTS backend"
-        )
-    ).lower()
+    choice = (backend or options["nuts_backend"]).lower()
     if choice == "auto":
         return "nutpie" if has_nutpie() else "pymc"
     if choice not in NUTS_BACKENDS:

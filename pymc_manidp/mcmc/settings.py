@@ -13,7 +13,7 @@ import dataclasses
 import numbers
 from dataclasses import dataclass
 
-from pymc_manidp.geometry.validation import check_positive_int
+from pymc_manidp._validation import check_positive_int
 
 __all__ = ["MCMCSettings"]
 

@@ -36,14 +36,14 @@ from typing import ClassVar
 import numpy as np
 
 from pymc_manidp import mcmc
-from pymc_manidp.geometry._kernels.cache import check_environment_once
-from pymc_manidp.geometry.validation import (
+from pymc_manidp._validation import (
     check_bool,
-    check_manifold,
     check_positive_int,
     check_positive_real,
     check_sigma,
 )
+from pymc_manidp.geometry._numba.cache import check_environment_once
+from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
 from pymc_manidp.privacy.budget import PrivacyBudget, budget_to_charge, current_budget
@@ -121,7 +121,8 @@ class Mechanism:
     release_notes : tuple of str
         The mechanism's own caveats, first in every Release's notes.
     last_sampler_info : dict or None
-        Rejection statistics of the last :meth:`sample` (for the curator).
+        Deprecated (warns ``FutureWarning``): the rejection statistics of the last
+        :meth:`sample`; ask ``sample(..., return_info=True)`` for them instead.
     """
 
     name = "mechanism"
@@ -132,7 +133,6 @@ class Mechanism:
     mcmc_chart_on_ball = False
     value_on_manifold = True
     release_notes: tuple[str, ...] = ()
-    last_sampler_info: dict | None = None
 
     def __init__(self, manifold, *, epsilon, center, radius):
         self.manifold = check_manifold(manifold)
@@ -317,13 +317,15 @@ class Mechanism:
         return self._polar_model(mode, cal.sigma, inputs)
 
     # --- what users call --------------------------------------------------------------
-    def sample(self, data, size, *, random_seed=None, clip=False):
+    def sample(self, data, size, *, random_seed=None, clip=False, return_info=False):
         """``size`` i.i.d. draws ``(*size, *point_shape)`` of the mechanism's exact law.
 
         For audits, tests and experiments' replicates: each draw alone is an ε-DP
         release of ``data``; all of them together are not (their privacy losses add
-        up). ``size`` is an int or a tuple of ints. The rejection statistics of the
-        call are kept in the attribute ``last_sampler_info``.
+        up). ``size`` is an int or a tuple of ints. With ``return_info=True`` the
+        call returns ``(draws, info)``, ``info`` the rejection statistics of the call
+        (a dict like ``Release.sampler_info``: they depend on the data, so they are
+        for the curator only).
 
         Examples
         --------
@@ -331,9 +333,11 @@ class Mechanism:
         >>> import pymc_manidp as pmd
         >>> S = pmd.Sphere(dim=2)
         >>> mech = pmd.KNGMechanism(S, epsilon=1.0, center=[0, 0, 1.0], radius=0.7)
-        >>> mech.sample(np.array([[0, 0, 1.0], [0, 0.6, 0.8]]), 5, random_seed=0).shape
+        >>> data = np.array([[0, 0, 1.0], [0, 0.6, 0.8]])
+        >>> mech.sample(data, 5, random_seed=0).shape
         (5, 3)
-        >>> 0 < mech.last_sampler_info["acceptance_rate"] <= 1
+        >>> draws, info = mech.sample(data, 5, random_seed=0, return_info=True)
+        >>> 0 < info["acceptance_rate"] <= 1
         True
         """
         shape = _size(size)
@@ -346,12 +350,26 @@ class Mechanism:
         rng, _ = resolve_rng(random_seed)
         self._check_sampler("exact")
         clip = check_bool(clip, "clip")
+        return_info = check_bool(return_info, "return_info")
         cal = self.public_calibration(data, "exact")
         data = self.domain.check(data, clip=clip)
         out = self.exact_draws(data, cal.sigma, math.prod(shape), rng)
-        self.last_sampler_info = {"proposals": out.proposals, **out.info}
+        info = {"proposals": out.proposals, **out.info}
+        self._last_sampler_info = info  # only for the deprecated last_sampler_info
         points = np.asarray(out.points)
-        return points.reshape((*shape, *points.shape[1:]))
+        points = points.reshape((*shape, *points.shape[1:]))
+        return (points, info) if return_info else points
+
+    @property
+    def last_sampler_info(self) -> dict | None:
+        """Deprecated: the rejection statistics of the last :meth:`sample` (state on a
+        long-lived object); use ``sample(..., return_info=True)``."""
+        _deprecated(
+            "last_sampler_info",
+            "Mechanism.last_sampler_info is deprecated and will be removed: call "
+            "sample(..., return_info=True), which returns (draws, info)",
+        )
+        return self.__dict__.get("_last_sampler_info")
 
     def release(
         self,

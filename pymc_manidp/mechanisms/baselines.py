@@ -35,8 +35,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from pymc_manidp._validation import check_positive_int
 from pymc_manidp.geometry.spd import unvech, vech
-from pymc_manidp.geometry.validation import check_positive_int
 from pymc_manidp.laws.exact import ExactDraws, knorm_noise
 from pymc_manidp.mechanisms.base import Mechanism
 

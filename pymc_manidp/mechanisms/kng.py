@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int
+from pymc_manidp._validation import check_positive_int
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import KNG, STATISTICS
 from pymc_manidp.laws.exact_range import MEDIAN_SIGMA_FLOOR, kng_sigma_range

@@ -17,8 +17,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from pymc_manidp._validation import check_bool, check_nonnegative_real
 from pymc_manidp.geometry.spd import SPD
-from pymc_manidp.geometry.validation import check_bool, check_nonnegative_real
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import ManifoldLaplace
 from pymc_manidp.mechanisms.base import Mechanism

@@ -64,7 +64,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real, read_env
+from pymc_manidp._options import options
+from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.rng import as_generator
 
 #: Names of :mod:`pymc_manidp.mcmc.kernels` that belong to this module's interface too,
@@ -614,10 +615,10 @@ def _plan(target, kernel, *, t, lag, reps, chains, init, max_seconds):
     estimate from below). Raises a ``ValueError`` with the numbers when their sum
     exceeds the budget, before any of them runs.
     """
-    from pymc_manidp.mcmc.budget import MAX_SECONDS_ENV, MCMC_MAX_SECONDS
+    from pymc_manidp.mcmc.time_limit import MAX_SECONDS_ENV
 
     if max_seconds is None:
-        max_seconds = read_env(MAX_SECONDS_ENV, "positive real", float(MCMC_MAX_SECONDS))
+        max_seconds = options["mcmc_max_seconds"]
     else:
         max_seconds = check_positive_real(max_seconds, "max_seconds")
     k = _kernels()

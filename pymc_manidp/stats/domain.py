@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_bool, check_positive_real, check_real_data
+from pymc_manidp._validation import check_bool, check_positive_real, check_real_data
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats import sensitivity as sens
 
 # Defined beside the passes that raise it for Dask data: reductions imports nothing
 # from this module, so the two have no import cycle. Still importable from here.
-from pymc_manidp.stats.reductions import DomainError
+from pymc_manidp.stats.reductions import CheckedData, DomainError
 
 __all__ = ["DataDomain", "DomainError"]
 
@@ -150,12 +150,16 @@ class DataDomain:
             raise ValueError(f"data is empty (shape {got}): nothing to release")
         return int(got[0])
 
-    def check(self, data, *, clip: bool = False) -> np.ndarray:
+    def check(self, data, *, clip: bool = False) -> CheckedData:
         """Validate data against the manifold and the ball; return the data to use.
 
         One pass over the data (:func:`~pymc_manidp.stats.reductions.scan_domain`),
         which also sums the Fréchet gradient at the center for the mean's first step.
-        Data this method returned are not checked again.
+        The result is a value, :class:`~pymc_manidp.stats.reductions.CheckedData`
+        (the records, this domain and what the pass learnt), which stands in for its
+        records as an array and which the passes, ``frechet_mean`` and
+        ``frechet_median`` trust: checking it again against an equal domain returns
+        it unchanged, without a pass.
 
         Parameters
         ----------
@@ -171,10 +175,10 @@ class DataDomain:
 
         Returns
         -------
-        ndarray or dask.array.Array
-            The validated points. Accepted NumPy data come back as a new read-only
-            array (what was checked cannot change afterwards); Dask data as a lazy
-            array that validates (or clips) chunk by chunk in each later pass.
+        CheckedData
+            The validated points (its ``points``): accepted NumPy data as a new
+            read-only array (what was checked cannot change afterwards), Dask data as a
+            lazy array that validates (or clips) chunk by chunk in each later pass.
 
         Raises
         ------
@@ -186,12 +190,14 @@ class DataDomain:
         """
         M = self.manifold
         clip = check_bool(clip, "clip")  # "no" is truthy: never coerce
-        data = M.coerce(data)  # e.g. a SciPy Rotation: its matrices
-        check_real_data(data, "data")  # before any path: a mask or a dtype never slips by
         if reductions.checked_summary(data, domain=self) is not None:
             return data
+        if isinstance(data, CheckedData):  # another domain's, or not trusted: check anew
+            data = data.points
+        data = M.coerce(data)  # e.g. a SciPy Rotation: its matrices
+        check_real_data(data, "data")  # before any path: a mask or a dtype never slips by
         if reductions.is_dask(data):
-            return reductions.scan_domain(self, data, clip=clip)[0]
+            return reductions.scan_domain(self, data, clip=clip)
         if (
             isinstance(data, np.ndarray)
             and data.dtype.kind == "f"
@@ -199,9 +205,9 @@ class DataDomain:
             and data.shape[1:] == tuple(M.point_shape)
             and len(data)
         ):
-            points, _ = reductions.scan_domain(self, data)
-            if points is not None:
-                return points
+            checked = reductions.scan_domain(self, data)
+            if checked is not None:
+                return checked
             # data that fail take the path below, which names what failed
         x = M.validate(data)
         if x.ndim != len(M.point_shape) + 1:
@@ -220,7 +226,7 @@ class DataDomain:
             )
         outside = self.outside(d)
         if not np.any(outside):
-            return x
+            return CheckedData(x, self)
         if not clip:
             excess = float(d.max()) - self.radius
             rounding = excess <= 64 * np.finfo(float).eps * max(self.radius, 1.0)
@@ -237,7 +243,7 @@ class DataDomain:
                     "without looking at the data."
                 )
             )
-        return self._clip(x, d, outside)
+        return CheckedData(self._clip(x, d, outside), self)
 
     def outside(self, d):
         """Mask of records not provably inside the ball (NaN-safe), from their distances ``d``."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.stats import reductions
 
 __all__ = ["ConvergenceWarning", "FrechetResult", "FrechetResults", "frechet_mean", "frechet_means"]
@@ -70,11 +70,17 @@ def validated_data(manifold, data, what):
     """``(data, summary, n)``: records validated (NumPy), lazily validated (Dask) or
     already checked by ``DataDomain.check`` (then ``summary`` is its ``CheckSummary``).
 
-    ``what`` names the statistic in the error for empty data.
+    Trusted ``CheckedData`` on this manifold is not validated again: its NumPy points
+    come back as they are, Dask ones as the ``CheckedData`` (whose passes read the raw
+    records and validate block by block). Any other ``CheckedData`` is its points, a
+    plain array. ``what`` names the statistic in the error for empty data.
     """
     summary = reductions.checked_summary(data, manifold=manifold)
-    if summary is not None:
-        pass  # validated by DataDomain.check
+    if summary is not None:  # validated by DataDomain.check
+        if not reductions.is_dask(data):
+            data = data.points
+    elif isinstance(data, reductions.CheckedData):
+        return validated_data(manifold, data.points, what)
     elif reductions.is_dask(data):
         # validated chunk by chunk inside each pass (DataDomain.check names bad rows)
         data = reductions.lazy_validate(manifold, data)

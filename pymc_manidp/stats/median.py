@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats.frechet import (
     ConvergenceWarning,

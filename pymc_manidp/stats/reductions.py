@@ -17,11 +17,11 @@ and KNG's gradient norms at a batch of proposals. One call here is one *pass*:
   Dask's local scheduler runs the pass; with one (``distributed.Client(...)``
   made current) the cluster does.
 
-A check pass remembers its result for the array it returns (a read-only NumPy
-array or a new Dask array): later steps of the same release (the sampler's own
-check, the Fréchet mean's validation) do not repeat the pass, and the Fréchet
-mean starts from the public center with the gradient the check already summed
-(:func:`checked_summary`).
+A check pass returns its result as a value, a :class:`CheckedData` (the records, the
+domain and what the pass learnt), which every pass here, ``frechet_mean`` and
+``frechet_median`` accept and trust: later steps of the same release (the sampler's
+own check, the Fréchet mean's validation) do not repeat the pass, and the Fréchet
+mean starts from the public center with the gradient the check already summed.
 
 Examples
 --------
@@ -39,16 +39,16 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_real_data
+from pymc_manidp._validation import check_real_data
 
 __all__ = [
     "BLOCK_ELEMENTS",
     "CheckSummary",
+    "CheckedData",
     "DistanceProfile",
     "checked_summary",
     "distance_profile",
@@ -103,6 +103,8 @@ def is_dask(x) -> bool:
     >>> is_dask(np.zeros((2, 3)))
     False
     """
+    if isinstance(x, CheckedData):  # checked records: Dask if their points are
+        x = x.points
     da = sys.modules.get("dask.array")
     return da is not None and isinstance(x, da.Array)
 
@@ -434,7 +436,7 @@ def _gradients(M, xs, data, weights, label="Fréchet gradient", profile=None):
                 "weights are not supported with Dask data: Dask releases use equal weights"
             )
         edges = _profile_edges(profile, data, xs)
-        raw = _raw_of(data)  # checked data: validate block by block inside the pass
+        data, raw = _unwrap(data)  # checked data: validate block by block inside the pass
         data = _point_chunks(data if raw is None else raw, M.point_shape)
         if edges is not None:
             label += " and distances"
@@ -444,7 +446,7 @@ def _gradients(M, xs, data, weights, label="Fréchet gradient", profile=None):
         if edges is not None:
             profile.counts[xs[0].tobytes()] = np.sum([p[2] for p in parts], axis=0)
         return g, e
-    return _gradient_rows(M, xs, data, weights, 1.0 / n)
+    return _gradient_rows(M, xs, _points(data), weights, 1.0 / n)
 
 
 def frechet_gradient(M, x, data, weights=None, *, profile=None):
@@ -535,7 +537,7 @@ def frechet_gradient_hessian(M, x, data, weights=None, *, profile=None):
                 "weights are not supported with Dask data: Dask releases use equal weights"
             )
         edges = _profile_edges(profile, data, x[None])
-        raw = _raw_of(data)
+        data, raw = _unwrap(data)
         data = _point_chunks(data if raw is None else raw, M.point_shape)
         label = "Fréchet gradient and Hessian" + ("" if edges is None else " and distances")
         parts = _run_pass(data, _newton_chunk, label, M, x, 1.0 / n, raw is not None, edges)
@@ -545,7 +547,7 @@ def frechet_gradient_hessian(M, x, data, weights=None, *, profile=None):
         if edges is not None:
             profile.counts[x.tobytes()] = np.sum([p[3] for p in parts], axis=0)
         return g, e, h
-    g, e, h = _newton_rows(M, x, data, weights, 1.0 / n)
+    g, e, h = _newton_rows(M, x, _points(data), weights, 1.0 / n)
     return g, float(e), h
 
 
@@ -717,7 +719,7 @@ def median_terms(M, xs, data, weights=None):
             raise ValueError(
                 "weights are not supported with Dask data: Dask releases use equal weights"
             )
-        raw = _raw_of(data)
+        data, raw = _unwrap(data)
         data = _point_chunks(data if raw is None else raw, M.point_shape)
         label = "median sums" if len(xs) == 1 else f"median gradients at {len(xs)} proposals"
         parts = _run_pass(data, _median_chunk, label, M, xs, 1.0 / n, raw is not None)
@@ -725,7 +727,7 @@ def median_terms(M, xs, data, weights=None):
         for part in parts[1:]:  # in chunk order
             total = _median_combine(total, part)
         return total
-    return _median_rows(M, xs, data, weights, 1.0 / n)
+    return _median_rows(M, xs, _points(data), weights, 1.0 / n)
 
 
 def median_grad_norms(M, xs, data):
@@ -891,7 +893,7 @@ def median_cell_bounds(M, xs, data, delta):
     kappas = tuple(float(k) for k in M.curvature_bounds)
     _PASSES[0] += 1
     if is_dask(data):
-        raw = _raw_of(data)
+        data, raw = _unwrap(data)
         data = _point_chunks(data if raw is None else raw, M.point_shape)
         parts = _run_pass(
             data, _cell_chunk, "median envelope", M, xs, 1.0 / n, delta, kappas, raw is not None
@@ -899,7 +901,7 @@ def median_cell_bounds(M, xs, data, delta):
         u = np.sum([p[0] for p in parts], axis=0)
         t = np.sum([p[1] for p in parts], axis=0)
     else:
-        u, t = _cell_rows(M, xs, data, 1.0 / n, delta, kappas)
+        u, t = _cell_rows(M, xs, _points(data), 1.0 / n, delta, kappas)
     return M.norm(xs, u) - t, t
 
 
@@ -939,7 +941,7 @@ def distance_profile(M, x, data, top, bins=1024, *, profile=None):
     x = np.asarray(x, dtype=float)
     edges = np.linspace(0.0, top, bins + 1)
     if not is_dask(data):
-        d = np.minimum(M.dist(x, data), top)
+        d = np.minimum(M.dist(x, _points(data)), top)
         if len(d) <= 4 * bins:
             return d, np.full(len(d), 1.0 / len(d))
         # many records: the envelope evaluates its slope on dozens of radii, each a
@@ -948,7 +950,7 @@ def distance_profile(M, x, data, top, bins=1024, *, profile=None):
         return edges[1:], counts / counts.sum()
     counts = None if profile is None else profile._counts_at(data, x, edges)
     if counts is None:  # else binned by the Fréchet pass at x: no pass of its own
-        raw = _raw_of(data)
+        data, raw = _unwrap(data)
         data = _point_chunks(data if raw is None else raw, M.point_shape)
         parts = _run_pass(
             data,
@@ -994,6 +996,7 @@ def weighted_sum(data, weights=None):
     >>> weighted_sum(np.array([[1.0, 0.0], [3.0, 2.0]]))
     array([2., 1.])
     """
+    data = _points(data)  # checked Dask data: the sum of the validated points
     n = n_rows(data)
     _PASSES[0] += 1
     if is_dask(data):
@@ -1119,7 +1122,7 @@ def _validate_chunk(block, domain):
 
 
 def _clip_chunk(block, domain):
-    return domain.check(np.asarray(block), clip=True)
+    return domain.check(np.asarray(block), clip=True).points
 
 
 def scan_domain(domain, data, *, clip: bool = False):
@@ -1137,10 +1140,10 @@ def scan_domain(domain, data, *, clip: bool = False):
 
     Returns
     -------
-    (points, summary)
-        ``points`` the validated data (NumPy: a new read-only array; Dask: a lazy
-        array) and the :class:`CheckSummary`, or ``(None, None)`` for NumPy data
-        that fail (the caller's own check then raises its usual error).
+    CheckedData or None
+        The validated data (NumPy: a new read-only array; Dask: a lazy array) with
+        the :class:`CheckSummary`, or None for NumPy data that fail (the caller's own
+        check then raises its usual error).
 
     Raises
     ------
@@ -1156,11 +1159,9 @@ def scan_domain(domain, data, *, clip: bool = False):
         out = np.empty(data.shape)
         scan = _scan_rows(domain, data, out)
         if scan.problem or scan.outside:
-            return None, None
+            return None
         out.flags.writeable = False  # what was checked cannot change behind our back
-        summary = _summary(domain, n, [scan])
-        _remember(out, domain, summary)
-        return out, summary
+        return CheckedData(out, domain, _summary(domain, n, [scan]))
 
     data = _point_chunks(data, M.point_shape)
     scans = _run_pass(data, _scan_chunk, "data check", domain)
@@ -1192,13 +1193,9 @@ def scan_domain(domain, data, *, clip: bool = False):
         )
     if outside:
         points = data.map_blocks(_clip_chunk, domain, dtype=float)
-        summary = _summary(domain, n, scans, clipped=True)
-        _remember(points, domain, summary)
-    else:
-        points = data.map_blocks(_validate_chunk, domain, dtype=float)
-        summary = _summary(domain, n, scans)
-        _remember(points, domain, summary, raw=data)
-    return points, summary
+        return CheckedData(points, domain, _summary(domain, n, scans, clipped=True))
+    points = data.map_blocks(_validate_chunk, domain, dtype=float)
+    return CheckedData(points, domain, _summary(domain, n, scans), raw=data)
 
 
 def _summary(domain, n, scans, clipped=False):
@@ -1216,25 +1213,87 @@ def _summary(domain, n, scans, clipped=False):
 
 
 # --- what was checked ----------------------------------------------------------------------
-_CHECKED: dict[int, tuple] = {}
+@dataclass(frozen=True, eq=False)
+class CheckedData:
+    """Records a :class:`~pymc_manidp.stats.DataDomain` accepted: what its ``check`` returns.
+
+    A value, not a note kept elsewhere: the passes of this module,
+    :func:`~pymc_manidp.stats.frechet_mean` and :func:`~pymc_manidp.stats.frechet_median`
+    trust it (no second validation; the Fréchet mean starts from the public center
+    with the gradient the check summed), and ``DataDomain.check`` returns it unchanged
+    when asked again with an equal domain, as ``scipy.spatial.transform.Rotation``
+    validates its quaternions once and trusts them after. It stands in for its points
+    where an array is expected (``len``, ``shape``, indexing, ``np.asarray``).
+
+    Parameters
+    ----------
+    points : ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        The records to use: a read-only NumPy array, or a lazy Dask array that
+        validates (or clips) chunk by chunk when read.
+    domain : DataDomain
+        The domain they were checked against.
+    summary : CheckSummary or None
+        What the check pass learnt; None when the data took the slow path (some record
+        failed the fast scan and was clipped): such data are then used as the plain
+        array ``points`` (validated again where used), as before the check.
+    raw : dask.array.Array or None
+        Dask only: the records ``points`` validates lazily; the passes read them and
+        validate block by block.
+    """
+
+    points: object
+    domain: object
+    summary: CheckSummary | None = None
+    raw: object = None
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the passes may skip validating ``points`` (a check pass summarized them)."""
+        return self.summary is not None
+
+    @property
+    def shape(self) -> tuple:
+        """Shape of ``points``."""
+        return self.points.shape
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes of ``points``."""
+        return self.points.ndim
+
+    @property
+    def dtype(self):
+        """Data type of ``points``."""
+        return self.points.dtype
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __getitem__(self, key):
+        return self.points[key]
+
+    def __iter__(self):
+        return iter(self.points)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.points, dtype=dtype)
+
+    def __repr__(self) -> str:
+        kind = "Dask" if is_dask(self.points) else "NumPy"
+        return f"CheckedData({kind} records of shape {self.shape}, {self.domain!r})"
 
 
-def _remember(points, domain, summary, raw=None):
-    """Record that ``points`` passed ``domain``'s check (``raw``: the Dask records that
-    ``points`` validates lazily; passes read them and validate block by block)."""
-    key = id(points)
-    ref = weakref.ref(points, lambda _: _CHECKED.pop(key, None))
-    _CHECKED[key] = (ref, domain, summary, raw)
+def _points(data):
+    """The records of ``data``: its points if it is :class:`CheckedData`, else itself."""
+    return data.points if isinstance(data, CheckedData) else data
 
 
-def _entry(data):
-    entry = _CHECKED.get(id(data))
-    return None if entry is None or entry[0]() is not data else entry
-
-
-def _raw_of(data):
-    entry = _entry(data)
-    return None if entry is None else entry[3]
+def _unwrap(data):
+    """``(records, raw)``: ``raw`` the Dask records a trusted check validates lazily
+    (the pass then reads them and validates block by block), else None."""
+    if isinstance(data, CheckedData):
+        return data.points, (data.raw if data.trusted else None)
+    return data, None
 
 
 def _same_domain(a, b) -> bool:
@@ -1247,15 +1306,16 @@ def _same_domain(a, b) -> bool:
 
 
 def checked_summary(data, domain=None, manifold=None):
-    """The :class:`CheckSummary` of ``data`` if a check pass returned this very array.
+    """The :class:`CheckSummary` of ``data`` if it is trusted :class:`CheckedData`.
 
     With ``domain``: only if it was checked against an equal domain; with
-    ``manifold``: only if it was validated on an equal manifold. None otherwise.
+    ``manifold``: only if it was validated on an equal manifold. None otherwise
+    (a plain array, or checked data that took the slow path).
 
     Parameters
     ----------
-    data : ndarray or dask.array.Array, shape ``(n, *point_shape)``
-        An array a check pass may have returned.
+    data : CheckedData, ndarray or dask.array.Array, shape ``(n, *point_shape)``
+        What ``DataDomain.check`` may have returned.
     domain : DataDomain, optional
         The domain it must have been checked against.
     manifold : Manifold, optional
@@ -1264,14 +1324,12 @@ def checked_summary(data, domain=None, manifold=None):
     Returns
     -------
     CheckSummary or None
-        The remembered summary, or None.
+        Its summary, or None.
     """
-    entry = _entry(data)
-    if entry is None:
+    if not isinstance(data, CheckedData) or not data.trusted:
         return None
-    _, dom, summary, _ = entry
-    if domain is not None and not _same_domain(dom, domain):
+    if domain is not None and not _same_domain(data.domain, domain):
         return None
-    if manifold is not None and dom.manifold != manifold:
+    if manifold is not None and data.domain.manifold != manifold:
         return None
-    return summary
+    return data.summary

@@ -30,7 +30,7 @@ from functools import cache
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp._validation import check_positive_int, check_positive_real
 
 __all__ = [
     "ambient_radius_spd",

@@ -140,7 +140,7 @@ def test_log_is_accurate_for_tiny_and_near_cut_locus_separations():
 
 
 def test_log_sinhc_is_accurate_across_its_branches():
-    from pymc_manidp.geometry._kernels.numerics import log_sinhc
+    from pymc_manidp.geometry._numba.numerics import log_sinhc
 
     t = np.array([1e-5, 1.01e-4, 3e-4, 1e-3, 1e-2])
     t2 = t * t
@@ -151,7 +151,7 @@ def test_log_sinhc_is_accurate_across_its_branches():
     mid = np.array([0.5, 2.0, 10.0])
     np.testing.assert_allclose(log_sinhc(mid), np.log(np.sinh(mid) / mid), rtol=1e-14)
     # and the sphere's log(sin t / t) across its series switch
-    from pymc_manidp.geometry._kernels.numerics import log_sinc
+    from pymc_manidp.geometry._numba.numerics import log_sinc
 
     t = np.array([1e-3, 0.0499, 0.0501, 0.3])
     t2 = t * t
@@ -178,7 +178,7 @@ def _symmetric_2x2_cases(rng):
 
 
 def test_closed_form_2x2_eigh_matches_lapack():
-    from pymc_manidp.geometry._kernels.numerics import sym, sym_eigh, sym_eigvalsh
+    from pymc_manidp.geometry._numba.numerics import sym, sym_eigh, sym_eigvalsh
 
     a = sym(_symmetric_2x2_cases(np.random.default_rng(0)))
     w, u = sym_eigh(a)
@@ -196,7 +196,7 @@ def test_closed_form_2x2_eigh_matches_lapack():
 def test_closed_form_2x2_small_eigenvalue_keeps_relative_accuracy():
     # Condition number 1e16: "m - r" would return 0 for the small eigenvalue (it is lost
     # to cancellation); "det / big" keeps it to LAPACK's relative accuracy.
-    from pymc_manidp.geometry._kernels.numerics import sym_eigvalsh
+    from pymc_manidp.geometry._numba.numerics import sym_eigvalsh
 
     for off in (0.0, 1e-3, -0.25):
         a = np.array([[1e-8 + off**2 * 1e-8, off], [off, 1e8]])

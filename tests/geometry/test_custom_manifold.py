@@ -27,7 +27,7 @@ from scipy import stats
 import pymc_manidp as pmd
 from pymc_manidp import geometry
 from pymc_manidp.geometry import ManifoldBase
-from pymc_manidp.geometry.validation import check_manifold
+from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.privacy.audit import quadrature_audit, sample_test
 from tests.geometry import contract
 

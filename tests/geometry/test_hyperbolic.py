@@ -15,7 +15,7 @@ import pytensor.tensor as pt
 import pytest
 from scipy import integrate, optimize, special
 
-from pymc_manidp.geometry.base import Manifold
+from pymc_manidp.geometry.base import Manifold, check_manifold
 from pymc_manidp.geometry.hyperbolic import (
     Hyperbolic,
     from_poincare,
@@ -23,7 +23,6 @@ from pymc_manidp.geometry.hyperbolic import (
     poincare_dist,
     to_poincare,
 )
-from pymc_manidp.geometry.validation import check_manifold
 
 DIMS = [1, 2, 3, 5]
 FD_H = 1e-4

@@ -4,7 +4,7 @@ Issue 43 item 7: the kernels used ``@njit(cache=True)``, so numba loaded their p
 index and object code from ``$NUMBA_CACHE_DIR`` (or ``__pycache__`` beside the
 sources), which nobody checked: a pickle planted there by another user ran on
 ``pmd.frechet_mean(Sphere(2), x)``. Issue 37 item 9: that cache sat in the source tree,
-so every clone compiled the kernels again. Now ``geometry/_kernels/cache.py``'s
+so every clone compiled the kernels again. Now ``geometry/_numba/cache.py``'s
 ``njit`` caches them in ``cache_dir()/numba/kernels``, keyed on the source's contents,
 and reads nothing unless that folder is ours alone. Each test runs a fresh process (a
 cache is read at a kernel's first call in a process):
@@ -38,7 +38,7 @@ PROBE = """
 import json, sys
 import numpy as np
 import pymc_manidp as pmd
-from pymc_manidp.geometry._kernels import sphere_kernels
+from pymc_manidp.geometry._numba import sphere_kernels
 
 y = np.random.default_rng(0).normal(size=(40, 3)) * [0.2, 0.2, 1.0] + [0.0, 0.0, 4.0]
 x = y / np.linalg.norm(y, axis=1, keepdims=True)
@@ -179,7 +179,7 @@ def test_an_empty_home_is_no_cache_in_the_working_folder(monkeypatch, tmp_path):
     ``/.cache/pymc-manidp``), PyTensor as the working folder (``./.pytensor``, issue 43
     item 11). Neither is the user's: refused by name, and a computation goes on
     uncached with a warning, writing nothing."""
-    from pymc_manidp.geometry._kernels import cache
+    from pymc_manidp.geometry._numba import cache
 
     for name in (cache.CACHE_ENV, "XDG_CACHE_HOME"):
         monkeypatch.delenv(name, raising=False)

@@ -15,7 +15,7 @@ import pytensor.tensor as pt
 import pytest
 
 import pymc_manidp as pmd
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
+from pymc_manidp.geometry._numba import pt_numerics as ptn
 from tests.geometry.contract import random_coords, vgrad
 
 

@@ -20,7 +20,7 @@ import pytest
 
 import pymc_manidp as pmd
 from pymc_manidp import geometry
-from pymc_manidp.io import MANIFOLDS, manifold_for
+from pymc_manidp.io import MANIFOLD_NAMES, manifold_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ def test_every_space_of_the_folder_is_public_and_named_once():
         assert getattr(pmd, cls_name) is cls
         assert cls_name in pmd.__all__ and cls_name in geometry.__all__
     names = [c.name for c in geometry.MANIFOLD_CLASSES.values() if c.name is not None]
-    assert len(names) == len(set(names)) and tuple(sorted(names)) == MANIFOLDS
+    assert len(names) == len(set(names)) and tuple(sorted(names)) == MANIFOLD_NAMES
 
 
 EXAMPLES = [M for cls in geometry.MANIFOLD_CLASSES.values() for M in cls.examples()]
@@ -61,7 +61,7 @@ def test_unnamed_subclasses_are_not_offered_and_bad_names_are_refused():
 
 
 def test_every_named_space_says_how_its_records_are_laid_out():
-    for name in MANIFOLDS:
+    for name in MANIFOLD_NAMES:
         assert geometry.manifold_class(name).record_layout.startswith("(n, ")
 
 

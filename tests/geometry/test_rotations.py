@@ -17,6 +17,7 @@ from scipy import integrate, stats
 from scipy.spatial.transform import Rotation as SciRot
 
 from pymc_manidp.geometry import max_radius_from
+from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.geometry.rotations import (
     Rotations,
     hat,
@@ -24,7 +25,6 @@ from pymc_manidp.geometry.rotations import (
     rotations_laplace_log_normalizer,
     vee,
 )
-from pymc_manidp.geometry.validation import check_manifold
 from tests.geometry.contract import pulled_back_log_sqrt_det as _pulled_back_sqrt_det
 
 M = Rotations()

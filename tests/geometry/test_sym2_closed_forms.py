@@ -13,7 +13,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
+from pymc_manidp.geometry._numba import pt_numerics as ptn
 
 NAMES = ["expm", "logm", "sqrtm", "invsqrtm"]
 SCALAR = {"expm": np.exp, "logm": np.log, "sqrtm": np.sqrt, "invsqrtm": lambda w: w**-0.5}

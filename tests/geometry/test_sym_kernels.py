@@ -18,9 +18,9 @@ import pytest
 import scipy.linalg as sl
 
 import pymc_manidp as pmd
-from pymc_manidp.geometry._kernels import pt_numerics as ptn
-from pymc_manidp.geometry._kernels.pt_sym_ops import SymMatrixFunction
-from pymc_manidp.geometry._kernels.sym_kernels import (
+from pymc_manidp.geometry._numba import pt_numerics as ptn
+from pymc_manidp.geometry._numba.pt_sym_ops import SymMatrixFunction
+from pymc_manidp.geometry._numba.sym_kernels import (
     FUNC_CODES,
     _divided_difference,
     _jacobi_eigh,
@@ -512,7 +512,7 @@ def test_spectral_sum_gradient_at_repeated_eigenvalues():
 
 
 def test_eigvalsh_refuses_a_gradient_through_its_eigenvectors():
-    from pymc_manidp.geometry._kernels.pt_sym_ops import SymEigvalsh
+    from pymc_manidp.geometry._numba.pt_sym_ops import SymEigvalsh
 
     x = pt.matrix("x")
     node = SymEigvalsh()(x).owner
@@ -526,7 +526,7 @@ def test_log_divided_difference_of_far_apart_eigenvalues_is_finite_and_right(b):
     arctanh(1) = inf: a NaN gradient of the SPD(3) Laplace chart at eigenvalues 15.3 and
     6.7e-14 (tests/laws/test_numerical_failures.py). Oracle: mpmath at 50 digits."""
     mpmath = pytest.importorskip("mpmath")
-    from pymc_manidp.geometry._kernels.sym_kernels import _divided_difference
+    from pymc_manidp.geometry._numba.sym_kernels import _divided_difference
 
     a = 15.28
     mpmath.mp.dps = 50

@@ -294,10 +294,11 @@ def test_exact_release_is_pure_dp_and_reproducible(cls):
     assert 0 < rel.sampler_info["acceptance_rate"] <= 1
     assert "sampler_info" not in rel.public()  # data-dependent: curator only
     assert np.array_equal(rel.value, mech.release(data, random_seed=5).value)
-    x = mech.sample(data, 7, random_seed=5)
+    x, info = mech.sample(data, 7, random_seed=5, return_info=True)
     assert x.shape == (7, 3) and np.allclose(np.linalg.norm(x, axis=-1), 1.0)
+    np.testing.assert_array_equal(x, mech.sample(data, 7, random_seed=5))  # same draws
     if cls is pmd.KNGMechanism:
-        assert 0 < mech.last_sampler_info["acceptance_rate"] <= 1
+        assert 0 < info["acceptance_rate"] <= 1
         assert np.all(mech.domain.distances(x) <= mech.domain.radius)
 
 

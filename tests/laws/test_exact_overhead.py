@@ -13,7 +13,7 @@ import pytest
 from scipy import special
 
 import pymc_manidp as pmd
-from pymc_manidp.geometry._kernels.numerics import _sum_axes, angle_between, log_sinc
+from pymc_manidp.geometry._numba.numerics import _sum_axes, angle_between, log_sinc
 from pymc_manidp.laws import exact
 from pymc_manidp.stats.domain import DataDomain
 
@@ -141,7 +141,7 @@ def test_angle_between_and_log_sinc_keep_their_values():
 
 
 def test_many_points_kernel_is_the_single_kernel_bit_for_bit():
-    from pymc_manidp.geometry._kernels.sphere_kernels import sphere_log_mean, sphere_log_means
+    from pymc_manidp.geometry._numba.sphere_kernels import sphere_log_mean, sphere_log_means
 
     rng = np.random.default_rng(4)
     for radius in (1.0, 2.5):

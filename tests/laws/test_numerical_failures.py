@@ -20,7 +20,7 @@ import pymc as pm
 import pytest
 
 import pymc_manidp as pmd
-from pymc_manidp.geometry._kernels.sym_kernels import FUNC_CODES, sym_function_pullback_eig
+from pymc_manidp.geometry._numba.sym_kernels import FUNC_CODES, sym_function_pullback_eig
 
 # the unconstrained point (z, s) of the polar chart where PyMC's NUTS stopped with
 # ZeroDivisionError (SPD(3), footpoint I, sigma 0.3, pm.sample(300, tune=300, chains=1,

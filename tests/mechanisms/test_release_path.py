@@ -104,6 +104,25 @@ def test_scale_is_a_deprecated_alias_of_sigma(monkeypatch):
         assert lap.scale(40) == lap.sigma(40)
 
 
+def test_sample_returns_its_rejection_statistics_and_last_sampler_info_is_deprecated(
+    monkeypatch,
+):
+    """Issue 37: the statistics come back with the draws, not as state on the
+    long-lived mechanism; the old attribute still answers for one release, warning."""
+    monkeypatch.setattr(base, "_warned", set())
+    kng = MECHS["kng"]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new way warns nothing
+        draws, info = kng.sample(DATA, 6, random_seed=3, return_info=True)
+    np.testing.assert_array_equal(draws, kng.sample(DATA, 6, random_seed=3))
+    assert info["proposals"] >= 6 and 0 < info["acceptance_rate"] <= 1
+    with pytest.raises(TypeError, match="return_info must be True or False"):
+        kng.sample(DATA, 6, random_seed=3, return_info="yes")
+    with pytest.warns(FutureWarning, match=r"return_info=True"):
+        assert kng.last_sampler_info == info
+    assert MECHS["laplace"]().__dict__.get("_last_sampler_info") is None
+
+
 def test_a_subclass_overriding_scale_still_sets_the_released_sigma():
     """Old code that overrides scale(n) (e.g. a deliberately broken variant for an
     audit) warns when defined and keeps its meaning: release, sample and logp use it.

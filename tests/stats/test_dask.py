@@ -6,6 +6,7 @@ process: CI has 2 cores); the rest on Dask's local scheduler.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import pickle
 
@@ -16,7 +17,7 @@ from scipy import stats
 import pymc_manidp as pmd
 from pymc_manidp.datasets import generators
 from pymc_manidp.stats import reductions
-from pymc_manidp.stats.domain import DomainError
+from pymc_manidp.stats.domain import CheckedData, DomainError
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -187,8 +188,8 @@ def test_clip_is_lazy_and_matches_in_memory():
     out = dom.check(lazy, clip=True)
     assert reductions.is_dask(out)  # nothing computed beyond the check pass
     expected = dom.check(data, clip=True)
-    np.testing.assert_allclose(out.compute(), expected, atol=1e-15)
-    assert np.all(dom.distances(out.compute()) <= R)
+    np.testing.assert_allclose(out.points.compute(), expected, atol=1e-15)
+    assert np.all(dom.distances(out.points.compute()) <= R)
     # a clipped release follows the in-memory one's mean
     mean_dask = pmd.frechet_mean(S2, out).mean
     np.testing.assert_allclose(mean_dask, pmd.frechet_mean(S2, expected).mean, atol=1e-10)
@@ -199,18 +200,45 @@ def test_a_checked_array_is_not_checked_again_and_is_read_only():
     dom = pmd.DataDomain(S2, NORTH, R)
     data = _sphere_data(500)
     checked = dom.check(data)
-    assert checked is not data and not checked.flags.writeable
+    assert isinstance(checked, CheckedData) and checked.domain is dom
+    assert checked.points is not data and not checked.points.flags.writeable
     assert dom.check(checked) is checked  # no second pass
     summary = reductions.checked_summary(checked, domain=dom)
+    assert summary is checked.summary
     # the check pass summed the gradient at the center: compare with a direct sum
-    direct = np.mean(S2.log(NORTH, checked), axis=0)
+    direct = np.mean(S2.log(NORTH, checked.points), axis=0)
     np.testing.assert_allclose(summary.center_gradient, direct, atol=1e-15)
     # another domain (or a copy of the data) is checked anew
     other = pmd.DataDomain(S2, NORTH, R / 2)
     assert reductions.checked_summary(checked, domain=other) is None
     with pytest.raises(DomainError):
         other.check(checked)
-    assert reductions.checked_summary(checked.copy(), domain=dom) is None
+    assert reductions.checked_summary(checked.points.copy(), domain=dom) is None
+
+
+def test_checked_data_is_a_value_trusted_by_what_it_holds_not_by_its_id():
+    """Issue 37: no registry keyed by id(). A copy of the record (or one rebuilt from its
+    fields, or unpickled) is trusted as the original: no second pass, the same mean;
+    the record cannot be changed after the check."""
+    dom = pmd.DataDomain(S2, NORTH, R)
+    checked = dom.check(_sphere_data(400))
+    mean = pmd.frechet_mean(S2, checked).mean
+    for twin in (
+        copy.copy(checked),
+        pickle.loads(pickle.dumps(checked)),
+        CheckedData(checked.points, dom, checked.summary),
+    ):
+        before = reductions.pass_count()
+        assert dom.check(twin) is twin
+        assert reductions.pass_count() == before  # trusted: no pass
+        res = pmd.frechet_mean(S2, twin)
+        np.testing.assert_array_equal(res.mean, mean)  # started from the check's gradient
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        checked.summary = None
+    # checked data that took the slow path (clipped) are used as a plain array
+    clipped = dom.check(_bad("outside"), clip=True)
+    assert isinstance(clipped, CheckedData) and not clipped.trusted
+    assert reductions.checked_summary(clipped, domain=dom) is None
 
 
 def test_grad_norms_batch_matches_per_point_log_maps():

@@ -13,7 +13,7 @@ import math
 import os
 import time
 
-from pymc_manidp.geometry.validation import check_positive_real
+from pymc_manidp._validation import check_positive_real
 
 #: Default limit on an audit's estimated computing time, in seconds.
 DEFAULT_MAX_SECONDS = 3600.0

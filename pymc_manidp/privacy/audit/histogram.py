@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from pymc_manidp.geometry.validation import check_positive_int
+from pymc_manidp._validation import check_positive_int
 from pymc_manidp.privacy.audit import _cost
 from pymc_manidp.privacy.audit.neighbours import as_pairs, audited_epsilon
 

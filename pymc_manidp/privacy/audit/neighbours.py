@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pymc_manidp.geometry.validation import check_positive_int, check_positive_real
+from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.privacy.audit import _cost
 
 __all__ = [

@@ -1,4 +1,4 @@
-r"""PyTensor twins of :mod:`pymc_manidp.geometry._kernels.numerics` with finite gradients.
+r"""PyTensor twins of :mod:`pymc_manidp.geometry._numba.numerics` with finite gradients.
 
 Functions of a norm are written as functions of the *squared* norm ``s`` so that
 their gradients stay finite at the center of a chart (``d sqrt(s)/ds`` is infinite
@@ -10,7 +10,7 @@ Symmetric-matrix functions (``expm``, ``logm``, ``sqrtm``, ``invsqrtm``) have pu
 that use the Daleckii–Krein divided differences of the scalar function. PyTensor's own
 ``eigh`` gradient divides by eigenvalue gaps and is NaN at repeated eigenvalues (the
 identity matrix, for one), which is where SPD charts are centered. For ``k >= 3`` they
-are :class:`~pymc_manidp.geometry._kernels.pt_sym_ops.SymMatrixFunction` nodes (``method="kernel"``:
+are :class:`~pymc_manidp.geometry._numba.pt_sym_ops.SymMatrixFunction` nodes (``method="kernel"``:
 one compiled loop over the whole stack, in the C and the NUMBA backends); the older
 :class:`~pytensor.compile.builders.OpFromGraph` over PyTensor's batched ``eigh``
 (``method="eigh"``) is kept as a reference and for benchmarks.
@@ -41,7 +41,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.compile.builders import OpFromGraph
 
-from pymc_manidp.geometry._kernels.pt_sym_ops import (
+from pymc_manidp.geometry._numba.pt_sym_ops import (
     sym_congruence_sum,
     sym_eigvalsh,
     sym_matrix_function,
@@ -308,7 +308,7 @@ def logm_congruence_sum(a, d, k=None):
     ``(n, k, k)``, shape ``(..., k, k)``; no gradient to ``d``.
 
     ``k = 2``: closed forms in elementwise ops; ``k >= 3``: one
-    :class:`~pymc_manidp.geometry._kernels.pt_sym_ops.SymCongruenceSum` kernel (congruences,
+    :class:`~pymc_manidp.geometry._numba.pt_sym_ops.SymCongruenceSum` kernel (congruences,
     logarithms and the sum in one loop over the data).
     """
     a, d = pt.as_tensor_variable(a), pt.as_tensor_variable(d)
@@ -347,7 +347,7 @@ _METHOD_DOC = """
         The matrix size, when the static shape does not say it.
     method : {"auto", "closed", "kernel", "eigh"}
         ``"closed"``: the 2 x 2 closed form (elementwise ops; ``k = 2`` only);
-        ``"kernel"``: :class:`~pymc_manidp.geometry._kernels.pt_sym_ops.SymMatrixFunction`
+        ``"kernel"``: :class:`~pymc_manidp.geometry._numba.pt_sym_ops.SymMatrixFunction`
         (one compiled loop over the stack); ``"eigh"``: PyTensor's batched ``eigh``
         with a Daleckii–Krein pullback (reference, slow); ``"auto"``: ``"closed"`` when
         ``k = 2`` (given or static), else ``"kernel"``.
@@ -393,7 +393,7 @@ def spectral_sum(phi, x):
 
     Notes
     -----
-    The eigenvalues come from :class:`~pymc_manidp.geometry._kernels.pt_sym_ops.SymEigvalsh`
+    The eigenvalues come from :class:`~pymc_manidp.geometry._numba.pt_sym_ops.SymEigvalsh`
     (the Jacobi kernel; an Op with ``__props__``, so models using it can be cached on
     disk), and ``phi`` is differentiated by PyTensor.
     """

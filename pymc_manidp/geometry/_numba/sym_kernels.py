@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 # numba's njit, but cache=True caches in the package's checked cache folder only
-from pymc_manidp.geometry._kernels.cache import njit
+from pymc_manidp.geometry._numba.cache import njit
 
 __all__ = [
     "FUNC_CODES",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from pymc_manidp.geometry.validation import read_env
+from pymc_manidp._options import options
 from pymc_manidp.mcmc.settings import MCMCSettings
 
 __all__ = ["MAX_SECONDS_ENV", "MCMC_MAX_SECONDS", "check_mcmc_budget"]
@@ -15,8 +15,8 @@ __all__ = ["MAX_SECONDS_ENV", "MCMC_MAX_SECONDS", "check_mcmc_budget"]
 # least ~3 evaluations per draw (measured 4.7-6.9); one evaluation is one pass over the
 # data.
 _LEAPFROG_PER_DRAW = 3
-MCMC_MAX_SECONDS = 600.0
-MAX_SECONDS_ENV = "PYMC_MANIDP_MCMC_MAX_SECONDS"
+MCMC_MAX_SECONDS = options.default("mcmc_max_seconds")
+MAX_SECONDS_ENV = options.env("mcmc_max_seconds")
 
 
 def check_mcmc_budget(
@@ -41,8 +41,9 @@ def check_mcmc_budget(
     chains, tune, draws : int, optional
         Override the fields of ``settings``.
     max_seconds : float, optional
-        The budget in seconds; by default ``$PYMC_MANIDP_MCMC_MAX_SECONDS`` (a finite
-        number > 0), else :data:`MCMC_MAX_SECONDS` (600).
+        The budget in seconds; by default ``pymc_manidp.options["mcmc_max_seconds"]``
+        (set in Python, else ``$PYMC_MANIDP_MCMC_MAX_SECONDS``, a finite number > 0,
+        else :data:`MCMC_MAX_SECONDS`, 600).
 
     Returns
     -------
@@ -69,7 +70,7 @@ def check_mcmc_budget(
     settings = MCMCSettings.resolve(settings, chains=chains, tune=tune, draws=draws)
     chains, tune, draws = settings.chains, settings.tune, settings.draws
     if max_seconds is None:
-        max_seconds = read_env(MAX_SECONDS_ENV, "positive real", float(MCMC_MAX_SECONDS))
+        max_seconds = options["mcmc_max_seconds"]
     evals = int(chains) * (int(tune) + int(draws)) * _LEAPFROG_PER_DRAW
     # nutpie runs chains on all cores; bound from below by dividing by them
     estimate = int(n) * evals * manifold.mcmc_seconds_per_point / max(1, os.cpu_count() or 1)

@@ -34,8 +34,8 @@ from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node, _vectorize_not_needed
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_default_op_cache_key
 
-from pymc_manidp.geometry._kernels import sym_kernels
-from pymc_manidp.geometry._kernels.sym_kernels import (
+from pymc_manidp.geometry._numba import sym_kernels
+from pymc_manidp.geometry._numba.sym_kernels import (
     FUNC_CODES,
     congruence_sum_eig,
     congruence_sum_pullback_eig,

@@ -1,4 +1,7 @@
-"""Input checks shared by the manifolds: types, shapes and finiteness.
+"""Input checks shared by every layer: types, shapes, finiteness, environment variables.
+
+Layer 0, beside ``rng.py``: it imports nothing of the package, so a check is one
+import away from any module (the manifolds, the passes, the samplers, the CLI).
 
 Errors follow diffprivlib's convention: ``TypeError`` for a wrong type,
 ``ValueError`` naming the problem (and the first offending row) otherwise.
@@ -14,7 +17,6 @@ import numpy as np
 __all__ = [
     "as_points",
     "check_bool",
-    "check_manifold",
     "check_nonnegative_real",
     "check_positive_int",
     "check_positive_real",
@@ -296,16 +298,3 @@ def check_sigma(sigma, what: str = "sigma") -> float:
             "is too large for floating point; use a smaller epsilon"
         )
     return s
-
-
-def check_manifold(manifold, name: str = "manifold"):
-    """Return ``manifold`` if it is a manifold *instance* (not a class, string or None)."""
-    from pymc_manidp.geometry.base import Manifold
-
-    if isinstance(manifold, type) or not isinstance(manifold, Manifold):
-        what = manifold.__name__ + " (the class)" if isinstance(manifold, type) else repr(manifold)
-        raise TypeError(
-            f"{name} must be a manifold instance such as pmd.Sphere(dim=2) or pmd.SPD(k=2), "
-            f"got {what}"
-        )
-    return manifold

@@ -1,7 +1,7 @@
 """Numerically safe scalar and matrix helpers (NumPy).
 
 Every function is pure array maths, batched over leading axes, float64.
-Their PyTensor twins live in :mod:`pymc_manidp.geometry._kernels.pt_numerics`.
+Their PyTensor twins live in :mod:`pymc_manidp.geometry._numba.pt_numerics`.
 """
 
 from __future__ import annotations

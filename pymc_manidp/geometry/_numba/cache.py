@@ -31,8 +31,9 @@ import stat
 import warnings
 from pathlib import Path
 
+from pymc_manidp._options import options
+from pymc_manidp._validation import read_env
 from pymc_manidp.environment import BrokenEnvironmentError, environment_problem
-from pymc_manidp.geometry.validation import read_env
 
 __all__ = [
     "CACHE_ENV",
@@ -44,7 +45,7 @@ __all__ = [
     "pytensor_compiledir_problem",
 ]
 
-CACHE_ENV = "PYMC_MANIDP_CACHE_DIR"
+CACHE_ENV = options.env("cache_dir")
 #: the folders under :func:`cache_dir` that hold what the loaders read
 CACHE_SUBDIRS = ("numba", "models")
 #: where numba caches the kernels of this folder, under :func:`cache_dir`
@@ -62,7 +63,8 @@ def cache_dir() -> Path:
     Returns
     -------
     pathlib.Path
-        ``$PYMC_MANIDP_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pymc-manidp`` (by
+        ``pymc_manidp.options["cache_dir"]`` (set in Python, else
+        ``$PYMC_MANIDP_CACHE_DIR``) if set, else ``$XDG_CACHE_HOME/pymc-manidp`` (by
         default ``~/.cache/pymc-manidp``). It may not exist yet.
 
     Raises
@@ -71,7 +73,7 @@ def cache_dir() -> Path:
         Either variable, or ``HOME`` when it is used, set to something other than an
         absolute path (named): a relative folder would move with the working folder.
     """
-    env = read_env(CACHE_ENV, "path")
+    env = options["cache_dir"]
     if env:
         return Path(env)
     base = read_env("XDG_CACHE_HOME", "path")
@@ -307,7 +309,7 @@ def _kernel_locator_class(base):
     """A numba cache locator for the kernels decorated with :func:`njit`, and no others."""
 
     class KernelCacheLocator(base):
-        """Numba's cache of a kernel of ``geometry/_kernels``: the checked cache folder."""
+        """Numba's cache of a kernel of ``geometry/_numba``: the checked cache folder."""
 
         _pymc_manidp_kernels = True
 
