@@ -8,7 +8,7 @@ of a higher layer, whatever its ``__init__`` does. The order, bottom to top
 (docs/architecture.md):
 
 ==  ===========  ==========================================================================
-0   rng          seeds and generators
+0   rng          seeds and generators (``rng``), then progress displays (``_progress``)
 1   geometry     the Manifold protocol, one file per manifold, private kernels; no PyMC
 2   stats        Fréchet means, sensitivities, the public domain, passes over the data
 3   laws         Laplace and KNG: log-densities, charts, normalizers, exact samplers, the
@@ -45,6 +45,7 @@ PACKAGE = Path(pymc_manidp.__file__).parent
 #: submodules; the bare package name matches only the package's ``__init__``.
 LAYERS: list[tuple[str, str]] = [
     ("rng", "pymc_manidp.rng"),
+    ("progress", "pymc_manidp._progress"),
     ("geometry", "pymc_manidp.geometry"),
     ("stats", "pymc_manidp.stats"),
     ("laws", "pymc_manidp.laws"),
@@ -269,7 +270,11 @@ def loaded_by(name: str) -> list[str]:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-@pytest.mark.parametrize("prefix", [p for _, p in LAYERS[:7]] + ["pymc_manidp"])
+@pytest.mark.parametrize(
+    "prefix",
+    [p for _, p in LAYERS[: LAYERS.index(("mechanisms", "pymc_manidp.mechanisms")) + 1]]
+    + ["pymc_manidp"],
+)
 def test_importing_a_folder_loads_nothing_above_it(prefix):
     """Dynamic: ``__init__`` side effects and lazy imports run at import time included."""
     mine = layer_of(prefix)

@@ -36,6 +36,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from pymc_manidp import mcmc
+from pymc_manidp._progress import _progress_enabled, progress_bar, progress_status
 from pymc_manidp.geometry.validation import (
     check_bool,
     check_manifold,
@@ -45,7 +46,6 @@ from pymc_manidp.geometry.validation import (
 )
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
-from pymc_manidp.mcmc.progress import progress_bar
 from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
 from pymc_manidp.privacy.release import (
@@ -374,6 +374,7 @@ class Mechanism:
         estimate_delta=False,
         budget=None,
         delta=None,
+        progressbar=None,
     ) -> Release:
         """Release a private value of ``data``; returns a :class:`~pymc_manidp.Release`.
 
@@ -404,6 +405,12 @@ class Mechanism:
         An MCMC release compiles the model on the mechanism's first release of ``n``
         points with that sampler and reuses it for later data sets of the same size,
         every ``pm.Data`` replaced by the new data's values before sampling.
+
+        ``progressbar`` (as ``pm.sample``'s): an MCMC release shows a spinner while it
+        compiles and the sampler's own progress (nutpie's or PyMC's) while it samples;
+        an exact release of a Dask array shows a bar per pass over the data. ``None``
+        (default): only when stderr is a terminal and ``$CI`` is unset; ``True`` /
+        ``False`` force it. It never changes the released value.
         """
         # every premise is checked before any work on the data
         is_mcmc = self._check_sampler(sampler)
@@ -415,6 +422,7 @@ class Mechanism:
             raise ValueError(
                 "estimate_delta=True is for MCMC samplers: an exact release has delta = 0"
             )
+        shown = _progress_enabled(progressbar)
         rng, policy = resolve_rng(random_seed)
         if is_mcmc and reductions.is_dask(data):
             raise ValueError(
@@ -428,13 +436,13 @@ class Mechanism:
         if budget is None:
             return self._release_checked(
                 data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=(), cal=cal,
+                random_seed, notes=(), cal=cal, progressbar=shown,
             )  # fmt: skip
         notes = () if delta is None else (_assumed_delta_note(charge[1]),)
         try:
             rel = self._release_checked(
                 data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=notes, cal=cal,
+                random_seed, notes=notes, cal=cal, progressbar=shown,
             )  # fmt: skip
         except BaseException as err:
             budget.fail(charge[0], err)
@@ -444,11 +452,17 @@ class Mechanism:
 
     def _release_checked(
         self, data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-        random_seed, notes, cal,
+        random_seed, notes, cal, progressbar=False,
     ) -> Release:  # fmt: skip
         """The release path after its premises are checked (and any charge is made);
-        ``cal`` is :meth:`public_calibration`'s, computed once."""
+        ``cal`` is :meth:`public_calibration`'s, computed once; ``progressbar`` a bool."""
         is_mcmc = sampler not in EXACT_SAMPLERS
+        if progressbar and reductions.is_dask(data):  # a bar per pass over the data
+            with reductions.progress():
+                return self._release_checked(
+                    data, sampler, rng, policy, settings, clip, skip_diagnostics,
+                    estimate_delta, random_seed, notes, cal,
+                )  # fmt: skip
         data = self.domain.check(data, clip=clip)
         if reductions.n_rows(data) != cal.n:  # the data changed since the charge
             raise ValueError(
@@ -464,7 +478,9 @@ class Mechanism:
         # one pass over the data per leapfrog step: refuse runs that would take hours
         mcmc.check_mcmc_budget(self.manifold, cal.n, settings)
         mode, inputs = self.mcmc_inputs(data)
-        idata, info = self._run_mcmc(cal, mode, inputs, sampler, settings, rng, skip_diagnostics)
+        idata, info = self._run_mcmc(
+            cal, mode, inputs, sampler, settings, rng, skip_diagnostics, progressbar
+        )
         if "failed_checks" in info:
             fields["opt_outs"] = (*fields["opt_outs"], "skip_diagnostics")
         value = self._pick_draw(idata, rng)
@@ -810,7 +826,9 @@ class Mechanism:
             raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(available)}")
         return sampler not in EXACT_SAMPLERS
 
-    def _run_mcmc(self, cal, mode, inputs, sampler, settings, rng, skip_diagnostics):
+    def _run_mcmc(
+        self, cal, mode, inputs, sampler, settings, rng, skip_diagnostics, progressbar=False
+    ):
         """Sample the polar model at ``mode`` (compiled once per ``n``), gate the run.
 
         Returns the run (ArviZ ``DataTree``) and the Release's ``sampler_info``.
@@ -818,13 +836,18 @@ class Mechanism:
         backend = mcmc.sampler_backend(sampler, settings.backend)
         compiled = self.mcmc_cache.find(cal.n, sampler, backend)
         if compiled is None:
-            model = self._polar_model(mode, cal.sigma, inputs)
-            compiled = self.mcmc_cache.add(
-                cal.n, mcmc.CompiledSampler(model, sampler, backend=backend)
-            )
+            # the first release of n points: compiling can take longer than sampling
+            with progress_status(
+                f"compiling the {sampler} model of {self.name} for n = {cal.n} (once per n)",
+                progressbar,
+            ):
+                model = self._polar_model(mode, cal.sigma, inputs)
+                compiled = self.mcmc_cache.add(
+                    cal.n, mcmc.CompiledSampler(model, sampler, backend=backend)
+                )
         seed = int(rng.integers(2**31 - 1))
         values = mcmc.polar_data(self.manifold, mode, cal.sigma, inputs)
-        idata = compiled.sample(values, settings, random_seed=seed)
+        idata = compiled.sample(values, settings, random_seed=seed, progressbar=progressbar)
         report = check_run(idata)
         # which NUTS implementation drew the run (nutpie or PyMC's): not data-dependent
         info = {"backend": compiled.backend}

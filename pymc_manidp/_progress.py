@@ -7,7 +7,8 @@ shows it only when stderr is a terminal and the environment variable ``CI`` is u
 or false, so that logs and CI runs stay free of redrawn bars. :func:`_progress_enabled`
 is that one rule; :func:`progress_bar` is a ``rich`` bar, the library PyMC 6 draws its
 own bars with, so the two look alike. Showing progress never changes a result: no
-random number is drawn for it. This module imports no PyMC.
+random number is drawn for it. A layer-0 module (beside ``rng``): it imports nothing
+of the package, and ``rich`` only when a bar is shown.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import contextlib
 import os
 import sys
 
-from pymc_manidp.geometry.validation import check_bool
+import numpy as np
 
-__all__ = ["progress_bar"]
+__all__ = ["progress_bar", "progress_status"]
 
 #: values of ``$CI`` that mean "not under CI" (CI services set it to "true" or "1")
 _CI_OFF = ("", "0", "false", "no", "off")
@@ -48,7 +49,12 @@ def _progress_enabled(progressbar=None) -> bool:
     (True, False)
     """
     if progressbar is not None:
-        return check_bool(progressbar, "progressbar (None: automatic)")
+        # a string such as "no" is truthy: refused rather than read as True
+        if not isinstance(progressbar, (bool, np.bool_)):
+            raise TypeError(
+                f"progressbar must be True, False or None (automatic), got {progressbar!r}"
+            )
+        return bool(progressbar)
     if os.environ.get("CI", "").strip().lower() not in _CI_OFF:
         return False
     try:
@@ -101,3 +107,24 @@ def progress_bar(description: str, total: int, progressbar=None):
     ) as bar:
         task = bar.add_task(description, total=int(total))
         yield lambda k=1: bar.advance(task, k)
+
+
+@contextlib.contextmanager
+def progress_status(message: str, progressbar=None):
+    """A spinner with ``message`` on stderr while the block runs (work of unknown
+    length, such as compiling a model), when :func:`_progress_enabled`.
+
+    Parameters
+    ----------
+    message : str
+        What is being done.
+    progressbar : bool or None
+        As :func:`_progress_enabled`.
+    """
+    if not _progress_enabled(progressbar):
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(message):
+        yield
