@@ -542,7 +542,7 @@ class Mechanism:
             (its charge stands, as for a failed :meth:`release`).
         progressbar : bool or None
             Show progress over the data sets on stderr (``None``: only in a
-            terminal, not under CI; ``pymc_manidp.mcmc.progress``). Never changes
+            terminal, not under CI; ``pymc_manidp._progress``). Never changes
             the values.
 
         Returns
