@@ -958,7 +958,7 @@ def reproduce(args) -> int:
         replicates=args.replicates,
         out=args.out,
         seed=args.seed,
-        progress=True,
+        progress=None,  # bars in a terminal; none in a log or under CI
         scheduler=args.scheduler,
     )
     for name in tables:

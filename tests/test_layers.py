@@ -9,7 +9,8 @@ of a higher layer, whatever its ``__init__`` does. The order, bottom to top
 
 ==  ===========  ==========================================================================
 0   rng          input checks (``_validation``), the package's options (``_options``),
-                 seeds and generators (``rng``)
+                 seeds and generators (``rng``), progress displays (``_progress``), the
+                 environment's check (``environment``)
 1   geometry     the Manifold protocol, one file per manifold, private kernels; no PyMC
 2   stats        Fréchet means, sensitivities, the public domain, passes over the data
 3   laws         Laplace and KNG: log-densities, charts, normalizers, exact samplers, the
@@ -50,6 +51,7 @@ LAYERS: list[tuple[str, str]] = [
     ("validation", "pymc_manidp._validation"),
     ("options", "pymc_manidp._options"),
     ("rng", "pymc_manidp.rng"),
+    ("progress", "pymc_manidp._progress"),
     ("environment", "pymc_manidp.environment"),
     ("geometry", "pymc_manidp.geometry"),
     ("stats", "pymc_manidp.stats"),

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pymc_manidp._progress import _progress_enabled
+
 # The submodules keep their names as attributes of this package (each holds a function
 # of the same name: ``EXPERIMENTS[name]``), so ``experiments.theorems.SETTINGS`` works.
 from pymc_manidp.experiments import (
@@ -66,7 +68,7 @@ def run(
     replicates=None,
     out="reproduction",
     seed=20211206,
-    progress=True,
+    progress=None,
     workers=None,
     scheduler=None,
 ):
@@ -84,8 +86,10 @@ def run(
         Output folder (``out/<name>/``); None writes nothing.
     seed : int
         Root seed of the experiments (each derives its own child seeds from it).
-    progress : bool
-        Rich progress bars on stderr.
+    progress : bool or None
+        Rich progress bars on stderr; ``None`` (default): only when stderr is a
+        terminal and ``$CI`` is unset (``pymc_manidp._progress``). The results do not
+        depend on it.
     workers : int, optional
         Workers of Dask's local scheduler for the replicates (default 2; 1 runs them in
         this process).
@@ -121,6 +125,7 @@ def run(
         for n in names:
             if (Path(out) / n).exists() and not (Path(out) / n).is_dir():
                 raise ValueError(f"{Path(out) / n} exists and is not a folder")
+    progress = _progress_enabled(progress)
     # one client for the whole run: an address is connected to once, not per experiment
     with cluster(scheduler) as client:
         where = client if client is not None else scheduler

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pymc_manidp._progress import _progress_enabled
+
 __all__ = [
     "CONNECT_TIMEOUT",
     "LOCAL_SCHEDULER",
@@ -275,8 +277,9 @@ def parallel_map(
     workers : int
         Workers of Dask's local scheduler; 1 runs the jobs in this process, in order.
         Ignored on a ``distributed`` cluster (its workers are the user's choice).
-    progress : bool
-        Show a rich progress bar on stderr, advanced as each job finishes.
+    progress : bool or None
+        Show a rich progress bar on stderr, advanced as each job finishes; ``None``:
+        only when stderr is a terminal and ``$CI`` is unset.
     description : str
         The bar's label.
     scheduler : None, str or distributed.Client
@@ -310,7 +313,10 @@ def parallel_map(
     with (
         cluster(scheduler) as client,
         Progress(
-            *columns, console=Console(stderr=True), disable=not progress, transient=False
+            *columns,
+            console=Console(stderr=True),
+            disable=not _progress_enabled(progress),
+            transient=False,
         ) as bar,
     ):
         task = bar.add_task(description, total=len(jobs))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import signal
+import sys
 import threading
 import time
 
@@ -26,6 +27,7 @@ import pymc as pm
 import pytensor
 
 from pymc_manidp._options import options
+from pymc_manidp._progress import _progress_enabled
 from pymc_manidp.geometry._numba.cache import check_environment_once
 from pymc_manidp.mcmc.nutpie_cache import _compile_nutpie_or_fallback, _nutpie_with_data
 from pymc_manidp.mcmc.settings import MCMCSettings
@@ -336,7 +338,15 @@ class CompiledSampler:
         return {v.name: np.array(v.get_value()) for v in self.model.data_vars}
 
     def sample(
-        self, values, settings=None, *, random_seed=None, draws=None, tune=None, chains=None
+        self,
+        values,
+        settings=None,
+        *,
+        random_seed=None,
+        draws=None,
+        tune=None,
+        chains=None,
+        progressbar=None,
     ):
         """Set every ``pm.Data`` to ``values`` (exactly the model's names), run MCMC.
 
@@ -353,6 +363,11 @@ class CompiledSampler:
             Seed of the run; None draws one from the operating system.
         draws, tune, chains : int, optional
             Override the fields of ``settings``.
+        progressbar : bool or None
+            Show the sampler's own progress display (nutpie's, or PyMC's rich bars,
+            put on stderr), as ``pm.sample(progressbar=)``; ``None``: only when stderr
+            is a terminal and ``$CI`` is unset (``pymc_manidp._progress``). It draws
+            no random numbers: the run is the same with or without it.
 
         Returns
         -------
@@ -371,8 +386,9 @@ class CompiledSampler:
                 f"missing {sorted(self.data_names - given)}, "
                 f"unknown {sorted(given - self.data_names)}"
             )
+        shown = _progress_enabled(progressbar)
         if self.backend == "nutpie":
-            return self._sample_nutpie(values, s, random_seed)
+            return self._sample_nutpie(values, s, random_seed, shown)
         with self._lock:
             pm.set_data({k: np.asarray(v, float) for k, v in values.items()}, model=self.model)
             kwargs = dict(
@@ -380,12 +396,16 @@ class CompiledSampler:
                 tune=s.tune,
                 chains=s.chains,
                 random_seed=random_seed,
-                progressbar=False,
+                progressbar=shown,
                 compute_convergence_checks=False,
             )
             if s.cores is not None:
                 kwargs["cores"] = s.cores
-            with self.model, strict_floats(), _interruptions():
+            # PyMC draws its bars on stdout, which may carry what a command prints
+            to_stderr = (
+                contextlib.redirect_stdout(sys.stderr) if shown else contextlib.nullcontext()
+            )
+            with self.model, strict_floats(), to_stderr, _interruptions():
                 if self.sampler == "metropolis":
                     idata = pm.sample(step=pm.Metropolis(), **kwargs)
                 else:
@@ -400,7 +420,7 @@ class CompiledSampler:
         idata.attrs["sampler_backend"] = label
         return idata
 
-    def _sample_nutpie(self, values, s, random_seed):
+    def _sample_nutpie(self, values, s, random_seed, progressbar=False):
         import nutpie
 
         if (
@@ -420,7 +440,7 @@ class CompiledSampler:
                 chains=s.chains,
                 seed=seed,
                 save_warmup=False,
-                progress_bar=False,
+                progress_bar=bool(progressbar),  # nutpie's: on stderr in a terminal
                 target_accept=s.target_accept,
             )
         idata.posterior.attrs["sampling_time"] = time.time() - t0
@@ -536,7 +556,7 @@ def sample(
     draws=None,
     tune=None,
     chains=None,
-    progressbar=False,
+    progressbar=None,
 ):
     """Run MCMC once on ``model`` with its current data; return the ArviZ ``DataTree``.
 
@@ -559,8 +579,9 @@ def sample(
         Seed of the run; None draws one from the operating system.
     draws, tune, chains : int, optional
         Override the fields of ``settings``.
-    progressbar : bool
-        Accepted for compatibility and ignored (no progress bar is shown).
+    progressbar : bool or None
+        The sampler's own progress display, as :meth:`CompiledSampler.sample`
+        (``None``: in a terminal only, not under CI).
 
     Returns
     -------
@@ -570,4 +591,6 @@ def sample(
     """
     s = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
     compiled = CompiledSampler(model, sampler, backend=s.backend)
-    return compiled.sample(compiled.current_data(), s, random_seed=random_seed)
+    return compiled.sample(
+        compiled.current_data(), s, random_seed=random_seed, progressbar=progressbar
+    )

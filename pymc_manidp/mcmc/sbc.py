@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pymc as pm
 
+from pymc_manidp._progress import progress_bar
 from pymc_manidp.mcmc.sampling import CompiledSampler, FreshNUTS, nuts_backend
 from pymc_manidp.mcmc.settings import MCMCSettings
 from pymc_manidp.rng import resolve_rng
@@ -127,8 +128,11 @@ def _default_data_fn(model):
     return lambda drawn: {observed[k]: v for k, v in drawn.items()}
 
 
-def _run_chunk(blob, var, drawn, truths, seeds, settings, backend, statistics, thin, levels):
-    """Sample the posterior of each replicate of the chunk with one compiled sampler."""
+def _run_chunk(
+    blob, var, drawn, truths, seeds, settings, backend, statistics, thin, levels, advance=None
+):
+    """Sample the posterior of each replicate of the chunk with one compiled sampler;
+    ``advance()`` (in this process only) after each replicate."""
     import cloudpickle
 
     model, data_fn = cloudpickle.loads(blob)  # a copy per chunk: set_data stays local
@@ -141,7 +145,8 @@ def _run_chunk(blob, var, drawn, truths, seeds, settings, backend, statistics, t
     for i, seed in enumerate(seeds):
         values = data_fn({k: v[i] for k, v in drawn.items()})
         if backend == "nutpie":
-            idata = compiled.sample(values, settings, random_seed=int(seed))
+            # the study's bar, not one per run
+            idata = compiled.sample(values, settings, random_seed=int(seed), progressbar=False)
             post = np.asarray(idata.posterior[var].values)
             diverging = np.asarray(idata.sample_stats["diverging"])
         else:
@@ -161,7 +166,21 @@ def _run_chunk(blob, var, drawn, truths, seeds, settings, backend, statistics, t
         hi = np.quantile(stats_post, [(1 + lv) / 2 for lv in levels], axis=0)
         covered.append((lo <= stats_true) & (stats_true <= hi))  # (levels, k)
         divergences.append(int(diverging.sum()))
+        if advance is not None:
+            advance()
     return np.array(ranks), np.array(covered), np.array(divergences)
+
+
+def _gather_advancing(client, parts, sizes, advance):
+    """The chunks computed on a ``distributed`` client, in order; ``advance(size)``
+    as each one ends."""
+    from distributed import as_completed
+
+    futures = client.compute(parts)
+    size_of = {f.key: k for f, k in zip(futures, sizes, strict=True)}
+    for done in as_completed(futures):
+        advance(size_of[done.key])
+    return client.gather(futures)
 
 
 def _client(client):
@@ -195,6 +214,7 @@ def calibration_study(
     chunks=None,
     client=None,
     random_seed=None,
+    progressbar=None,
 ) -> CalibrationResult:
     r"""Simulation-based calibration of ``model``: rank histogram and coverage table.
 
@@ -245,6 +265,10 @@ def calibration_study(
     random_seed : int, Generator or None
         Makes the study reproducible: the truths, the observations and every run's
         seed are drawn from it first, so the result does not depend on the chunking.
+    progressbar : bool or None
+        A bar over the replicates on stderr (on a ``distributed`` cluster, advanced
+        as each chunk ends); ``None``: only when stderr is a terminal and ``$CI`` is
+        unset. It never changes the result.
 
     Returns
     -------
@@ -308,25 +332,29 @@ def calibration_study(
     parts_idx = np.array_split(np.arange(replicates), chunks)
     blob = cloudpickle.dumps((model, data_fn))
     task = dask.delayed(_run_chunk, pure=False)
-    parts = [
-        task(
-            blob,
-            var,
-            {k: v[idx] for k, v in drawn.items()},
-            truths[idx],
-            seeds[idx],
-            settings,
-            backend,
-            stat_fn,
-            thin,
-            tuple(levels),
-        )
-        for idx in parts_idx
-    ]
-    if cl is not None:
-        results = cl.gather(cl.compute(parts))
-    else:
-        results = dask.compute(*parts, scheduler="sync" if chunks == 1 else "threads")
+    with progress_bar("calibration study", replicates, progressbar) as advance:
+        # a closure reaches the chunks only where they run in this process
+        local = advance if cl is None else None
+        parts = [
+            task(
+                blob,
+                var,
+                {k: v[idx] for k, v in drawn.items()},
+                truths[idx],
+                seeds[idx],
+                settings,
+                backend,
+                stat_fn,
+                thin,
+                tuple(levels),
+                local,
+            )
+            for idx in parts_idx
+        ]
+        if cl is not None:
+            results = _gather_advancing(cl, parts, [len(idx) for idx in parts_idx], advance)
+        else:
+            results = dask.compute(*parts, scheduler="sync" if chunks == 1 else "threads")
     ranks = np.concatenate([r[0] for r in results])
     covered = np.concatenate([r[1] for r in results])  # (R, levels, k)
     divergences = np.concatenate([r[2] for r in results])

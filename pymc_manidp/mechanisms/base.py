@@ -31,11 +31,12 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from pymc_manidp import mcmc
+from pymc_manidp._progress import _progress_enabled, progress_bar, progress_status
 from pymc_manidp._validation import (
     check_bool,
     check_positive_int,
@@ -48,10 +49,16 @@ from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
 from pymc_manidp.privacy.budget import PrivacyBudget, budget_to_charge, current_budget
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
-from pymc_manidp.privacy.release import Calibration, Release, Releases, build_release
+from pymc_manidp.privacy.release import (
+    Calibration,
+    FailedRelease,
+    Release,
+    Releases,
+    build_release,
+)
 from pymc_manidp.rng import resolve_rng
 from pymc_manidp.stats import reductions
-from pymc_manidp.stats.domain import DataDomain, DomainError
+from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.sensitivity import calibrated_sigma
 
 __all__ = ["EXACT_SAMPLERS", "Mechanism", "available_samplers"]
@@ -387,6 +394,7 @@ class Mechanism:
         budget=None,
         delta=None,
         project=False,
+        progressbar=None,
     ) -> Release:
         """Release a private value of ``data``; returns a :class:`~pymc_manidp.Release`.
 
@@ -426,6 +434,12 @@ class Mechanism:
         ``"clip"``), and how many records moved and the largest distance moved
         (Euclidean, in the ambient coordinates) go to ``sampler_info["projection"]``,
         for the curator only (they depend on the data).
+
+        ``progressbar`` (as ``pm.sample``'s): an MCMC release shows a spinner while it
+        compiles and the sampler's own progress (nutpie's or PyMC's) while it samples;
+        an exact release of a Dask array shows a bar per pass over the data. ``None``
+        (default): only when stderr is a terminal and ``$CI`` is unset; ``True`` /
+        ``False`` force it. It never changes the released value.
         """
         try:
             # the command line's checks of the environment, for Python (issue 43)
@@ -451,6 +465,7 @@ class Mechanism:
                 raise ValueError(
                     "estimate_delta=True is for MCMC samplers: an exact release has delta = 0"
                 )
+            shown = _progress_enabled(progressbar)
             rng, policy = resolve_rng(random_seed)
             if is_mcmc and reductions.is_dask(data):
                 raise ValueError(
@@ -468,13 +483,13 @@ class Mechanism:
         if budget is None:
             return self._release_checked(
                 data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=(), cal=cal, project=project,
+                random_seed, notes=(), cal=cal, project=project, progressbar=shown,
             )  # fmt: skip
         notes = () if delta is None else (_assumed_delta_note(charge[1]),)
         try:
             rel = self._release_checked(
                 data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=notes, cal=cal, project=project,
+                random_seed, notes=notes, cal=cal, project=project, progressbar=shown,
             )  # fmt: skip
         except BaseException as err:
             budget.fail(charge[0], err)
@@ -484,11 +499,17 @@ class Mechanism:
 
     def _release_checked(
         self, data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-        random_seed, notes, cal, project=False,
+        random_seed, notes, cal, project=False, progressbar=False,
     ) -> Release:  # fmt: skip
         """The release path after its premises are checked (and any charge is made);
-        ``cal`` is :meth:`public_calibration`'s, computed once."""
+        ``cal`` is :meth:`public_calibration`'s, computed once; ``progressbar`` a bool."""
         is_mcmc = sampler not in EXACT_SAMPLERS
+        if progressbar and reductions.is_dask(data):  # a bar per pass over the data
+            with reductions.progress():
+                return self._release_checked(
+                    data, sampler, rng, policy, settings, clip, skip_diagnostics,
+                    estimate_delta, random_seed, notes, cal, project=project,
+                )  # fmt: skip
         projection = None
         if project:
             # each record is moved on its own, by a map fixed in advance (like clip): two
@@ -520,7 +541,9 @@ class Mechanism:
         # one pass over the data per leapfrog step: refuse runs that would take hours
         mcmc.check_mcmc_budget(self.manifold, cal.n, settings)
         mode, inputs = self.mcmc_inputs(data)
-        idata, info = self._run_mcmc(cal, mode, inputs, sampler, settings, rng, skip_diagnostics)
+        idata, info = self._run_mcmc(
+            cal, mode, inputs, sampler, settings, rng, skip_diagnostics, progressbar
+        )
         info = {**info, **extra}
         if "failed_checks" in info:
             fields["opt_outs"] = (*fields["opt_outs"], "skip_diagnostics")
@@ -531,7 +554,9 @@ class Mechanism:
             )
         return self._record(value, cal, sampler, diagnostics=idata, sampler_info=info, **fields)
 
-    def release_many(self, datasets, *, random_seed=None, clip=False, budget=None) -> Releases:
+    def release_many(
+        self, datasets, *, random_seed=None, clip=False, budget=None, progressbar=None
+    ) -> Releases:
         r"""Release each of many data sets, in one call: a ``Releases`` table.
 
         For simulation studies (issue 26): ``R`` data sets, each released as its own
@@ -577,20 +602,34 @@ class Mechanism:
             another process charge the budget meanwhile, the charge that no longer
             fits raises :class:`~pymc_manidp.privacy.budget.BudgetExceededError` and
             the earlier ones are marked failed (no data were read, but the charges
-            stand). A call that fails after its charges marks them all failed.
+            stand). Each
+            data set's charge is settled with its own record: released, or failed
+            (its charge stands, as for a failed :meth:`release`).
+        progressbar : bool or None
+            Show progress over the data sets on stderr (``None``: only in a
+            terminal, not under CI; ``pymc_manidp._progress``). Never changes
+            the values.
 
         Returns
         -------
         Releases
-            A tuple of ``R`` :class:`~pymc_manidp.Release`, in the order of
-            ``datasets``; ``.values`` stacks the values ``(R, *point_shape)``.
+            ``R`` records in the order of ``datasets``: a
+            :class:`~pymc_manidp.Release` per data set released, a
+            :class:`~pymc_manidp.privacy.FailedRelease` (its position, error and
+            reason) per data set whose release failed after its data were read
+            (non-finite, off the manifold, outside the public ball without ``clip``,
+            a draw that failed): the call **keeps going** with the others (issue 38
+            item 8), and warns with ``Releases.summary()`` if any failed.
+            ``.values`` stacks the values ``(R, *point_shape)`` (and refuses if any
+            data set failed: ``.released.values``), ``.failed`` lists the failures.
 
         Raises
         ------
-        ValueError, DomainError
-            A data set that fails its check (non-finite, off the manifold, outside
-            the public ball without ``clip``) refuses the **whole call** before any
-            value is drawn; the message names the data set and its row.
+        ValueError, TypeError
+            What is refusable from public facts (shapes, ``n``, σ, the seeds, the
+            budget's arguments) refuses the whole call before any charge.
+        BudgetExceededError
+            The ``R`` charges would overspend: none is made.
 
         Examples
         --------
@@ -641,13 +680,23 @@ class Mechanism:
                     budget.fail(index, err)
                 raise
         try:
-            records = self._release_groups(groups, total, rng, policy, clip, cals)
-        except BaseException as err:
+            with progress_bar(f"{self.name}: release_many", total, progressbar) as advance:
+                made = self._release_groups(groups, total, rng, policy, clip, cals, advance)
+        except BaseException as err:  # an interrupt, or a bug: nothing is returned
             for index in charges:
                 budget.fail(index, err)
             raise
-        for index, rel in zip(charges, records, strict=False):  # none without a budget
-            budget.settle(index, rel)
+        for index, rec in zip(charges, made, strict=False):  # none without a budget
+            if isinstance(rec, _Failed):
+                budget.fail(index, rec.error)
+            else:
+                budget.settle(index, rec)
+        records = Releases(
+            FailedRelease.of(j, rec.n, rec.error) if isinstance(rec, _Failed) else rec
+            for j, rec in enumerate(made)
+        )
+        if records.failed:  # never silent: the table holds each reason
+            warnings.warn(f"release_many: {records.summary()}", UserWarning, stacklevel=2)
         return records
 
     def _dataset_groups(self, datasets):
@@ -687,52 +736,89 @@ class Mechanism:
             raise ValueError("datasets is empty: nothing to release")
         return [(np.arange(len(stack)), stack)], len(stack)
 
-    def _checked_stack(self, positions, stack, clip):
-        """The stack's records checked against the public ball in one pass, end to end
-        ``(R * n, *point_shape)``; on failure the error of the first failing data set,
-        named by its position."""
+    def _checked_stack(self, positions, stack, clip, records):
+        """The stack's records checked against the public ball in one pass, end to end.
+
+        Returns ``(kept, flat)``: the indices (into ``stack``) of the data sets that
+        pass, and their checked records ``(len(kept) * n, *point_shape)``. A data set
+        that fails gets its :class:`FailedRelease` in ``records`` (at its position
+        in the call), its message naming it."""
         shape = tuple(self.manifold.point_shape)
         R, n = stack.shape[:2]
         try:
-            flat = self.domain.check(stack.reshape((R * n, *shape)), clip=clip)
+            return np.arange(R), self.domain.check(stack.reshape((R * n, *shape)), clip=clip)
         except (ValueError, TypeError):
-            for j, data in enumerate(stack):  # name the first data set that fails
-                try:
-                    self.domain.check(data, clip=clip)
-                except (DomainError, ValueError, TypeError) as err:
-                    raise type(err)(
-                        f"data set {int(positions[j])} of release_many: {err} Nothing was released."
-                    ) from None
-            raise
-        return flat
+            pass
+        kept = []
+        for j, data in enumerate(stack):  # which data sets fail, each named
+            try:
+                self.domain.check(data, clip=clip)
+                kept.append(j)
+            except (ValueError, TypeError) as err:
+                where = int(positions[j])
+                records[where] = _Failed(type(err)(f"data set {where} of release_many: {err}"), n)
+        kept = np.array(kept, dtype=int)
+        # the others checked again as one stack: the records a call without them checks
+        return kept, self.domain.check(stack[kept].reshape((len(kept) * n, *shape)), clip=clip)
 
-    def _release_groups(self, groups, total, rng, policy, clip, cals) -> Releases:
+    def _draw_stack(self, data, n, sigma, source):
+        """:meth:`exact_draws_stack`, the values validated: ``[(point, info) or error]``
+        per data set. When the stacked draw fails, the random sources are rewound and
+        each data set is drawn alone, so that one failing data set fails alone (with
+        a seed per data set, the others' values are those of the stacked draw, up to
+        rounding)."""
+        sources = source if isinstance(source, list) else [source]
+        states = [s.bit_generator.state for s in sources]
+        try:
+            points, infos = self.exact_draws_stack(data, n, sigma, source)
+            if self.value_on_manifold:  # validated as one array, not value by value
+                points = self.manifold.validate(points)
+            return list(zip(points, infos, strict=True))
+        except Exception as err:
+            if len(data) == n:
+                return [err]
+        for s, state in zip(sources, states, strict=True):
+            s.bit_generator.state = state
+        out = []
+        for k, start in enumerate(range(0, len(data), n)):
+            one = [source[k]] if isinstance(source, list) else source
+            out.extend(self._draw_stack(data[start : start + n], n, sigma, one))
+        return out
+
+    def _release_groups(self, groups, total, rng, policy, clip, cals, advance) -> list:
         """Check every group, then draw each with its calibration (``cals[n]``, computed
-        before the charge): the Releases in input order."""
-        # every data set is checked before any is drawn: one bad one refuses the call
-        checked = [
-            (pos, stack.shape[1], self._checked_stack(pos, stack, clip)) for pos, stack in groups
-        ]
+        before the charge): the Releases in input order, a ``_Failed`` for each data
+        set that failed."""
         records: list = [None] * total
         per_set = isinstance(rng, list)  # one random source per data set
         fields = {"opt_outs": ("clip",) if clip else (), "notes": ()}
-        for pos, n, data in checked:
+        for positions, stack in groups:
+            n = stack.shape[1]
+            kept, data = self._checked_stack(positions, stack, clip, records)
+            advance(len(positions) - len(kept))
+            if not len(kept):
+                continue
+            pos = positions[kept]
             cal = cals[n]  # once per n: the same public numbers for each
             source = [rng[j] for j in pos] if per_set else rng
-            points, infos = self.exact_draws_stack(data, n, cal.sigma, source)
-            if self.value_on_manifold:  # validated as one array, not value by value
-                points = self.manifold.validate(points)
-            for j, value, info in zip(pos, points, infos, strict=True):
-                records[j] = self._record(
-                    value,
-                    cal,
-                    "exact",
-                    sampler_info=info,
-                    validated=True,
-                    seed_policy=policy[j] if per_set else policy,
-                    **fields,
-                )
-        return Releases(records)
+            for j, drawn in zip(pos, self._draw_stack(data, n, cal.sigma, source), strict=True):
+                j = int(j)
+                try:
+                    if isinstance(drawn, Exception):
+                        raise drawn
+                    records[j] = self._record(
+                        drawn[0],
+                        cal,
+                        "exact",
+                        sampler_info=drawn[1],
+                        validated=True,
+                        seed_policy=policy[j] if per_set else policy,
+                        **fields,
+                    )
+                except Exception as err:
+                    records[j] = _Failed(err, n)
+            advance(len(pos))
+        return records
 
     def _charge(self, budget, delta, is_mcmc, estimate_delta, sampler):
         """Charge the release to ``budget`` (or the current one) before any data are read.
@@ -807,7 +893,9 @@ class Mechanism:
             raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(available)}")
         return sampler not in EXACT_SAMPLERS
 
-    def _run_mcmc(self, cal, mode, inputs, sampler, settings, rng, skip_diagnostics):
+    def _run_mcmc(
+        self, cal, mode, inputs, sampler, settings, rng, skip_diagnostics, progressbar=False
+    ):
         """Sample the polar model at ``mode`` (compiled once per ``n``), gate the run.
 
         Returns the run (ArviZ ``DataTree``) and the Release's ``sampler_info``.
@@ -815,13 +903,18 @@ class Mechanism:
         backend = mcmc.sampler_backend(sampler, settings.backend)
         compiled = self.mcmc_cache.find(cal.n, sampler, backend)
         if compiled is None:
-            model = self._polar_model(mode, cal.sigma, inputs)
-            compiled = self.mcmc_cache.add(
-                cal.n, mcmc.CompiledSampler(model, sampler, backend=backend)
-            )
+            # the first release of n points: compiling can take longer than sampling
+            with progress_status(
+                f"compiling the {sampler} model of {self.name} for n = {cal.n} (once per n)",
+                progressbar,
+            ):
+                model = self._polar_model(mode, cal.sigma, inputs)
+                compiled = self.mcmc_cache.add(
+                    cal.n, mcmc.CompiledSampler(model, sampler, backend=backend)
+                )
         seed = int(rng.integers(2**31 - 1))
         values = mcmc.polar_data(self.manifold, mode, cal.sigma, inputs)
-        idata = compiled.sample(values, settings, random_seed=seed)
+        idata = compiled.sample(values, settings, random_seed=seed, progressbar=progressbar)
         report = check_run(idata)
         # which NUTS implementation drew the run (nutpie or PyMC's): not data-dependent
         info = {"backend": compiled.backend}
@@ -902,6 +995,13 @@ def _refused(budget) -> None:
         budget = current_budget()
     if isinstance(budget, PrivacyBudget):
         budget.refused()
+
+
+class _Failed(NamedTuple):
+    """A data set of ``release_many`` whose release raised ``error`` (``n`` records)."""
+
+    error: Exception
+    n: int
 
 
 def _assumed_delta_note(delta: float) -> str:

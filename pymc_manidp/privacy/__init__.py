@@ -35,7 +35,13 @@ from pymc_manidp.privacy.coupling import (
     tv_bound,
 )
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, DiagnosticsReport, check_run
-from pymc_manidp.privacy.release import Calibration, Release, ReleaseFileError, Releases
+from pymc_manidp.privacy.release import (
+    Calibration,
+    FailedRelease,
+    Release,
+    ReleaseFileError,
+    Releases,
+)
 
 #: Served by the coupling module on first use (it is the kernels' exception).
 _FROM_COUPLING = ("CouplingError",)
@@ -48,6 +54,7 @@ __all__ = [
     "DeltaEstimate",
     "DiagnosticsError",
     "DiagnosticsReport",
+    "FailedRelease",
     "LedgerError",
     "NeighbourPair",
     "PrivacyBudget",

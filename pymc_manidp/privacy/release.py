@@ -27,6 +27,7 @@ __all__ = [
     "RELEASE_FORMAT",
     "RELEASE_VERSION",
     "Calibration",
+    "FailedRelease",
     "Release",
     "ReleaseFileError",
     "Releases",
@@ -681,17 +682,68 @@ def _notes(exact, delta_estimate):
     return _MCMC_NOTES if delta_estimate is None else _ESTIMATED_NOTES
 
 
-class Releases(tuple):
-    """The releases of one ``Mechanism.release_many`` call, one per data set.
+@dataclass(frozen=True)
+class FailedRelease:
+    """The record of one data set of a ``release_many`` call whose release failed.
 
-    A tuple of :class:`Release` in the order the data sets were given, with a table
-    view (``values``, ``public()``). Each element is a release of its own (its own ε,
-    Δ, σ, n and sampler statistics); nothing is shared between them but the call.
+    A data set that fails after the data were read (outside the public ball without
+    ``clip``, a sampler that gave up, ...) gets this record in place of a
+    :class:`Release`; the other data sets of the call are released as usual. Its
+    charge to a privacy budget, if any, stands (marked failed in the ledger): whether
+    a release fails can depend on the data.
 
     Parameters
     ----------
-    iterable : iterable of Release
-        The releases, in order.
+    index : int
+        The data set's position in the call.
+    n : int
+        Its number of records (public).
+    error : str
+        The exception's type name, e.g. ``"DomainError"`` (what the ledger keeps).
+    reason : str
+        The exception's message, for the curator: it may quote the data (a row
+        number), so it is not part of :meth:`public`.
+
+    Examples
+    --------
+    >>> f = FailedRelease(index=2, n=10, error="DomainError", reason="row 3 is outside")
+    >>> f.public()
+    {'index': 2, 'n': 10, 'status': 'failed', 'error': 'DomainError'}
+    """
+
+    index: int
+    n: int
+    error: str
+    reason: str
+    status: str = field(default="failed", init=False)
+
+    @classmethod
+    def of(cls, index: int, n: int, err: BaseException) -> FailedRelease:
+        """The record of data set ``index`` whose release raised ``err``."""
+        return cls(index=int(index), n=int(n), error=type(err).__name__, reason=str(err))
+
+    def public(self) -> dict:
+        """What the ledger keeps of the failure: no message (it may quote the data).
+
+        Whether a data set failed can itself depend on the data: publishing this
+        record is the curator's decision, as it is for a failed :meth:`Release`.
+        """
+        return {"index": self.index, "n": self.n, "status": "failed", "error": self.error}
+
+
+class Releases(tuple):
+    """The records of one ``Mechanism.release_many`` call, one per data set.
+
+    A tuple, in the order the data sets were given, of a :class:`Release` per data set
+    released and a :class:`FailedRelease` per data set whose release failed, with a
+    table view (``values``, ``public()``, ``summary()``). Each release is a release of
+    its own (its own ε, Δ, σ, n and sampler statistics); nothing is shared between
+    them but the call.
+
+    Parameters
+    ----------
+    iterable : iterable of Release or FailedRelease
+        The records, in order.
 
     Examples
     --------
@@ -702,15 +754,54 @@ class Releases(tuple):
     >>> table = Releases(rel)
     >>> table.values.shape, len(table), table[2].value.tolist()
     ((3, 2), 3, [0.0, 2.0])
+    >>> table.summary()
+    '3 data sets: 3 released, 0 failed'
+    >>> part = Releases([rel[0], FailedRelease(1, 10, "DomainError", "row 3 is outside")])
+    >>> part.summary()
+    '2 data sets: 1 released, 1 failed (data set 1: DomainError)'
+    >>> part.released.values.shape
+    (1, 2)
     """
 
     __slots__ = ()
 
     @property
+    def failed(self) -> tuple[FailedRelease, ...]:
+        """The records of the data sets whose release failed, in order."""
+        return tuple(r for r in self if isinstance(r, FailedRelease))
+
+    @property
+    def released(self) -> Releases:
+        """The releases made, in order, without the failed data sets."""
+        return Releases(r for r in self if not isinstance(r, FailedRelease))
+
+    def summary(self) -> str:
+        """One line: how many data sets were released and how many failed, and why."""
+        failed = self.failed
+        line = f"{len(self)} data sets: {len(self) - len(failed)} released, {len(failed)} failed"
+        if failed:
+            shown = ", ".join(f"data set {f.index}: {f.error}" for f in failed[:5])
+            more = f", and {len(failed) - 5} more" if len(failed) > 5 else ""
+            line += f" ({shown}{more})"
+        return line
+
+    @property
     def values(self) -> np.ndarray:
-        """The released values stacked, shape ``(R, *point_shape)``."""
+        """The released values stacked, shape ``(R, *point_shape)``.
+
+        Raises
+        ------
+        ValueError
+            Some data set failed (no value to stack in its row): the message gives
+            :meth:`summary`; ``.released.values`` stacks the others.
+        """
+        if self.failed:
+            raise ValueError(
+                f"{self.summary()}: no value for the failed ones; .released.values stacks "
+                "the released values, .failed gives each failure and its reason"
+            )
         return np.stack([r.value for r in self])
 
     def public(self) -> list[dict]:
-        """Each release's :meth:`Release.public` record, in order."""
+        """Each record's ``public()``, in order (a failed one: :meth:`FailedRelease.public`)."""
         return [r.public() for r in self]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from pymc_manidp._progress import progress_bar
 from pymc_manidp._validation import check_positive_int
 from pymc_manidp.privacy.audit import _cost
 from pymc_manidp.privacy.audit.neighbours import as_pairs, audited_epsilon
@@ -322,6 +323,7 @@ def sample_test(
     random_seed=None,
     max_bytes=None,
     max_seconds=None,
+    progressbar=None,
 ) -> SampleTestResult:
     """Black-box histogram test of ``P(M(D) in B) <= e^eps P(M(D') in B)`` on bins ``B``.
 
@@ -357,6 +359,9 @@ def sample_test(
         Limits on the estimated memory and computing time (default: half of this
         machine's memory, an hour); see ``privacy.audit.sample_test_cost``, which runs first
         (its timing call is the only extra call of ``sample``).
+    progressbar : bool or None
+        A bar over the batches of draws on stderr; ``None``: only when stderr is a
+        terminal and ``$CI`` is unset. The draws are the same with or without it.
 
     Returns
     -------
@@ -432,16 +437,22 @@ def sample_test(
             raise ValueError(f"sample returned shape {x.shape}, expected {(k, *M.point_shape)}")
         return x
 
-    xp, xq = draw(pair.data, size), draw(pair.neighbour, size)
     pilot = _pilot(size)
-    pp, pq = (
-        (draw(pair.data, pilot), draw(pair.neighbour, pilot))
-        if fixed_edges is None
-        else (
-            None,
-            None,
-        )
-    )
+    label = getattr(mech, "name", type(mech).__name__)
+    # one step per batch of draws (the test's cost); the same draws in the same order
+    with progress_bar(
+        f"sample test of {label}", 2 if fixed_edges is not None else 4, progressbar
+    ) as advance:
+        xp = draw(pair.data, size)
+        advance()
+        xq = draw(pair.neighbour, size)
+        advance()
+        pp = pq = None
+        if fixed_edges is None:
+            pp = draw(pair.data, pilot)
+            advance()
+            pq = draw(pair.neighbour, pilot)
+            advance()
     alpha = (1.0 - confidence) / (4.0 * nbins * len(statistics))
     best, all_lb = None, {}
     for name, f in statistics.items():

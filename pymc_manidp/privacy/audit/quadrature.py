@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
+from pymc_manidp._progress import progress_bar
 from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.privacy.audit import _cost
 from pymc_manidp.privacy.audit.neighbours import (
@@ -233,6 +234,10 @@ def _sup_loss(a, b, za, zb, probes=None):
     diff[both] = np.abs((a[both] - za) - (b[both] - zb))
     node = int(np.argmax(diff))
     return float(diff[node]), node
+
+
+def _name(mech) -> str:
+    return getattr(mech, "name", type(mech).__name__)
 
 
 def _is_median(mech) -> bool:
@@ -650,6 +655,7 @@ def quadrature_audit(
     random_seed=0,
     max_bytes=None,
     max_seconds=None,
+    progressbar=None,
 ) -> AuditResult:
     """Quadrature audit of a mechanism over candidate neighbouring pairs.
 
@@ -689,6 +695,9 @@ def quadrature_audit(
         Memory the audit may take (default: half of this machine's memory).
     max_seconds : float, optional
         Computing time the audit may take (default an hour).
+    progressbar : bool or None
+        A bar over the pairs (coarse grid, then the ``refine`` on the fine one) on
+        stderr; ``None``: only when stderr is a terminal and ``$CI`` is unset.
 
     Returns
     -------
@@ -732,20 +741,26 @@ def quadrature_audit(
     size.check_memory()
     size.check_time(pairs[0], tm)
     fine, coarse = size.fine, _coarse(size.fine)
-    ev_c = _Evaluator(mech, tm, coarse)
-    coarse_loss = [ev_c.loss(p)[0] for p in pairs]
-    del ev_c
-    order = np.argsort(coarse_loss)[::-1][:refine]
-    ev_f = _Evaluator(mech, tm, fine)
-    best = None
-    for i in order:
-        loss, point = ev_f.loss(pairs[i])
-        if best is None or loss > best[0]:
-            best = (loss, point, i)
+    steps = len(pairs) + min(refine, len(pairs))
+    with progress_bar(f"quadrature audit of {_name(mech)}", steps, progressbar) as advance:
+        ev_c = _Evaluator(mech, tm, coarse)
+        coarse_loss = []
+        for p in pairs:
+            coarse_loss.append(ev_c.loss(p)[0])
+            advance()
+        del ev_c
+        order = np.argsort(coarse_loss)[::-1][:refine]
+        ev_f = _Evaluator(mech, tm, fine)
+        best = None
+        for i in order:
+            loss, point = ev_f.loss(pairs[i])
+            advance()
+            if best is None or loss > best[0]:
+                best = (loss, point, i)
     loss, point, i = best
     err = abs(loss - coarse_loss[i]) if np.isfinite(loss) else np.inf
     return AuditResult(
-        mechanism=getattr(mech, "name", type(mech).__name__),
+        mechanism=_name(mech),
         manifold=repr(M),
         epsilon=eps,
         n=len(pairs[i].data),

@@ -1,0 +1,194 @@
+"""Profile (issue 38 item 6): where the first NUTS release of a process goes, with every
+cache empty (cold) and then warm, on H² and SO(3).
+
+Each case runs twice, each time in a new Python process: first with empty caches (a new
+temporary ``HOME`` and ``XDG_CACHE_HOME``, so the package's cache of nutpie's entry
+points is empty; a new ``PYTENSOR_FLAGS=base_compiledir``; a new ``NUMBA_CACHE_DIR``),
+then again with the same folders (warm). The child times, inside ``mech.release(data,
+sampler="nuts")`` with its defaults:
+
+- ``import``: ``import pymc_manidp`` and the MCMC layer (PyMC, PyTensor, nutpie);
+- ``check``: the data against the public ball (``DataDomain.check``);
+- ``mode``: the density's mode and inputs (``mcmc_inputs``: the Fréchet mean);
+- ``model``: building the ``pm.Model`` (``mcmc.polar_model``);
+- ``compile``: ``CompiledSampler(...)``: nutpie's numba compile (or the cache's load),
+  of which ``graphs`` is PyTensor's part (rewriting the log-density and its gradient,
+  and the expansion to the traced variables, into numba functions: nutpie's
+  ``_make_functions``), ``logp`` and ``expand`` numba's compile (LLVM) of the two entry
+  points nutpie calls (``mcmc.nutpie_cache._cfunc``; a load when cached);
+- ``sample``: ``CompiledSampler.sample``, of which ``nuts`` is nutpie's own time
+  (tuning and draws; ``tune_share`` = the tuning steps' share of the leapfrog steps);
+- ``gate``: the diagnostics (``check_run``); ``release``: the whole call; ``total``:
+  from the interpreter's start; ``CPU``: user + sys seconds of the child (all threads).
+
+With ``--profile`` the cold child also writes a cProfile of the release call and prints
+its 15 costliest functions (own time).
+
+Run::
+
+    PYTHONPATH=$PWD .venv/bin/python docs/benchmarks/profile_first_release.py \\
+        H2:KNG:1000 SO3:Laplace:23648 [--profile]
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+T_START = time.perf_counter()
+PHASES = (
+    "import",
+    "check",
+    "mode",
+    "model",
+    "compile",
+    "graphs",
+    "logp",
+    "expand",
+    "sample",
+    "nuts",
+    "gate",
+    "release",
+)
+
+
+def _data(space, n):
+    import numpy as np
+
+    import pymc_manidp as pmd
+
+    rng = np.random.default_rng(0)
+    if space == "H2":
+        M, center, radius = pmd.Hyperbolic(dim=2), np.array([1.0, 0.0, 0.0]), 1.0
+    elif space == "SO3":
+        M, center, radius = pmd.Rotations(), np.eye(3), 0.5
+    else:
+        raise SystemExit(f"unknown space {space}: H2 or SO3")
+    coords = rng.normal(size=(n, M.dim)) * 0.25 * radius
+    coords *= np.minimum(1.0, 0.9 * radius / np.linalg.norm(coords, axis=-1))[:, None]
+    return M, center, radius, M.exp_coords(center, coords)
+
+
+def child(case, profile):
+    timings = {}
+    t0 = time.perf_counter()
+    import nutpie.compile_pymc
+
+    import pymc_manidp as pmd
+    from pymc_manidp import mcmc
+    from pymc_manidp.mcmc import nutpie_cache
+    from pymc_manidp.mechanisms import base
+
+    timings["import"] = time.perf_counter() - t0
+
+    def timed(label, fn):
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                timings[label] = timings.get(label, 0.0) + time.perf_counter() - t
+
+        return wrapper
+
+    space, mechanism, n = case.split(":")
+    M, center, radius, data = _data(space, int(n))
+    cls = {"KNG": pmd.KNGMechanism, "Laplace": pmd.LaplaceMechanism}[mechanism]
+    mech = cls(M, epsilon=1.0, center=center, radius=radius)
+    type(mech.domain).check = timed("check", type(mech.domain).check)
+    cls.mcmc_inputs = timed("mode", cls.mcmc_inputs)
+    mcmc.polar_model = timed("model", mcmc.polar_model)
+    mcmc.CompiledSampler.__init__ = timed("compile", mcmc.CompiledSampler.__init__)
+    mcmc.CompiledSampler.sample = timed("sample", mcmc.CompiledSampler.sample)
+    base.check_run = timed("gate", base.check_run)
+    nutpie.compile_pymc._make_functions = timed("graphs", nutpie.compile_pymc._make_functions)
+    cfunc = nutpie_cache._cfunc
+
+    def by_kind(src, name, *args, **kwargs):
+        return timed(name.removesuffix("_wrapper"), cfunc)(src, name, *args, **kwargs)
+
+    nutpie_cache._cfunc = by_kind
+    t0 = time.perf_counter()
+    if profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        rel = prof.runcall(mech.release, data, sampler="nuts", random_seed=1)
+        timings["release"] = time.perf_counter() - t0
+        path = os.path.join(tempfile.gettempdir(), f"first_release_{space}_{mechanism}.prof")
+        prof.dump_stats(path)
+        print(f"PROFILE {path}")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    else:
+        rel = mech.release(data, sampler="nuts", random_seed=1)
+        timings["release"] = time.perf_counter() - t0
+    post = rel.diagnostics.posterior
+    timings["nuts"] = float(post.attrs.get("sampling_time", float("nan")))
+    tune, draws = int(post.attrs.get("tuning_steps", 0)), post.sizes["draw"]
+    stats = rel.diagnostics.sample_stats
+    steps = float(stats["n_steps"].sum()) if "n_steps" in stats else float("nan")
+    hits = mech.mcmc_cache.find(len(data), "nuts", rel.sampler_info["backend"]).cache_hits
+    total = time.perf_counter() - T_START
+    print(
+        "ROW",
+        rel.sampler_info["backend"],
+        hits,
+        " ".join(f"{timings.get(p, float('nan')):.2f}" for p in PHASES),
+        f"{total:.2f}",
+        f"{tune}/{draws}",
+        f"{steps:.0f}",
+        flush=True,
+    )
+
+
+def _run(case, env, profile):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    args = [sys.executable, __file__, "--child", case] + (["--profile"] if profile else [])
+    out = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("ROW")]
+    if not rows:
+        print(out.stdout[-3000:], out.stderr[-4000:])
+        raise SystemExit("child failed")
+    if profile:
+        print("\n".join(line for line in out.stdout.splitlines() if not line.startswith("ROW")))
+    _, backend, hits, *numbers = rows[0].split()
+    return f"{backend} | {hits} | {' | '.join(numbers)} | {wall:.2f} | {cpu:.2f}"
+
+
+def main(cases, profile):
+    print(f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
+    head = ["case", "caches", "backend", "cache hits", *PHASES, "total", "tune/draws"]
+    print("| " + " | ".join([*head, "leapfrogs", "wall", "CPU", "load"]) + " |")
+    print("|---" * (len(head) + 4) + "|")
+    for case in cases:
+        root = tempfile.mkdtemp(prefix="manidp-first-release-")
+        env = dict(
+            os.environ,
+            HOME=root,
+            XDG_CACHE_HOME=os.path.join(root, "cache"),
+            NUMBA_CACHE_DIR=os.path.join(root, "numba"),
+            PYTENSOR_FLAGS=f"base_compiledir={os.path.join(root, 'pytensor')}",
+            PYMC_MANIDP_NUTS_BACKEND="nutpie",
+        )
+        env.pop("PYMC_MANIDP_CACHE_DIR", None)
+        for label in ("cold", "warm"):
+            row = _run(case, env, profile and label == "cold")
+            print(f"| {case} | {label} | {row} | {os.getloadavg()[0]:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    if "--child" in argv:
+        child(argv[1], "--profile" in argv)
+    else:
+        profile = "--profile" in argv
+        main([a for a in argv if not a.startswith("--")] or ["H2:KNG:1000"], profile)
