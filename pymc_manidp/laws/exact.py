@@ -89,8 +89,11 @@ DEFAULT_MAX_ATTEMPTS = 10_000
 # The median's envelope accepts as little as 1 proposal in 10^3-10^4 in d >= 4
 # (Kendall(4), n = 500: a median of 1,305 and a 90th percentile of 5,406 proposals a
 # release over 300 replicates, 1 of them past 10^4). A cap only decides how often a
-# release gives up after reading the data (a charged, failed release), never its law
-DEFAULT_MEDIAN_MAX_ATTEMPTS = 100_000
+# release gives up after reading the data (a charged, failed release), never its law:
+# 10^6 times the least acceptance measured where the median's σ is supported
+# (5e-5, exact_range.median_sigma_floor) fails with probability below e^-50 a draw,
+# and costs nothing where the acceptance is higher (issue 43)
+DEFAULT_MEDIAN_MAX_ATTEMPTS = 1_000_000
 # KNG in memory: a batch of proposals costs at most this many log maps (a proposal
 # costs a pass over the data, so for large n proposals go one at a time)
 _KNG_BATCH_LOG_MAPS = 250_000
@@ -1650,8 +1653,9 @@ def sample_kng_median(
     domain : DataDomain
         The public ball ``B_r(m0)``.
     max_attempts : int
-        Cap on proposals per draw (default ``DEFAULT_MEDIAN_MAX_ATTEMPTS``, 100,000:
-        ten times the other samplers', as this envelope may accept 1 in 10⁴).
+        Cap on proposals per draw (default ``DEFAULT_MEDIAN_MAX_ATTEMPTS``, 10⁶: at
+        the least acceptance measured where the mechanisms accept σ, 5e-5, it fails
+        with probability below e^-50 a draw; ``laws.exact_range.median_sigma_floor``).
 
     Returns
     -------

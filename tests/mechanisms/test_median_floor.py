@@ -27,7 +27,8 @@ import pytest
 
 import pymc_manidp as pmd
 from pymc_manidp.laws import exact
-from pymc_manidp.laws.exact_range import MEDIAN_SIGMA_FLOOR
+from pymc_manidp.laws.exact_range import MEDIAN_SIGMA_FLOOR, median_sigma_floor
+from pymc_manidp.mechanisms.kng import MEDIAN_GROWTH_LIMIT
 from pymc_manidp.stats import reductions
 
 NORTH = np.array([0.0, 0.0, 1.0])
@@ -136,3 +137,128 @@ def test_records_exactly_at_the_median_with_a_far_cluster_release():
     out = exact.sample_kng_median(S, x, MEDIAN_SIGMA_FLOOR, 10, rng=1, domain=dom)
     assert out.acceptance_rate > 50 / exact.DEFAULT_MEDIAN_MAX_ATTEMPTS
     assert np.all(dom.distances(out.points) <= r)
+
+
+# --- the supported σ per dimension (laws.exact_range.median_sigma_floor) -------------------
+NC = 40
+
+
+def _center(M):
+    if isinstance(M, pmd.Sphere):
+        return np.eye(M.dim + 1)[-1]
+    if isinstance(M, pmd.KendallShape):
+        return M.generic_point
+    return M.origin
+
+
+def _largest_radius(M, center):
+    rs = float(M.max_radius)
+    if np.isfinite(rs):
+        try:
+            pmd.DataDomain(M, center, rs * (1 - 1e-9))
+            return rs * (1 - 1e-9)
+        except ValueError:  # SO(3): its cut locus comes first
+            return 0.5 * M.injectivity_radius - float(M.log_cut_margin)
+    growth = float(M.log_volume_growth)
+    return MEDIAN_GROWTH_LIMIT / growth * (1 - 1e-12) if growth > 0 else 1.0
+
+
+def _placement(d, r, name, rng):
+    """The adversarial search's placements (docs/exact.md), ``NC`` records in
+    normal coordinates at the center, a hair inside the ball."""
+    t = r * (1 - 1e-12)
+    e1 = np.eye(d)[0]
+
+    def symmetric_edge(k):
+        u = rng.normal(size=((k + 1) // 2, d))
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        return (t * np.concatenate([u, -u]))[:k]
+
+    if name == "half":  # F flat on the segment from the center to an edge point
+        return np.concatenate([np.repeat(t * e1[None], NC // 2, 0), np.zeros((NC // 2, d))])
+    if name == "cluster at the median":  # weight 0.1 within 1e-5 of the center
+        return np.concatenate([1e-5 * rng.normal(size=(4, d)), symmetric_edge(NC - 4)])
+    # "cluster off center": half the records within 1e-9 of a point halfway to the edge
+    mid = 0.5 * t * e1 + 1e-9 * rng.normal(size=(NC // 2, d))
+    return np.concatenate([mid, symmetric_edge(NC // 2)])
+
+
+#: per space, the worst placement the search found at its σ floor and largest radius,
+#: with the boxes' budget of n >= 2·10^4 (the least); measured acceptance in brackets
+WORST = {
+    "S2": (pmd.Sphere(dim=2), "cluster at the median"),  # 1.1e-3
+    "K3": (pmd.KendallShape(k_landmarks=3), "cluster at the median"),  # 1.4e-3
+    "H2": (pmd.Hyperbolic(dim=2), "cluster at the median"),  # 1.0e-3
+    "R2": (pmd.Euclidean(dim=2), "cluster at the median"),  # 1.6e-3
+    "SO3": (pmd.Rotations(), "half"),  # 1.6e-3
+    "S3": (pmd.Sphere(dim=3), "cluster off center"),  # 8.2e-4
+    "R3": (pmd.Euclidean(dim=3), "cluster off center"),  # 6.2e-4
+    "H3": (pmd.Hyperbolic(dim=3), "cluster off center"),  # 4.7e-4
+    "SPD2": (pmd.SPD(k=2), "cluster off center"),  # 1.8e-4
+    "K4": (pmd.KendallShape(k_landmarks=4), "half"),  # 8.5e-4
+    "S5": (pmd.Sphere(dim=5), "half"),  # 4.0e-3
+}
+
+
+@pytest.mark.parametrize("name", list(WORST))
+def test_worst_placement_at_the_sigma_floor_accepts_what_the_cap_needs(name, monkeypatch):
+    """At σ = median_sigma_floor(M) and the largest radius the median supports, the
+    worst placement the adversarial search found on this space (boxes at the budget
+    of n >= 2·10^4, the smallest) accepts at least ``50/DEFAULT_MEDIAN_MAX_ATTEMPTS``
+    of the proposals over 10 draws (seed fixed; pilot included): the cap then fails
+    with probability below e^-50 a draw. Below each floor the search found placements
+    under 5e-5 (docs/exact.md, "The median's supported σ"): SO(3) at 0.01 with half
+    the records in a cluster off center, H^3 and SPD(2) at 0.04, Kendall(4) at 0.04
+    with half at one edge point and half at the center."""
+    M, placement = WORST[name]
+    monkeypatch.setattr(exact, "_CELL_LOG_MAPS", 0)
+    center = _center(M)
+    r = _largest_radius(M, center)
+    dom = pmd.DataDomain(M, center, r)
+    coords = _placement(M.dim, r, placement, np.random.default_rng(0))
+    x = dom.check(M.validate(M.exp_coords(np.broadcast_to(center, (NC, *center.shape)), coords)))
+    sigma = median_sigma_floor(M)
+    out = exact.sample_kng_median(M, x, sigma, 10, rng=1, domain=dom)
+    assert out.acceptance_rate >= 50 / exact.DEFAULT_MEDIAN_MAX_ATTEMPTS, out.info
+    assert np.all(dom.distances(out.points) <= r)
+
+
+REFUSED = [*(m for m, _ in WORST.values()), pmd.SPD(k=3), pmd.Sphere(dim=7)]
+
+
+@pytest.mark.parametrize("M", REFUSED, ids=str)
+def test_sigma_just_below_the_floor_is_refused_before_any_charge(M):
+    """ε a part in 10^9 above the largest this n supports (σ just below the floor; on
+    spaces whose floor is not measured, any ε): ``release`` raises a ValueError naming
+    the floor and the largest ε, before the charge (nothing spent, no entry) and
+    whatever the records; at the floor itself ``public_calibration`` accepts. In
+    dimension >= 3 the old floor (0.004 on every space) is refused too: with it
+    planted back these cases fail, and so do SO(3), Kendall(4) and Sphere(5) above."""
+    center = _center(M)
+    r = 0.3 * _largest_radius(M, center)
+    n = 40
+    floor = median_sigma_floor(M)
+    x = np.repeat(center[None], n, axis=0)
+    budget = pmd.PrivacyBudget(1e9)
+    if not np.isfinite(floor):
+        mech = pmd.KNGMechanism(M, epsilon=1.0, center=center, radius=r, statistic="median")
+        with pytest.raises(ValueError, match=f"not supported in dimension {M.dim}.*nuts"):
+            mech.release(x, random_seed=1, budget=budget)
+        assert budget.spent.epsilon == 0 and not budget.entries
+        return
+    eps = 4.0 / (n * floor)
+    ok = pmd.KNGMechanism(M, epsilon=eps, center=center, radius=r, statistic="median")
+    assert ok.public_calibration(x).sigma == pytest.approx(floor, rel=1e-12)
+    mech = pmd.KNGMechanism(
+        M, epsilon=eps * (1 + 1e-9), center=center, radius=r, statistic="median"
+    )
+    with pytest.raises(ValueError, match=rf"below {floor:g}, the smallest .*epsilon <= "):
+        mech.release(x, random_seed=1, budget=budget)
+    assert budget.spent.epsilon == 0 and not budget.entries
+    if M.dim >= 3:  # the old floor, where the search found placements that fail
+        old = pmd.KNGMechanism(
+            M, epsilon=4.0 / (n * MEDIAN_SIGMA_FLOOR), center=center, radius=r, statistic="median"
+        )
+        with pytest.raises(ValueError, match="the smallest the exact median sampler supports"):
+            old.release(x, random_seed=1, budget=budget)
+        assert budget.spent.epsilon == 0 and not budget.entries
