@@ -36,7 +36,7 @@ stop summing to 1 near σ = 1e-13). ``σ_min = 1e-10 r`` keeps that slack below
 ``e^{-0.01}``. A σ that small is a release whose noise is below ``1e-10`` of the ball:
 a larger n or a smaller ε changes nothing a reader could see.
 
-The median's lower end, :func:`median_sigma_floor`: measured, not proved. Its density
+The median's lower end, ``median_sigma_floor``: measured, not proved. Its density
 ``e^{-|grad F|/σ}`` has ``|grad F| <= 1`` on any ball: σ is measured against 1, not
 against r (R^2 at radius 1 and 1,000 accept the same). Its envelopes (shells around
 the computed median, boxes on a grid of a budget of ``5·10^6/n`` gradient
@@ -81,7 +81,7 @@ SIGMA_FLOOR = 1e-10
 #: The least envelope mass (within 1 of the upper incomplete gamma) the shells need.
 SHELL_MASS_FLOOR = math.sqrt(np.finfo(float).eps)
 #: The smallest σ of the exact median sampler on spaces of dimension <= 2, every
-#: radius (:func:`median_sigma_floor`; docs/exact.md, "The median's supported σ").
+#: radius (``median_sigma_floor``; docs/exact.md, "The median's supported σ").
 MEDIAN_SIGMA_FLOOR = 0.004
 #: The same in dimension 3 where the volume density is at most 1 (SO(3), S^3, R^3).
 MEDIAN_SIGMA_FLOOR_FLAT_3D = 0.04
@@ -153,7 +153,7 @@ def kng_sigma_range(domain, statistic: str = "mean") -> tuple[float, float]:
     Returns
     -------
     tuple of float
-        ``σ_min = 1e-10 r`` (the median: at least :func:`median_sigma_floor`);
+        ``σ_min = 1e-10 r`` (the median: at least ``median_sigma_floor(manifold)``);
         ``σ_max = 2r / P^{-1}(d, 2^-26)`` for the mean on a positively curved space,
         else ``inf``.
 
