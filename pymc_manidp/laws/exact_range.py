@@ -36,22 +36,26 @@ stop summing to 1 near σ = 1e-13). ``σ_min = 1e-10 r`` keeps that slack below
 ``e^{-0.01}``. A σ that small is a release whose noise is below ``1e-10`` of the ball:
 a larger n or a smaller ε changes nothing a reader could see.
 
-The median's lower end, ``MEDIAN_SIGMA_FLOOR = 0.004`` (``n ε <= 1000``). Its density
+The median's lower end, ``median_sigma_floor``: measured, not proved. Its density
 ``e^{-|grad F|/σ}`` has ``|grad F| <= 1`` on any ball: σ is measured against 1, not
-against r (R^2 at radius 1 and 1,000 accept the same). Where the records allow a set of
-medians (half of them at each of two opposite edge points: ``F`` is constant on the
-segment between them), the law lives in a tube of width ``~σ`` around that segment;
-neither the shells around one computed median (radial) nor the boxes (a budget of
-``5·10^6/n`` gradient evaluations) follow it once σ is a few thousandths: Kendall(3) at
-``r*(1 - 1e-9)`` hit the proposal cap at σ = 0.001, SPD(2) at radius 1 at 6.7e-4.
-Nothing proves an acceptance above the trivial ``e^{-1/σ}``; the floor is measured: at
-σ = 0.004 and the largest radius each shipped space supports for the median, five worst
-placements of n = 6 records accept at least 6.2e-4 of the proposals
-(``tests/mechanisms/test_median_supported.py`` asserts ``64 log 2 / 10^5``: the cap of
-100,000 proposals then fails with probability at most 2^-64 a draw). Not covered:
-dimension 4 and up (Kendall(4) accepts 1e-4 at n ε = 500) and n far above 1,000 at the
-floor (docs/exact.md). A σ below it is refused before any charge, naming the ε this n
-supports; MCMC is not limited.
+against r (R^2 at radius 1 and 1,000 accept the same). Its envelopes (shells around
+the computed median, boxes on a grid of a budget of ``5·10^6/n`` gradient
+evaluations, docs/exact.md) dominate the law, so every draw is exact, but nothing
+bounds below, for every data set, the share of their mass the law holds: a law
+concentrated on a thin set away from the computed median (a tube along a segment on
+which F is flat, a cone around a cluster's direction) defeats both once σ is small
+against the data's scale, more so in higher dimension and where the volume grows.
+The floors come from an adversarial search (``docs/benchmarks/median_floor_search.py``,
+2026-11-28: 24 placements of the records including tight clusters at and off the
+median, at each space's largest supported radius and the box budgets of n <= 40,
+1,000 and >= 2e4, about 1,100 runs): at the floor the least acceptance measured was
+1.0e-3 (d <= 2, σ = 0.004), 6.2e-4 (d = 3 without volume growth, 0.04), 1.8e-4 (d = 3
+with growth, 0.1) and 1.1e-4 (4 <= d <= 6 without growth, 0.1); SPD(3) failed at 0.1,
+so d >= 4 with growth, and d >= 7 (not measured), are refused. With the cap of 10^6
+proposals a draw (``laws.exact.DEFAULT_MEDIAN_MAX_ATTEMPTS``) an acceptance of 5e-5
+fails with probability below e^-50 a draw (``tests/mechanisms/test_median_floor.py``
+asserts it for each space's worst placement found). A σ below the floor is refused
+before any charge, naming the largest ε this n supports; MCMC is not limited.
 """
 
 from __future__ import annotations
@@ -61,15 +65,74 @@ import math
 import numpy as np
 from scipy import special
 
-__all__ = ["MEDIAN_SIGMA_FLOOR", "SHELL_MASS_FLOOR", "SIGMA_FLOOR", "kng_sigma_range"]
+__all__ = [
+    "MEDIAN_SIGMA_FLOOR",
+    "MEDIAN_SIGMA_FLOOR_CURVED_3D",
+    "MEDIAN_SIGMA_FLOOR_FLAT_3D",
+    "MEDIAN_SIGMA_FLOOR_HIGH",
+    "SHELL_MASS_FLOOR",
+    "SIGMA_FLOOR",
+    "kng_sigma_range",
+    "median_sigma_floor",
+]
 
 #: ``σ_min / r`` of the exact KNG samplers (module docstring).
 SIGMA_FLOOR = 1e-10
 #: The least envelope mass (within 1 of the upper incomplete gamma) the shells need.
 SHELL_MASS_FLOOR = math.sqrt(np.finfo(float).eps)
-#: The smallest σ of the exact median sampler, on every space and radius
-#: (:func:`kng_sigma_range`; docs/exact.md, "The median's supported σ").
+#: The smallest σ of the exact median sampler on spaces of dimension <= 2, every
+#: radius (``median_sigma_floor``; docs/exact.md, "The median's supported σ").
 MEDIAN_SIGMA_FLOOR = 0.004
+#: The same in dimension 3 where the volume density is at most 1 (SO(3), S^3, R^3).
+MEDIAN_SIGMA_FLOOR_FLAT_3D = 0.04
+#: The same in dimension 3 where the volume grows (H^3, SPD(2)).
+MEDIAN_SIGMA_FLOOR_CURVED_3D = 0.1
+#: The same in dimensions 4 to ``MEDIAN_MAX_DIM`` without volume growth.
+MEDIAN_SIGMA_FLOOR_HIGH = 0.1
+#: The largest dimension at which the exact median's floor was measured.
+MEDIAN_MAX_DIM = 6
+
+
+def median_sigma_floor(manifold) -> float:
+    r"""The smallest σ the exact median sampler supports on ``manifold`` (public).
+
+    Measured, not proved (module docstring): at and above it, every worst placement
+    of the records the adversarial search tried (docs/exact.md, "The median's
+    supported σ") accepted at least ``5e-5`` of the proposals at the largest radius
+    the space supports, so the cap of ``DEFAULT_MEDIAN_MAX_ATTEMPTS = 10^6``
+    proposals per draw fails with probability below ``e^{-50}``.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The space (its ``dim`` and ``log_volume_growth``).
+
+    Returns
+    -------
+    float
+        ``0.004`` for ``dim <= 2``; ``0.04`` for ``dim == 3`` without volume growth;
+        ``0.1`` for ``dim == 3`` with it and for ``4 <= dim <= 6``; ``inf`` above
+        (not measured: refused, use ``sampler="nuts"``).
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> median_sigma_floor(pmd.Sphere(dim=2)), median_sigma_floor(pmd.Rotations())
+    (0.004, 0.04)
+    >>> median_sigma_floor(pmd.KendallShape(k_landmarks=4))
+    0.1
+    """
+    d = int(manifold.dim)
+    if d <= 2:
+        return MEDIAN_SIGMA_FLOOR
+    if d == 3:
+        if float(manifold.log_volume_growth) == 0.0:
+            return MEDIAN_SIGMA_FLOOR_FLAT_3D
+        return MEDIAN_SIGMA_FLOOR_CURVED_3D
+    if d <= MEDIAN_MAX_DIM and float(manifold.log_volume_growth) == 0.0:
+        return MEDIAN_SIGMA_FLOOR_HIGH
+    # SPD(3) (d = 6) at its largest radius failed at 0.1: not measured where it holds
+    return math.inf
 
 
 def kng_sigma_range(domain, statistic: str = "mean") -> tuple[float, float]:
@@ -90,7 +153,7 @@ def kng_sigma_range(domain, statistic: str = "mean") -> tuple[float, float]:
     Returns
     -------
     tuple of float
-        ``σ_min = 1e-10 r`` (the median: at least ``MEDIAN_SIGMA_FLOOR``, 0.004);
+        ``σ_min = 1e-10 r`` (the median: at least ``median_sigma_floor(manifold)``);
         ``σ_max = 2r / P^{-1}(d, 2^-26)`` for the mean on a positively curved space,
         else ``inf``.
 
@@ -113,5 +176,5 @@ def kng_sigma_range(domain, statistic: str = "mean") -> tuple[float, float]:
     if statistic == "median":
         # |grad F| <= 1 whatever r: the median's law and its envelopes are shaped by
         # sigma itself, not sigma/r (module docstring, "the median's lower end")
-        return max(SIGMA_FLOOR * r, MEDIAN_SIGMA_FLOOR), hi
+        return max(SIGMA_FLOOR * r, median_sigma_floor(M)), hi
     return SIGMA_FLOOR * r, hi

@@ -28,7 +28,7 @@ import numpy as np
 from pymc_manidp._validation import check_positive_int
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import KNG, STATISTICS
-from pymc_manidp.laws.exact_range import MEDIAN_SIGMA_FLOOR, kng_sigma_range
+from pymc_manidp.laws.exact_range import kng_sigma_range, median_sigma_floor
 from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats.frechet import frechet_mean
@@ -74,11 +74,12 @@ class KNGMechanism(Mechanism):
     max_attempts : int, optional
         The exact sampler's cap on envelope proposals per draw (default
         ``laws.exact.DEFAULT_MAX_ATTEMPTS``, 10,000, for the mean;
-        ``laws.exact.DEFAULT_MEDIAN_MAX_ATTEMPTS``, 100,000, for the median). A release
+        ``laws.exact.DEFAULT_MEDIAN_MAX_ATTEMPTS``, 10⁶, for the median). A release
         that hits it raises ``ExactSamplingError`` and releases nothing, after the data
         were read (a budget's charge stands). The law does not depend on it, only how
-        often a release gives up: the median's envelope in ``d >= 4`` can accept 1
-        proposal in 10⁴ or fewer (Kendall(4), n = 500), hence its larger cap.
+        often a release gives up: where the median's σ is supported
+        (``laws.exact_range.median_sigma_floor``) its envelopes accepted at least 5e-5
+        of the proposals on every worst placement measured, hence its larger cap.
 
     Examples
     --------
@@ -240,13 +241,24 @@ class KNGMechanism(Mechanism):
                 f"{eps * sigma / hi:.6g} for this n (or more records; sigma is "
                 "proportional to 1/(n epsilon)), or sampler='nuts'"
             )
-        if self.statistic == "median" and lo == MEDIAN_SIGMA_FLOOR:
+        floor = median_sigma_floor(self.manifold)
+        if self.statistic == "median" and lo == floor:
+            d = self.manifold.dim
+            if not np.isfinite(floor):
+                raise ValueError(
+                    f"KNG-median on {self.manifold}: the exact median sampler is not "
+                    f"supported in dimension {d} (its envelopes' acceptance was measured "
+                    "up to dimension 6 only: a release could stop at its proposal cap "
+                    "after reading the data; pymc_manidp.laws.exact_range). Use "
+                    "sampler='nuts'"
+                )
             raise ValueError(
                 f"sigma = {sigma:.6g} is below {lo:g}, the smallest the exact median "
-                f"sampler supports (on every space: its gradient's scale is 1): with the "
-                "records placed worst (half at each of two opposite edge points) its "
-                "envelopes cannot follow the law and the release would stop at its "
-                "proposal cap after reading the data (pymc_manidp.laws.exact_range). Use "
+                f"sampler supports on {self.manifold} (dimension {d}; measured, "
+                "pymc_manidp.laws.exact_range.median_sigma_floor): below it some "
+                "placements of the records (a tight cluster at the median, records on one "
+                "geodesic) make its envelopes accept too few proposals, and the release "
+                "would stop at its proposal cap after reading the data. Use "
                 f"epsilon <= {eps * sigma / lo:.6g} for this n (n epsilon <= "
                 f"{4.0 / lo:g}), or sampler='nuts'"
             )

@@ -76,18 +76,22 @@ def _ks(draws, data, sigma, stat_of, **quadrature):
 
 
 @pytest.mark.parametrize(
-    ("n", "epsilon", "pilot"), [(20, 1.0, None), (100, 2.0, 150_000)], ids=["broad", "refined"]
+    ("n", "epsilon", "pilot"), [(20, 1.0, None), (100, 2.0, 7_000)], ids=["broad", "refined"]
 )
 def test_exact_median_kng_matches_its_density_by_quadrature(n, epsilon, pilot, monkeypatch):
     # broad: sigma = 0.2, the law spreads over the ball; refined: sigma = 0.02, the
     # envelope's cells are split many times around the mode. In both the shells'
     # pilot makes the first draws and the boxes the rest; refined, with a pilot long
-    # enough for about half of them (the shells accept ~0.007 there), each part is
-    # tested on its own too
+    # enough for about half of them (the shells accept ~0.14 there since they bound
+    # the records near the median, docs/exact.md, so their flat tail no longer hands
+    # over to the boxes by itself: the hand-over is forced), each part is tested on
+    # its own too
     from pymc_manidp.laws import exact
 
     if pilot is not None:
         monkeypatch.setattr(exact, "_SHELLS_PILOT", pilot)
+        envelope = exact._median_envelope
+        monkeypatch.setattr(exact, "_median_envelope", lambda *a: (envelope(*a)[0], True))
     data = _data(n)
     mech = pmd.KNGMechanism(S2, epsilon=epsilon, center=NORTH, radius=R, statistic="median")
     sigma = mech.sigma(len(data))

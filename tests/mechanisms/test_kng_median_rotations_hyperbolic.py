@@ -154,11 +154,12 @@ def test_a_record_with_more_than_half_the_weight_is_the_median(name):
 def test_exact_median_release_is_pure_dp_in_the_ball_with_the_median_sigma(name):
     M, center, r = SPACES[name][:3]
     data = _ball_records(name, 30, seed=5)
-    mech = pmd.KNGMechanism(M, epsilon=2.0, center=center, radius=r, statistic="median")
+    # eps = 1: sigma = 0.133, above the exact median's floor on H^3 (0.1, measured)
+    mech = pmd.KNGMechanism(M, epsilon=1.0, center=center, radius=r, statistic="median")
     rel = mech.release(data, random_seed=2)
     assert rel.delta == 0 and rel.sampler == "exact" and rel.mechanism == "KNG-median"
     # Delta = 2/n on every space (a mean of unit vectors), sigma = 2 Delta / eps
-    assert rel.sensitivity == pytest.approx(2 / 30) and rel.sigma == pytest.approx(4 / 60)
+    assert rel.sensitivity == pytest.approx(2 / 30) and rel.sigma == pytest.approx(4 / 30)
     assert float(M.dist(center, M.validate(rel.value))) <= r
     # logp is minus the median gradient norm over sigma, computed here
     xs = _ball_records(name, 4, seed=6)
@@ -235,14 +236,30 @@ def _half_turn_data(seed):
     return SO3.from_rotvecs(np.concatenate([c, far[None]]))
 
 
-def test_so3_median_releases_with_a_record_a_half_turn_from_a_box_center():
+def test_so3_median_releases_with_a_record_a_half_turn_from_a_box_center(monkeypatch):
     """Before the anchors were moved into the ball, seeds 0, 1 and 3 of these raised
     ValueError from Rotations.log (the cut locus) while the boxes were built: a failure
-    after the data were read. Every seed releases now."""
-    mech = pmd.KNGMechanism(SO3, epsilon=1.0, center=np.eye(3), radius=1.5, statistic="median")
+    after the data were read. Every seed releases now. At eps = 0.5 (sigma = 0.04, the
+    exact median's floor on SO(3)) the shells bound the records near the median well
+    enough to make every draw, so the hand-over to the boxes is forced here (a pilot
+    of one proposal): the boxes are built on every seed."""
+    from pymc_manidp.laws import exact
+
+    built = []
+    build = exact._MedianCells.build.__func__
+    monkeypatch.setattr(exact, "_SHELLS_PILOT", 1)
+    envelope = exact._median_envelope
+    monkeypatch.setattr(exact, "_median_envelope", lambda *a: (envelope(*a)[0], True))
+    monkeypatch.setattr(
+        exact._MedianCells,
+        "build",
+        classmethod(lambda cls, *a, **k: built.append(1) or build(cls, *a, **k)),
+    )
+    mech = pmd.KNGMechanism(SO3, epsilon=0.5, center=np.eye(3), radius=1.5, statistic="median")
     for seed in range(6):
         rel = mech.release(_half_turn_data(seed), random_seed=seed)
         assert float(SO3.dist(np.eye(3), SO3.validate(rel.value))) <= 1.5
+    assert len(built) >= 5  # a seed whose one-proposal pilot accepted needs no boxes
 
 
 def test_so3_median_cells_bound_holds_near_the_cut_locus():

@@ -18,11 +18,11 @@ from scipy import stats
 
 import pymc_manidp as pmd
 from pymc_manidp.laws import exact
-from pymc_manidp.laws.exact_range import MEDIAN_SIGMA_FLOOR
+from pymc_manidp.laws.exact_range import median_sigma_floor
 from pymc_manidp.mechanisms.kng import MEDIAN_GROWTH_LIMIT
 
 ALPHA = 0.01
-#: the cap of 100,000 proposals per draw then fails with probability at most 2^-64
+#: the cap of 10^6 proposals per draw then fails with probability at most 2^-64
 ACCEPT_MIN = 64 * math.log(2) / exact.DEFAULT_MEDIAN_MAX_ATTEMPTS
 PLACEMENTS = ("one point", "opposite", "half", "edge", "center")
 
@@ -74,19 +74,21 @@ SPACES = [
 
 @pytest.mark.parametrize("M", SPACES, ids=str)
 def test_median_accepts_enough_at_its_sigma_floor_and_largest_radius(M):
-    """At σ = MEDIAN_SIGMA_FLOOR and the largest radius the median supports, every
-    worst placement of n = 6 records accepts at least ``64 log 2 / 10^5`` of the
+    """At σ = median_sigma_floor(M) and the largest radius the median supports, every
+    worst placement of n = 6 records accepts at least ``64 log 2 / 10^6`` of the
     proposals (20 draws, pilot included, seeds fixed): the cap fails with probability
-    at most 2^-64 a draw. Measured at the limits, 2026-11-28: minimum 6.2e-4 (SPD(2),
-    radius 3.11, opposite records); with the growth limit at 3 (SPD(2) radius 4.24) the
-    opposite placement accepts 2.4e-4 and this test fails (2.5: 3.9e-4, fails too); at
-    σ = 0.001 Kendall(3) with the opposite placement hits the cap."""
+    at most 2^-64 a draw. Measured at the limits, 2026-11-28, when the floor was 0.004
+    on every space and the cap 10^5: minimum 6.2e-4 (SPD(2), radius 3.11, opposite
+    records); with the growth limit at 3 (SPD(2) radius 4.24) the opposite placement
+    accepted 2.4e-4 (2.5: 3.9e-4); at σ = 0.001 Kendall(3) with the opposite placement
+    hit the cap. The adversarial placements (clusters) are in test_median_floor.py."""
     center, r = _largest_median_ball(M)
     mech = pmd.KNGMechanism(M, epsilon=1.0, center=center, radius=r, statistic="median")
     mech.calibrate(6)  # the radius is supported
     for placement in PLACEMENTS:
         x = mech.domain.check(_records(M, center, r, placement))
-        out = exact.sample_kng_median(M, x, MEDIAN_SIGMA_FLOOR, 20, rng=1, domain=mech.domain)
+        sigma = median_sigma_floor(M)
+        out = exact.sample_kng_median(M, x, sigma, 20, rng=1, domain=mech.domain)
         assert out.acceptance_rate >= ACCEPT_MIN, (placement, out.info)
         assert np.all(mech.domain.distances(out.points) <= r)
 
