@@ -63,7 +63,7 @@ def gaussian_delta(epsilon: float, mu: float) -> float:
     Examples
     --------
     >>> round(gaussian_delta(1.0, 1.0), 6)  # Dong, Roth & Su's 1-GDP at eps = 1
-    0.126936
+    0.126937
     """
     epsilon = float(epsilon)
     mu = check_positive_real(mu, "mu")
