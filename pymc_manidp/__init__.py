@@ -34,6 +34,8 @@ _PUBLIC = {
     "BudgetExceededError": "pymc_manidp.privacy",
     "LaplaceMechanism": "pymc_manidp.mechanisms",
     "KNGMechanism": "pymc_manidp.mechanisms",
+    "TangentGaussianMechanism": "pymc_manidp.mechanisms",
+    "TangentLaplaceMechanism": "pymc_manidp.mechanisms",
 }
 
 

@@ -21,7 +21,14 @@ from scipy.special import erfcx, log_ndtr
 
 from pymc_manidp.geometry.validation import check_positive_real
 
-__all__ = ["DELTA_MARGIN", "gaussian_delta", "gaussian_mu", "gaussian_sigma"]
+__all__ = [
+    "DELTA_MARGIN",
+    "MIN_DELTA",
+    "check_gaussian_delta",
+    "gaussian_delta",
+    "gaussian_mu",
+    "gaussian_sigma",
+]
 
 _SQRT2 = math.sqrt(2.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -32,10 +39,19 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 DELTA_MARGIN = 1e-7
 
 
-def _check_delta(delta) -> float:
+#: The smallest δ calibrated: below it δ(μ) is a subnormal float, with too few bits
+#: for the margin ``DELTA_MARGIN`` to mean anything.
+MIN_DELTA = 1e-300
+
+
+def check_gaussian_delta(delta) -> float:
+    """Return ``delta`` as a float if it is a real number in ``[1e-300, 1)``."""
     delta = check_positive_real(delta, "delta")
-    if delta >= 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}: use e.g. delta=1e-6")
+    if not MIN_DELTA <= delta < 1:
+        raise ValueError(
+            f"delta must be in [{MIN_DELTA:g}, 1), got {delta!r}: use e.g. delta=1e-6 "
+            "(below 1e-300 the calibration's floats are subnormal)"
+        )
     return delta
 
 
@@ -131,7 +147,7 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     (0.2681, True)
     """
     epsilon = check_positive_real(epsilon, "epsilon")
-    delta = _check_delta(delta) * (1.0 - DELTA_MARGIN)
+    delta = check_gaussian_delta(delta) * (1.0 - DELTA_MARGIN)
     lo, hi = 1.0, 1.0
     while gaussian_delta(epsilon, hi) <= delta:  # grows: delta(mu) -> 1 as mu -> inf
         lo, hi = hi, 2.0 * hi

@@ -35,7 +35,7 @@ def _mp_delta(eps, mu):
 def _mp_mu(eps, delta):
     """The root of delta(mu) = delta by 300 bisection steps in log mu, at 60 digits."""
     with mpmath.workdps(60):
-        lo, hi = mpmath.mpf(-40), mpmath.mpf(10)  # delta(e^-40) < 1e-300 < delta(e^10)
+        lo, hi = mpmath.mpf(-60), mpmath.mpf(10)  # delta(e^-60) < 1e-300 < delta(e^10)
         for _ in range(300):
             mid = (lo + hi) / 2
             if _mp_delta(eps, mpmath.e**mid) <= delta:
@@ -124,8 +124,13 @@ _junk = st.one_of(
 )
 
 
-@given(eps=st.one_of(_junk, st.sampled_from([1 / 3, 0.3333333333333333, 1.0])),
-       delta=st.one_of(_junk, st.sampled_from([1e-6, math.nextafter(1.0, 0.0), 0.5])))  # fmt: skip
+_deltas = st.sampled_from([1e-6, math.nextafter(1.0, 0.0), 0.5, 1e-300, 1e-301])
+
+
+@given(
+    eps=st.one_of(_junk, st.sampled_from([1 / 3, 0.3333333333333333, 1.0])),
+    delta=st.one_of(_junk, _deltas),
+)
 def test_mu_refuses_junk_or_holds(eps, delta):
     try:
         mu = gaussian_mu(eps, delta)
