@@ -108,6 +108,35 @@ class _TangentMechanism(Mechanism):
             gradient_floor=("grad_tol (the Fréchet mean's tolerance)", self.grad_tol),
         )
 
+    def noise_bound(self, sigma: float) -> float:  # pragma: no cover - abstract
+        """A length that ``|Z|`` exceeds with probability below ``e^-70``."""
+        raise NotImplementedError
+
+    def check_exact_sigma(self, sigma: float) -> None:
+        """Refuse, before any charge, a σ at which ``y = Exp_p(u)`` would not be
+        representable (the hyperboloid and SPD overflow near distance 710).
+
+        ``|u| <= R + |Z|`` and :meth:`noise_bound` bounds ``|Z|`` but with probability
+        below ``e^-70``; ``Exp_p`` at that length along each axis of the frame, both
+        ways, must give points the manifold validates. On compact spaces it always
+        does.
+        """
+        M, p = self.manifold, self.tangent_point
+        length = self.reach + self.noise_bound(sigma)
+        axes = np.concatenate([np.eye(M.dim), -np.eye(M.dim)]) * length
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                points = M.exp_coords(p, axes)
+            M.validate(points)
+        except (ValueError, FloatingPointError, OverflowError):
+            raise ValueError(
+                f"sigma = {sigma:.6g} is too large for {M} in floating point: the "
+                f"released point Exp_p(u) reaches {length:.6g} from the tangent point "
+                "(the ball and the noise's e^-70 tail), where its coordinates overflow. "
+                "Use a larger epsilon or more records (sigma is proportional to "
+                "1/(n epsilon))"
+            ) from None
+
     def mean_coords(self, data):
         """``E_p^T Log_p(x_bar)`` of checked data (private: the released statistic)."""
         res = frechet_mean(self.manifold, data, tol=1e-10, atol=self.grad_tol)
@@ -200,6 +229,10 @@ class TangentLaplaceMechanism(_TangentMechanism):
     # the statistic, so sigma = Delta_T/eps
     footpoint_free_normalizer = True
 
+    def noise_bound(self, sigma):
+        # Chernoff: P(Gamma(d, 1) > x) <= e^-x (e x/d)^d, below e^-70 at x = 3d + 80
+        return sigma * (3 * self.manifold.dim + 80)
+
     def noise_draws(self, sigma, size, rng):
         d = self.manifold.dim
         g = rng.standard_normal((size, d))
@@ -271,6 +304,11 @@ class TangentGaussianMechanism(_TangentMechanism):
     def mu(self, n: int) -> float:
         """μ-GDP of a release of ``n`` records: ``Delta_T/sigma``."""
         return self._gaussian(n)[1]
+
+    def noise_bound(self, sigma):
+        # Gaussian concentration of the norm (1-Lipschitz): P(|Z| > sigma(sqrt d + t))
+        # <= e^{-t^2/2}, below e^-70 at t = 12
+        return sigma * (np.sqrt(self.manifold.dim) + 12)
 
     def noise_draws(self, sigma, size, rng):
         return sigma * rng.standard_normal((size, self.manifold.dim))

@@ -293,3 +293,21 @@ def test_constructor_contract(epsilon, delta):
         return
     assert cal.sigma > 0 and math.isfinite(cal.sigma)
     assert mech.mu(50) <= _mp_mu(float(epsilon), float(delta)) * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("cls", ["TangentGaussianMechanism", "TangentLaplaceMechanism"])
+def test_unrepresentable_point_is_refused_before_the_charge(cls):
+    # on H^2 a sigma of thousands would put Exp_p(u) past cosh's range: refused from
+    # public facts (the rule), where it used to fail after the charge
+    H = pmd.Hyperbolic(dim=2)
+    kw = {"delta": 1e-6} if cls == "TangentGaussianMechanism" else {}
+    mech = getattr(pmd, cls)(H, epsilon=1e-4, center=[1.0, 0, 0], radius=1.5, **kw)
+    budget = PrivacyBudget(epsilon=1.0, delta=1e-5)
+    data = _data(H, np.array([1.0, 0, 0]), 1.5, 10, seed=0)
+    with pytest.raises(ValueError, match=r"too large for Hyperbolic.*larger epsilon"):
+        mech.release(data, budget=budget)
+    assert budget.entries == []
+    # a compact space always represents the point
+    S = pmd.Sphere(dim=2)
+    small = getattr(pmd, cls)(S, epsilon=1e-4, center=NORTH, radius=0.3, **kw)
+    assert small.release(_data(S, NORTH, 0.3, 10, seed=0), random_seed=0).value.shape == (3,)
