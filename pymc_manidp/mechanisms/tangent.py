@@ -257,8 +257,15 @@ class TangentGaussianMechanism(_TangentMechanism):
         ``eps > 0``.
     delta : float
         ``1e-300 <= delta < 1``.
-    center, radius, tangent_point, grad_tol
-        As :class:`TangentLaplaceMechanism`.
+    center : array_like, shape ``point_shape``
+        The public ball's center ``m0``.
+    radius : float
+        The public ball's radius ``r`` (``0 < r < r*``).
+    tangent_point : array_like, optional
+        The public point ``p`` (default ``center``), as in
+        :class:`TangentLaplaceMechanism`.
+    grad_tol : float, optional
+        The Fréchet mean's tolerance on ``|grad F|`` (default ``1e-9 r``).
 
     Examples
     --------
