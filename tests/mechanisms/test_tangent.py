@@ -311,3 +311,51 @@ def test_unrepresentable_point_is_refused_before_the_charge(cls):
     S = pmd.Sphere(dim=2)
     small = getattr(pmd, cls)(S, epsilon=1e-4, center=NORTH, radius=0.3, **kw)
     assert small.release(_data(S, NORTH, 0.3, 10, seed=0), random_seed=0).value.shape == (3,)
+
+
+def test_dp_event_composes_as_gdp():
+    # k tangent Gaussian releases and pure-eps ones in one REPLACE_ONE PLD accountant:
+    # the Gaussian part alone gives eps with gaussian_delta(eps, sqrt(k) mu) = delta
+    # (GDP composition, Dong, Roth & Su 2022, Cor. 3.3), computed apart here
+    dpa = pytest.importorskip("dp_accounting")
+    from dp_accounting.pld import pld_privacy_accountant
+
+    from pymc_manidp.mechanisms.interop import dp_event
+    from pymc_manidp.stats.gaussian import gaussian_delta
+
+    S = pmd.Sphere(dim=2)
+    data = _data(S, NORTH, 0.3, 40, seed=9)
+    mech = pmd.TangentGaussianMechanism(S, epsilon=0.5, delta=1e-7, center=NORTH, radius=0.3)
+    rel = mech.release(data, random_seed=0)
+    event = dp_event(rel)
+    assert isinstance(event, dpa.GaussianDpEvent)
+    k, delta = 16, 1e-6
+    acc = pld_privacy_accountant.PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE)
+    acc.compose(event, k)
+    eps = acc.get_epsilon(delta)
+    mu_total = math.sqrt(k) * rel.tangent["mu"]
+    exact = _gdp_eps(mu_total, delta)
+    assert eps == pytest.approx(exact, abs=5e-3)
+    assert gaussian_delta(exact, mu_total) == pytest.approx(delta, rel=1e-6)
+    # one release alone: dp_accounting's epsilon at the release's own delta is its epsilon
+    one = pld_privacy_accountant.PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE)
+    one.compose(event)
+    assert one.get_epsilon(1e-7) == pytest.approx(0.5, abs=2e-3)
+    # mixed with a pure-eps release's event (randomized response): it adds to the total
+    lap = pmd.TangentLaplaceMechanism(S, epsilon=0.2, center=NORTH, radius=0.3)
+    acc.compose(dp_event(lap.release(data, random_seed=0)))
+    assert acc.get_epsilon(delta) > eps
+
+
+def _gdp_eps(mu, delta):
+    """The eps at which mu-GDP has the given delta, by bisection on gaussian_delta."""
+    from pymc_manidp.stats.gaussian import gaussian_delta
+
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if gaussian_delta(mid, mu) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return hi
