@@ -18,6 +18,8 @@ from scipy import stats
 
 import pymc_manidp as pmd
 from pymc_manidp.privacy.budget import BudgetExceededError, PrivacyBudget
+from tests.mechanisms.test_precharge import SPACES as PRECHARGE_SPACES
+from tests.mechanisms.test_precharge import _draw_data
 from tests.stats.test_gaussian_calibration import _mp_mu
 
 ALPHA = 0.01
@@ -359,3 +361,41 @@ def _gdp_eps(mu, delta):
         else:
             hi = mid
     return hi
+
+
+@given(
+    space=st.sampled_from(["sphere", "spd", "hyperbolic", "kendall", "rotations", "euclidean"]),
+    epsilon=st.sampled_from([1 / 3, 5e-324, 1e-300, 1e-9, 1.0, 1e9, 1e300, 10**400, True]),
+    delta=st.sampled_from([1e-6, 1 / 3, 1e-300, 1e-301, 5e-324, 0.0, 1.0, math.nan, "1e-6"]),
+    kind=st.sampled_from(["ok", "nan", "far", "dask", "wrong record shape", "empty", "None"]),
+    many=st.booleans(),
+)
+def test_gaussian_release_is_charged_once_or_refused_uncharged(space, epsilon, delta, kind, many):
+    """tests/mechanisms/test_precharge.py's contract, for the Gaussian's (epsilon, delta)."""
+    M, c, r = PRECHARGE_SPACES[space]
+    try:
+        m = pmd.TangentGaussianMechanism(M, epsilon=epsilon, delta=delta, center=c, radius=r)
+    except (TypeError, ValueError) as err:
+        assert "epsilon" in str(err) or "delta" in str(err)
+        return
+    data, why = _draw_data(space, kind)
+    if many and kind == "dask":
+        data, why = np.asarray(data), "ok"
+    budget = PrivacyBudget(1e308, delta=0.5)
+    try:
+        out = (
+            m.release_many([data], budget=budget, random_seed=0)[0]
+            if many
+            else m.release(data, budget=budget, random_seed=0)
+        )
+    except (TypeError, ValueError) as err:
+        if budget.entries:  # charged: only a value-dependent refusal may come after it
+            assert why == "values", f"charged, then refused for a public fact: {err}"
+            assert [e["status"] for e in budget.entries] == ["failed"]
+        else:
+            assert budget.spent.epsilon == 0 and budget.spent.delta == 0
+        return
+    assert why == "ok", f"released {kind!r} data"
+    assert len(budget.entries) == 1
+    assert (budget.spent.epsilon, budget.spent.delta) == (float(epsilon), float(delta))
+    assert np.all(np.isfinite(out.value)) and np.all(np.isfinite(out.tangent["coords"]))
