@@ -43,11 +43,18 @@ def _spaces():
         (pmd.SPD(k=2), np.eye(2), 1.0),
         (pmd.Hyperbolic(dim=2), np.array([1.0, 0.0, 0.0]), 1.5),
         (pmd.Rotations(), Rotation.from_rotvec([0.2, 0.1, -0.3]).as_matrix(), 0.5),
+        (
+            pmd.KendallShape(k_landmarks=4),
+            pmd.KendallShape(k_landmarks=4).validate(
+                np.array([[1.0, 0.0], [0.1, 1.0], [-1.0, 0.2], [0.0, -1.1]])
+            ),
+            0.3,
+        ),
     ]
 
 
 SPACES = _spaces()
-IDS = ["S2", "SPD2", "H2", "SO3"]
+IDS = ["S2", "SPD2", "H2", "SO3", "Kendall4"]
 
 
 # --- the privacy map ---------------------------------------------------------------
