@@ -35,6 +35,8 @@ _PUBLIC = {
     "LaplaceMechanism": "pymc_manidp.mechanisms",
     "KNGMechanism": "pymc_manidp.mechanisms",
     "options": "pymc_manidp._options",
+    "TangentGaussianMechanism": "pymc_manidp.mechanisms",
+    "TangentLaplaceMechanism": "pymc_manidp.mechanisms",
 }
 
 

@@ -120,7 +120,7 @@ def opendp_measurement(mech, *, input_domain=None, **release_kwargs):
 
 
 def dp_event(release: Release):
-    """A pure ε-DP release as a ``dp_accounting`` event.
+    """A pure ε-DP release, or a tangent Gaussian one, as a ``dp_accounting`` event.
 
     The event is ``RandomizedResponseDpEvent(noise_parameter=2/(1 + e^ε),
     num_buckets=2)``: binary randomized response reports the truth with probability
@@ -129,20 +129,25 @@ def dp_event(release: Release):
     ``PLDAccountant(NeighboringRelation.REPLACE_ONE)`` (our neighbouring relation;
     dp_accounting refuses the event under add/remove).
 
+    A tangent Gaussian release (``release.tangent["noise"] == "gaussian"``,
+    docs/tangent.md) is its own Gaussian event: ``GaussianDpEvent(noise_multiplier =
+    2/mu)``, ``mu = Delta_T/sigma``, for the same ``REPLACE_ONE`` accountant (which
+    reads the event's sensitivity as add/remove and doubles it for a replacement).
+
     Parameters
     ----------
     release : Release
-        An exact release (``delta == 0``).
+        An exact release (``delta == 0``), or a tangent Gaussian release.
 
     Returns
     -------
-    dp_accounting.RandomizedResponseDpEvent
-        Binary randomized response with the release's ε.
+    dp_accounting.RandomizedResponseDpEvent or dp_accounting.GaussianDpEvent
+        Binary randomized response with the release's ε; or the Gaussian event.
 
     Raises
     ------
     ValueError
-        For an MCMC release (no proved δ) or ``delta > 0``: dp_accounting 0.6 has no
+        For an MCMC release (no proved δ) or another ``delta > 0``: dp_accounting 0.6 has no
         event for a generic (ε, δ) mechanism; charge it to a
         :class:`~pymc_manidp.privacy.budget.PrivacyBudget` with
         ``composition="optimal"`` instead.
@@ -166,6 +171,14 @@ def dp_event(release: Release):
             "an MCMC release has no proved delta, so it is no dp_accounting event; release "
             "with sampler='exact' (pure epsilon-DP)"
         )
+    tangent = release.tangent
+    if tangent is not None and tangent["noise"] == "gaussian":
+        # issue 39: a tangent Gaussian release is a Gaussian mechanism of replace-one
+        # sensitivity Delta_T = mu sigma. dp_accounting reads a GaussianDpEvent's
+        # sensitivity 1 as add/remove and doubles it under REPLACE_ONE (its PLD at
+        # noise_multiplier 4.2247 gives eps 2.12 at 1e-6, and 1.00 at 2 * 4.2247): so
+        # the multiplier is 2 sigma/Delta_T = 2/mu
+        return dpa.GaussianDpEvent(noise_multiplier=2.0 / float(tangent["mu"]))
     if release.delta > 0:
         raise ValueError(
             "dp_accounting has no event for a generic (epsilon, delta) mechanism: charge the "

@@ -149,6 +149,13 @@ class Release:
         The public ball's radius ``r``.
     manifold : str or None
         The manifold released on, as its ``repr`` (e.g. ``"Sphere(dim=2, radius=1.0)"``).
+    tangent : dict or None
+        Tangent mechanisms (issue 39; ``pymc_manidp.mechanisms.tangent``): the public
+        ``"point"`` p (shape ``point_shape``), the released ``"coords"`` u (shape
+        ``(dim,)``) in the frame ``manifold.tangent_basis(p)``, the ``"noise"``
+        (``"gaussian"`` or ``"k-norm"``) and ``"mu"`` (μ-GDP of a Gaussian release,
+        ``Delta/sigma``; None for K-norm). ``value`` is ``Exp_p(u)``; the likelihood of
+        a release is that of u (``Exp_p`` wraps on curved spaces). Public.
     """
 
     value: np.ndarray
@@ -171,6 +178,8 @@ class Release:
     center: np.ndarray | None = None
     radius: float | None = None
     manifold: str | None = None
+    # issue 39: a tangent mechanism's public coordinates (u, p, the noise, mu)
+    tangent: dict | None = None
 
     def __post_init__(self):
         # the record is immutable: a read-only copy, so neither the caller's array nor
@@ -182,6 +191,13 @@ class Release:
             center = np.array(self.center, dtype=float, copy=True)
             center.flags.writeable = False
             object.__setattr__(self, "center", center)
+        if self.tangent is not None:  # read-only copies, as the value
+            tangent = dict(self.tangent)
+            for key in ("point", "coords"):
+                arr = np.array(tangent[key], dtype=float, copy=True)
+                arr.flags.writeable = False
+                tangent[key] = arr
+            object.__setattr__(self, "tangent", tangent)
 
     @property
     def calibration(self) -> Calibration:
@@ -201,7 +217,7 @@ class Release:
         ball = None
         if self.center is not None and self.radius is not None:
             ball = {"center": np.asarray(self.center).tolist(), "radius": float(self.radius)}
-        return {
+        out = {
             "value": np.asarray(self.value).tolist(),
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -217,6 +233,15 @@ class Release:
             "restricted": self.restricted,
             "public_ball": ball,
         }
+        if self.tangent is not None:  # only tangent releases carry the key
+            t = self.tangent
+            out["tangent"] = {
+                "point": np.asarray(t["point"]).tolist(),
+                "coords": np.asarray(t["coords"]).tolist(),
+                "noise": t["noise"],
+                "mu": None if t["mu"] is None else float(t["mu"]),
+            }
+        return out
 
     def to_json(self, path, *, public: bool = False) -> None:
         """Save the release to ``path`` as a sealed JSON record (the curator's by default).
@@ -654,6 +679,8 @@ def _from_record(doc) -> Release:
             center = center.reshape(value.shape)
     curator = doc.get("curator")
     extra = {}
+    if rec.get("tangent") is not None:
+        extra["tangent"] = _tangent_field(rec["tangent"])
     if curator is not None:
         if not isinstance(curator, dict):
             raise ReleaseFileError("'curator' must be an object")
@@ -672,6 +699,29 @@ def _from_record(doc) -> Release:
         **fields,
         **extra,
     )
+
+
+def _tangent_field(t) -> dict:
+    """A tangent release's saved ``"tangent"`` object, checked field by field."""
+    if not isinstance(t, dict) or set(t) != {"point", "coords", "noise", "mu"}:
+        raise ReleaseFileError(
+            "'tangent' must be null or {'point': ..., 'coords': ..., 'noise': ..., 'mu': ...}"
+        )
+    if t["noise"] not in ("gaussian", "k-norm"):
+        raise ReleaseFileError(
+            f"tangent.noise must be 'gaussian' or 'k-norm', got {t['noise']!r:.80}"
+        )
+    if not (t["mu"] is None or (_is_number(t["mu"]) and t["mu"] > 0)):
+        raise ReleaseFileError(f"tangent.mu must be a number > 0 or null, got {t['mu']!r:.80}")
+    coords = _array(t["coords"], None, "tangent.coords")
+    if coords.ndim != 1:
+        raise ReleaseFileError(f"tangent.coords must be a flat list, got shape {coords.shape}")
+    return {
+        "point": _array(t["point"], None, "tangent.point"),
+        "coords": coords,
+        "noise": t["noise"],
+        "mu": t["mu"],
+    }
 
 
 def _notes(exact, delta_estimate):

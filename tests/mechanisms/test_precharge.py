@@ -55,6 +55,7 @@ MECHANISMS = {
     "euclidean-laplace": lambda M, **k: baselines.EuclideanLaplace(M, **k),
     "projected-laplace": lambda M, **k: baselines.ProjectedLaplace(M, **k),
     "landmark-laplace": lambda M, **k: baselines.LandmarkLaplace(M, **k),
+    "tangent-laplace": lambda M, **k: pmd.TangentLaplaceMechanism(M, **k),
 }
 
 
