@@ -26,8 +26,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pymc_manidp import cli
 from pymc_manidp.cli import EXIT_OUTPUT_LOST, main
+from pymc_manidp.cli import commands as cli_commands  # release() looks its helpers up here
 from tests.test_cli_budget import DATA, run  # the CLI run that asserts no traceback
 
 
@@ -199,7 +199,7 @@ def test_a_write_that_fails_after_the_charge_says_the_ledger_keeps_it(
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(cli, "_write_atomic", full)
+    monkeypatch.setattr(cli_commands, "_write_atomic", full)
     code, _, err = run(release(data, ledger, tmp_path / "r.json"), capsys)
     assert code == EXIT_OUTPUT_LOST and err.count("\n") == 1
     assert "the release was made and charged" in err and "No space left" in err
@@ -264,14 +264,14 @@ def test_a_target_made_a_fifo_after_the_check_is_not_replaced(tmp_path, capsys, 
     data = tmp_path / "points.npy"
     np.save(data, DATA)
     ledger = tmp_path / "ledger.json"
-    check = cli._check_out
+    check = cli_commands._check_out
 
     def check_then_swap(args):
         out = check(args)
         os.mkfifo(out)  # a new path when checked, a FIFO when written
         return out
 
-    monkeypatch.setattr(cli, "_check_out", check_then_swap)
+    monkeypatch.setattr(cli_commands, "_check_out", check_then_swap)
     code, _, err = run(release(data, ledger, tmp_path / "r.json"), capsys)
     assert code == EXIT_OUTPUT_LOST and "no longer a regular file" in err, err
     assert stat.S_ISFIFO(os.lstat(tmp_path / "r.json").st_mode)

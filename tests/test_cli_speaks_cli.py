@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from pymc_manidp import cli
+from pymc_manidp.cli import messages as cli_messages
 from pymc_manidp.io.ledger import read_ledger
 from pymc_manidp.mcmc.settings import MCMCSettings
 from tests.test_cli_budget import run  # the in-process run that asserts no traceback
@@ -187,20 +188,20 @@ def test_every_keyword_a_library_message_names_has_an_option():
     # the static side of item 10: every 'name=value' a message of the package writes,
     # where name is a keyword of release, is translated; a new message naming one
     # without an option fails here
-    options = cli._keyword_options(cli.build_parser().commands["release"])
+    options = cli_messages._keyword_options(cli.build_parser().commands["release"])
     pattern = re.compile(rf"(?<![\w.\-\[])({'|'.join(map(re.escape, options))})=[^=]")
     found = 0
     for path, text in _library_messages():
-        if path.name == "cli.py" or not pattern.search(PYTHON_CALL.sub("", text)):
+        if path.is_relative_to(PACKAGE / "cli") or not pattern.search(PYTHON_CALL.sub("", text)):
             continue
         found += 1
-        spoken = cli._speak_cli(" ".join(text.split()), options)
+        spoken = cli_messages._speak_cli(" ".join(text.split()), options)
         assert not pattern.search(PYTHON_CALL.sub("", spoken)), (path.name, spoken)
     assert found >= 15  # the messages of budget.py, base.py, domain.py, ... are seen
 
 
 def test_the_translation_keeps_prose_and_python_calls():
-    options = cli._keyword_options(cli.build_parser().commands["release"])
+    options = cli_messages._keyword_options(cli.build_parser().commands["release"])
     keep = [
         "Use epsilon >= 1.5 for this n, or a larger epsilon",  # prose about a quantity
         "on Sphere(dim=2, radius=1.0) for radius 0.7",  # a repr: Python, and says so
@@ -209,8 +210,10 @@ def test_the_translation_keeps_prose_and_python_calls():
         "the budget (epsilon = 1, delta = 0) has spent epsilon = 0.8",
     ]
     for text in keep:
-        assert cli._speak_cli(text, options) == text
-    said = cli._speak_cli("Run longer (more draws/tune); skip_diagnostics=True releases", options)
+        assert cli_messages._speak_cli(text, options) == text
+    said = cli_messages._speak_cli(
+        "Run longer (more draws/tune); skip_diagnostics=True releases", options
+    )
     assert said == "Run longer (more --draws/--tune); --skip-diagnostics releases"
 
 

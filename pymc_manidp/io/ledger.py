@@ -10,7 +10,7 @@ it returns charges the file. The file is
 - **locked** while it is read, checked, charged and written (``fcntl.flock`` on
   ``LEDGER.lock`` beside it: the ledger itself is replaced by each write, so the lock
   lives in a file that stays), so two processes charging at once never overspend;
-- **checked** on every load (``privacy.budget.check_state``): every field's type and
+- **checked** on every load (``privacy.ledger_state.check_state``): every field's type and
   range, its checksum, its entries and running totals, and the data set's fingerprint;
 - **one file**: a symbolic link is followed to the ledger it names before anything is
   locked or written (so a link and its target share one lock and one file), and a
