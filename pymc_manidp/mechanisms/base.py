@@ -37,6 +37,7 @@ import numpy as np
 
 from pymc_manidp import mcmc
 from pymc_manidp.geometry._kernels.cache import check_environment_once
+from pymc_manidp.geometry.capabilities import Projection
 from pymc_manidp.geometry.validation import (
     check_bool,
     check_manifold,
@@ -414,7 +415,7 @@ class Mechanism:
             check_environment_once()
             # every premise is checked before any work on the data
             data = self.manifold.coerce(data)  # e.g. a SciPy Rotation, converted once here
-            if check_bool(project, "project") and self.manifold.project is None:
+            if check_bool(project, "project") and not isinstance(self.manifold, Projection):
                 raise ValueError(
                     f"project=True: {self.manifold} offers no projection (Rotations, Sphere and "
                     "SPD do); pass points of the manifold"
