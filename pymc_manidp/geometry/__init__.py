@@ -16,6 +16,17 @@ import importlib
 import pkgutil
 
 from pymc_manidp.geometry.base import Manifold, ManifoldBase, max_radius_from
+from pymc_manidp.geometry.capabilities import (
+    AmbientMeanStart,
+    BallExit,
+    GaussianChart,
+    GenericPoint,
+    LaplaceNormalizer,
+    NoiseMap,
+    Origin,
+    Projection,
+    UniformLaw,
+)
 
 #: modules of this folder that hold no manifold
 _NOT_SPACES = frozenset({"base"})
@@ -111,5 +122,14 @@ __all__ = [
     "manifold_class",
     "manifold_names",
     "max_radius_from",
+    "AmbientMeanStart",
+    "BallExit",
+    "GaussianChart",
+    "GenericPoint",
+    "LaplaceNormalizer",
+    "NoiseMap",
+    "Origin",
+    "Projection",
+    "UniformLaw",
     *sorted(MANIFOLD_CLASSES),
 ]

@@ -8,8 +8,10 @@ the Laplace normalizer, the uniform law, the charts and the MCMC budget need of 
 so no module above this folder asks which class a manifold is, and a new manifold is
 one file (``tests/geometry/test_custom_manifold.py`` writes one in a test).
 :class:`ManifoldBase` adds the members derived the same way for every space
-(``max_radius``, chart coordinates) and the generic answers (``None`` where a hook is
-not available); it is the only base class, one level deep.
+(``max_radius``, chart coordinates) and the generic answers; it is the only base
+class, one level deep. The optional members (a noise map, a uniform law, ...) are the
+protocols of :mod:`pymc_manidp.geometry.capabilities`: a space has them or not, tested
+by ``isinstance(M, NoiseMap)``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
+
+from pymc_manidp.geometry import capabilities
 
 __all__ = [
     "Manifold",
@@ -187,26 +191,9 @@ class Manifold(Protocol):
     def log_volume(self) -> float:
         """Log Riemannian volume of the whole manifold; ``inf`` if it is not compact."""
 
-    #: ``sample_uniform(rng, size)``: points ``(*size, *point_shape)`` of the uniform
-    #: law (normalized volume), NumPy; ``None`` where no uniform law is implemented.
-    sample_uniform: object
-
-    #: A fixed point with no symmetry (not a pole, not a regular polygon), where a law
-    #: without a mode starts a sampler; ``None`` if the manifold names none.
-    generic_point: object
-
-    #: The manifold's distinguished point (SPD: the identity; Euclidean: the origin),
-    #: the center of a chart that needs one without data; ``None`` if it has none.
-    origin: object
-
     #: Whether the weighted mean of the points' embedding coordinates *is* the Fréchet
     #: mean (Euclidean space): the mean is then a closed form.
     ambient_mean_is_frechet: bool
-
-    #: ``ambient_mean_start(m)``: a start for the Fréchet mean's descent from the
-    #: weighted mean ``m`` of the embedding coordinates, or ``None`` if ``m`` gives
-    #: none (then the first datum); the hook itself is ``None`` where it does not apply.
-    ambient_mean_start: object
 
     @property
     def mcmc_seconds_per_point(self) -> float:
@@ -259,52 +246,6 @@ class PyTensorTwins(Protocol):
         """Cheap in-graph checks that ``x`` is a point: a list of boolean tensors
         (the distributions' parameter checks when a point is itself a tensor)."""
 
-    #: ``pt_ball_exit(frame, omega, ball_center, ball_radius)``: the distance ``T(omega)``
-    #: from the chart's origin (inside the ball) to the edge of the ball
-    #: ``B_r(m0)`` along unit chart directions ``omega`` ``(..., dim)``, a tensor ``(...)``
-    #: (the polar chart's cap); ``None`` where no closed form is implemented.
-    pt_ball_exit: object
-
-    #: ``pt_laplace_log_normalizer(sigma)``: ``log Z(sigma)`` of the unrestricted
-    #: Laplace as a tensor: where the volume density is not radial, or where a closed form
-    #: beats the radial quadrature (SO(3), hyperbolic space); ``None`` (the default)
-    #: leaves it to the radial quadrature or to no normalizer.
-    pt_laplace_log_normalizer: object
-
-    #: Shape of the Gaussian vector ``z`` whose normalization ``pt_from_gaussian(z)`` is
-    #: uniform on a compact manifold (the uniform law's chart); ``None`` if there is none.
-    gaussian_shape: object
-
-    #: ``pt_from_gaussian(z)``: the point of ``z`` ``(..., *gaussian_shape)``, a function
-    #: homogeneous of degree 0 under which a standard normal ``z`` is uniform; ``None``
-    #: with ``gaussian_shape``.
-    pt_from_gaussian: object
-
-    #: ``pt_to_gaussian(x)``: a ``z`` with ``pt_from_gaussian(z) = x`` (the one of norm
-    #: 1 suffices); ``None`` with ``gaussian_shape``.
-    pt_to_gaussian: object
-
-    #: Shape of the tangent noise ``w`` of the moving chart (a footpoint that is itself a
-    #: random variable): ``pt_exp_noise(x, w)`` is ``exp_x(P_x w)`` for a linear map
-    #: ``P_x`` onto ``T_x`` that is smooth in ``x`` everywhere (a projection, a parallel
-    #: transport from a fixed point, a congruence) and under which a standard normal
-    #: ``w`` is standard normal on ``(T_x, metric)``; ``None`` where none is written.
-    noise_shape: object
-
-    #: ``pt_exp_noise(x, w)``: ``exp_x(P_x w)`` for footpoints ``x`` ``(..., *point_shape)``
-    #: and noise ``w`` ``(..., *noise_shape)``, a tensor of points; ``None`` with
-    #: ``noise_shape``.
-    pt_exp_noise: object
-
-    #: ``pt_noise_norm(x, w)``: ``|P_x w|_x``, a tensor ``(...)``; ``None`` with
-    #: ``noise_shape``.
-    pt_noise_norm: object
-
-    #: ``pt_log_noise(x, y)``: a noise ``w`` with ``P_x w = log_x(y)`` (the one of least
-    #: norm), ``(..., *noise_shape)``; the inverse of ``pt_exp_noise``; ``None`` with
-    #: ``noise_shape``.
-    pt_log_noise: object
-
     def pt_log_volume_density_noise(self, x, w):
         """Log volume density of ``exp_x`` at the tangent vector ``P_x w``, a tensor
         ``(...)`` (the one of ``pt_log_volume_density`` in an orthonormal frame)."""
@@ -312,7 +253,8 @@ class PyTensorTwins(Protocol):
 
 def _member_docs() -> dict[str, str]:
     docs = {}
-    for proto in (Manifold, PyTensorTwins):
+    optional = [getattr(capabilities, name) for name in capabilities.__all__]
+    for proto in (Manifold, PyTensorTwins, *optional):
         for name, member in vars(proto).items():
             if not name.startswith("_") and getattr(member, "__doc__", None):
                 docs[name] = member.__doc__
@@ -333,28 +275,12 @@ class ManifoldBase:
     dim: int
     point_shape: tuple[int, ...]
 
-    # hooks that are not available unless a space provides them (Manifold's docs)
+    # claims a space must make itself (Manifold's docs); the optional members are
+    # not defined here at all (geometry.capabilities: a space offers one by defining it)
     exact_sampling = False
     homogeneous = False
     volume_is_radial = False
-    sample_uniform = None
-    generic_point = None
-    origin = None
     ambient_mean_is_frechet = False
-    ambient_mean_start = None
-    pt_ball_exit = None
-    pt_laplace_log_normalizer = None
-    gaussian_shape = None
-    pt_from_gaussian = None
-    pt_to_gaussian = None
-    noise_shape = None
-    pt_exp_noise = None
-    pt_noise_norm = None
-    pt_log_noise = None
-    #: ``project(points)``: the nearest points of the space to points near it (rounded
-    #: records), an explicit and recorded step (``release(..., project=True)``,
-    #: ``--project``); ``None``: the space offers none.
-    project = None
 
     #: The space's name in data files and on the command line (``--manifold``), found
     #: there through :func:`pymc_manidp.geometry.manifold_class`; ``None``: not offered.

@@ -202,6 +202,12 @@ class SPD(ManifoldBase):
         object.__setattr__(self, "point_shape", (k, k))
         object.__setattr__(self, "_frame", identity_frame(k))
         object.__setattr__(self, "noise_shape", (k, k))
+        if k in SPD_NORMALIZED_K:
+            # capabilities.LaplaceNormalizer for k <= 3 only (k >= 4: none is implemented),
+            # so the member exists on those instances alone: isinstance answers per instance
+            object.__setattr__(
+                self, "pt_laplace_log_normalizer", functools.partial(spd_laplace_log_normalizer, k)
+            )
 
     @property
     def injectivity_radius(self) -> float:
@@ -274,15 +280,6 @@ class SPD(ManifoldBase):
             spd_normalizer_max_sigma(self.k),
             "0.98 of the normalizability edge (the tabulated range)",
         )
-
-    @property
-    def pt_laplace_log_normalizer(self):
-        """:func:`~pymc_manidp.geometry.spd.spd_laplace_log_normalizer` for this ``k`` (a
-        function of ``sigma``); ``None`` for ``k >= 4``, where no normalizer is
-        implemented."""
-        if self.k not in SPD_NORMALIZED_K:
-            return None
-        return functools.partial(spd_laplace_log_normalizer, self.k)
 
     @property
     def origin(self):

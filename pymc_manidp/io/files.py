@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from pymc_manidp._validation import check_real_data
-from pymc_manidp.geometry import manifold_class, manifold_names
+from pymc_manidp.geometry import Origin, manifold_class, manifold_names
 from pymc_manidp.privacy.atomic import check_output_target, write_atomic
 from pymc_manidp.privacy.release import release_record
 from pymc_manidp.stats import reductions
@@ -342,7 +342,7 @@ def parse_center(text: str, manifold) -> np.ndarray:
     shape = manifold.point_shape
     text = str(text).strip()
     if text.lower() in ("identity", "i", "eye"):
-        if manifold.origin is None:  # the space's own origin (SPD: the identity matrix)
+        if not isinstance(manifold, Origin):  # the space's own origin (SPD: the identity matrix)
             raise ValueError(
                 f"center 'identity' needs a manifold with an origin (spd and rotations: I, "
                 f"euclidean: 0, hyperbolic: (1, 0, ..., 0)); {manifold} has none: give "

@@ -28,6 +28,7 @@ from pymc.logprob.transforms import Transform
 from scipy.special import gammaln
 
 from pymc_manidp._validation import check_positive_real
+from pymc_manidp.geometry.capabilities import BallExit, GaussianChart, NoiseMap
 from pymc_manidp.geometry.sphere import log_unit_sphere_volume
 
 __all__ = [
@@ -206,7 +207,7 @@ class PolarChart(Transform):
         self.scale = scale
         self.scale_input = scale_input
         self.ndim_supp = len(manifold.point_shape)
-        if domain is not None and manifold.pt_ball_exit is None:
+        if domain is not None and not isinstance(manifold, BallExit):
             raise ValueError(f"the ball-capped polar chart has no closed form on {manifold}")
         self.domain = domain
 
@@ -345,7 +346,7 @@ class MovingPolarChart(Transform):
     name = "moving"
 
     def __init__(self, manifold, footpoint_input: int = 2, scale_input: int = 3):
-        if manifold.noise_shape is None:
+        if not isinstance(manifold, NoiseMap):
             raise ValueError(f"{manifold} has no noise map (noise_shape): no moving chart")
         self.manifold = manifold
         self.footpoint_input = footpoint_input
@@ -620,7 +621,7 @@ class NormalizedGaussian(Transform):
     def __init__(self, manifold, extra_dof: float = 8.0):
         if not (np.isfinite(extra_dof) and extra_dof >= 0):
             raise ValueError(f"extra_dof must be a finite number >= 0, not {extra_dof!r}")
-        if manifold.gaussian_shape is None:
+        if not isinstance(manifold, GaussianChart):
             raise ValueError(
                 f"NormalizedGaussian needs a compact manifold with a normalized-Gaussian map "
                 f"(a sphere, Kendall shapes, rotations), not {manifold}"
@@ -682,7 +683,7 @@ def ball_exit(manifold, frame, omega, domain):
     ``|<m0, γ(t)>|^2 = P + Q cos 2t + W sin 2t = cos^2 r`` (complex inner products).
     The first crossing after ``t = 0`` is taken.
     """
-    if manifold.pt_ball_exit is None:
+    if not isinstance(manifold, BallExit):
         raise ValueError(f"the ball-capped polar chart has no closed form on {manifold}")
     m0 = np.asarray(domain.center, float)
     r = float(domain.radius)

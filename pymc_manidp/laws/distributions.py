@@ -43,6 +43,14 @@ from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.random.op import RandomVariable
 
 from pymc_manidp._validation import check_positive_real
+from pymc_manidp.geometry.capabilities import (
+    BallExit,
+    GaussianChart,
+    GenericPoint,
+    NoiseMap,
+    Origin,
+    UniformLaw,
+)
 from pymc_manidp.laws.charts import (
     ChartTransform,
     MovingTangentChart,
@@ -597,7 +605,7 @@ def _laplace_support_point(op, rv, rng, size, footpoint, sigma):
     center = _value_of(footpoint)
     if center is not None and center.shape == tuple(op.manifold.point_shape):
         point = _off_center(op.manifold, center, sigma)
-    elif op.manifold.noise_shape is not None:  # the moving chart's footpoint is no start
+    elif isinstance(op.manifold, NoiseMap):  # the moving chart's footpoint is no start
         noise = pt.as_tensor_variable(generic_noise(op.manifold))
         n = len(op.manifold.noise_shape)
         scale = pt.shape_padright(pt.as_tensor_variable(sigma), n) / pt.shape_padright(
@@ -613,7 +621,7 @@ def _polar(manifold, center, domain):
     """The polar chart at ``center``; with a ball, capped at its edge (no wall for NUTS)
     where a closed form of the edge exists (``manifold.pt_ball_exit``), the center
     moved into the ball if needed."""
-    if domain is None or manifold.pt_ball_exit is None:
+    if domain is None or not isinstance(manifold, BallExit):
         return PolarChart(manifold, manifold.chart_frame(center), scale_input=3)
     if not domain.distances(center) < domain.radius:
         center = domain.center
@@ -623,9 +631,9 @@ def _polar(manifold, center, domain):
 def _global_chart(manifold):
     """A chart of the whole manifold that needs no center (random footpoints): the
     normalized Gaussian of a compact manifold, else the exp chart at its origin."""
-    if manifold.gaussian_shape is not None:
+    if isinstance(manifold, GaussianChart):
         return NormalizedGaussian(manifold)
-    if manifold.origin is None:
+    if not isinstance(manifold, Origin):
         raise ValueError(
             f"no chart of the whole of {manifold} is known (it has neither a "
             "normalized-Gaussian map nor an origin): give the footpoint a value"
@@ -639,7 +647,7 @@ def _laplace_transform(op, rv):
     center = _value_of(footpoint)
     if center is not None and center.shape == tuple(op.manifold.point_shape):
         return _polar(op.manifold, center, op.domain)
-    if op.domain is None and op.manifold.noise_shape is not None:
+    if op.domain is None and isinstance(op.manifold, NoiseMap):
         # a footpoint that moves (a random variable, or one per batch member): the chart
         # moves with it, the non-centred form (docs/mechanisms.md, hierarchical models)
         return MovingTangentChart(op.manifold, footpoint_input=2, scale_input=3)
@@ -853,7 +861,7 @@ class ManifoldUniform(Continuous):
 
     @classmethod
     def dist(cls, manifold, **kwargs):
-        if not np.isfinite(manifold.log_volume) or manifold.sample_uniform is None:
+        if not np.isfinite(manifold.log_volume) or not isinstance(manifold, UniformLaw):
             raise ValueError(
                 f"ManifoldUniform needs a compact manifold with a uniform law (a sphere, Kendall "
                 f"shapes, rotations): "
@@ -873,8 +881,9 @@ def _uniform_logprob(op, values, rng, size, **kwargs):
 def _uniform_support_point(op, rv, rng, size):
     # the law has no mode: any point will do; a generic one (not a pole, not a regular
     # polygon) is unlikely to be the center of a polar chart a model puts on it
-    point = op.manifold.generic_point
-    if point is None:  # a uniform draw (fixed seed) is generic almost surely
+    if isinstance(op.manifold, GenericPoint):
+        point = op.manifold.generic_point
+    else:  # a uniform draw (fixed seed) is generic almost surely
         point = op.manifold.sample_uniform(np.random.default_rng(0), ())
     return pt.broadcast_to(pt.as_tensor_variable(point), rv.shape)
 

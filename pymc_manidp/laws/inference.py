@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import pymc as pm
 
+from pymc_manidp.geometry.capabilities import BallExit, UniformLaw
 from pymc_manidp.laws.charts import PolarChart, point_dims
 from pymc_manidp.laws.distributions import ManifoldLaplace
 from pymc_manidp.laws.restricted import ball_quadrature, restricted_laplace_log_normalizer
@@ -365,7 +366,7 @@ def _default_prior(name, manifold, published, pdims):
         )
     origin, scale = _chart_origin(manifold, published)
     frame = {k: pm.Data(f"chart_{k}", v) for k, v in manifold.chart_frame(origin).items()}
-    if manifold.sample_uniform is None or not np.isfinite(manifold.log_volume):
+    if not isinstance(manifold, UniformLaw) or not np.isfinite(manifold.log_volume):
         raise ValueError(
             f"the default prior is uniform, which needs a compact manifold: {manifold} "
             "has infinite volume; pass prior= (e.g. a ManifoldLaplace around a public point)"
@@ -373,7 +374,7 @@ def _default_prior(name, manifold, published, pdims):
     if ball is None:
         chart = PolarChart(manifold, frame, scale=float(scale))
         return _uniform_prior(name, manifold, None, chart, pdims)
-    if manifold.pt_ball_exit is None:
+    if not isinstance(manifold, BallExit):
         raise ValueError(
             f"the default prior (uniform on the public ball) is not available on "
             f"{manifold}: pass prior="

@@ -27,6 +27,7 @@ from pytensor.graph.basic import Variable
 from scipy import special
 
 from pymc_manidp.geometry.base import exp_chart_is_isometry
+from pymc_manidp.geometry.capabilities import LaplaceNormalizer
 
 # SPD's normalizer lives with SPD (geometry/spd.py); these names stay importable here
 from pymc_manidp.geometry.spd import (
@@ -80,7 +81,7 @@ def has_laplace_normalizer(manifold) -> bool:
     >>> has_laplace_normalizer(pmd.SPD(k=3)), has_laplace_normalizer(pmd.SPD(k=4))
     (True, False)
     """
-    return manifold.pt_laplace_log_normalizer is not None or bool(manifold.volume_is_radial)
+    return isinstance(manifold, LaplaceNormalizer) or bool(manifold.volume_is_radial)
 
 
 def laplace_log_normalizer(manifold, sigma):
@@ -125,9 +126,8 @@ def laplace_log_normalizer(manifold, sigma):
     """
     sigma = _as_float_tensor(sigma)
     d = manifold.dim
-    own = manifold.pt_laplace_log_normalizer
-    if own is not None:
-        return own(sigma)
+    if isinstance(manifold, LaplaceNormalizer):
+        return manifold.pt_laplace_log_normalizer(sigma)
     if not manifold.volume_is_radial:
         return None
     base = log_unit_sphere_volume(d) + d * pt.log(sigma)

@@ -45,6 +45,7 @@ from pymc_manidp._validation import (
 )
 from pymc_manidp.geometry._numba.cache import check_environment_once
 from pymc_manidp.geometry.base import check_manifold
+from pymc_manidp.geometry.capabilities import Projection
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
 from pymc_manidp.privacy.budget import PrivacyBudget, budget_to_charge, current_budget
@@ -446,7 +447,7 @@ class Mechanism:
             check_environment_once()
             # every premise is checked before any work on the data
             data = self.manifold.coerce(data)  # e.g. a SciPy Rotation, converted once here
-            if check_bool(project, "project") and self.manifold.project is None:
+            if check_bool(project, "project") and not isinstance(self.manifold, Projection):
                 raise ValueError(
                     f"project=True: {self.manifold} offers no projection (Rotations, Sphere and "
                     "SPD do); pass points of the manifold"

@@ -26,6 +26,7 @@ from typing import ClassVar
 import numpy as np
 
 from pymc_manidp._validation import check_positive_int
+from pymc_manidp.geometry.capabilities import BallExit
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import KNG, STATISTICS
 from pymc_manidp.laws.exact_range import kng_sigma_range, median_sigma_floor
@@ -131,7 +132,7 @@ class KNGMechanism(Mechanism):
         """The samplers on this manifold; the median's MCMC needs a chart capped at the
         ball's edge (``manifold.pt_ball_exit``), without it only the exact sampler."""
         out = super().samplers
-        if self.statistic == "median" and self.manifold.pt_ball_exit is None:
+        if self.statistic == "median" and not isinstance(self.manifold, BallExit):
             return tuple(s for s in out if s in EXACT_SAMPLERS)
         return out
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_manidp._validation import check_positive_int, check_positive_real
+from pymc_manidp.geometry.capabilities import AmbientMeanStart
 from pymc_manidp.stats import reductions
 
 __all__ = ["ConvergenceWarning", "FrechetResult", "FrechetResults", "frechet_mean", "frechet_means"]
@@ -238,7 +239,7 @@ def extrinsic_start(M, data, w, summary=None):
     the normalized Euclidean mean, when it is not near the origin). Otherwise the
     first point.
     """
-    if M.ambient_mean_start is None:
+    if not isinstance(M, AmbientMeanStart):
         return np.asarray(data[0])
     if w is None and summary is not None:
         m = summary.mean_ambient
@@ -435,7 +436,7 @@ def frechet_means(
     if n == 1:
         x = stack[:, 0].copy()
         return FrechetResults(x, np.zeros(R, int), np.zeros(R), np.ones(R, bool))
-    if M.ambient_mean_start is None:
+    if not isinstance(M, AmbientMeanStart):
         x = stack[:, 0].copy()
     else:
         ambient = stack.mean(axis=1)

@@ -28,6 +28,15 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
+from pymc_manidp.geometry.capabilities import (
+    BallExit,
+    GaussianChart,
+    GenericPoint,
+    NoiseMap,
+    Origin,
+    UniformLaw,
+)
+
 FAST = "FAST_COMPILE"  # the same graph without C compilation: the arrays are tiny
 H_FD = 1e-4  # step of the 4th-order central differences
 
@@ -35,11 +44,11 @@ H_FD = 1e-4  # step of the 4th-order central differences
 # --- the data generator --------------------------------------------------------------------
 def base_point(M):
     """A point the space names (its generic point, its origin, or a uniform draw)."""
-    for hook in ("generic_point", "origin"):
-        p = getattr(M, hook)
-        if p is not None:
-            return M.validate(p)
-    if M.sample_uniform is not None:
+    if isinstance(M, GenericPoint):
+        return M.validate(M.generic_point)
+    if isinstance(M, Origin):
+        return M.validate(M.origin)
+    if isinstance(M, UniformLaw):
         return M.validate(M.sample_uniform(np.random.default_rng(0), ()))
     raise AssertionError(f"{M!r} names no point: give it a generic_point, origin or sample_uniform")
 
@@ -469,7 +478,7 @@ def check_ball_exit(M, seed=12):
         assert t_exit == pytest.approx(lo, abs=1e-9)
 
 
-#: every check, with the hook a space must have for it to be generated (``None``: all)
+#: every check, with the capability a space must have for it to be generated (``None``: all)
 CHECKS = {
     check_exp_log_round_trip: None,
     check_distance: None,
@@ -481,15 +490,15 @@ CHECKS = {
     check_validate: None,
     check_frechet_gradient: None,
     check_pickle: None,
-    check_noise_maps: "noise_shape",
-    check_gaussian_chart: "gaussian_shape",
-    check_ball_exit: "pt_ball_exit",
+    check_noise_maps: NoiseMap,
+    check_gaussian_chart: GaussianChart,
+    check_ball_exit: BallExit,
 }
 
 
 def applies(check, M) -> bool:
-    hook = CHECKS[check]
-    return hook is None or getattr(M, hook) is not None
+    capability = CHECKS[check]
+    return capability is None or isinstance(M, capability)
 
 
 def _test(check, spaces):
