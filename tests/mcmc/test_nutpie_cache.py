@@ -410,6 +410,61 @@ def test_second_process_loads_the_compiled_model(tmp_path):
     assert _fresh_process(tmp_path / "other", 5) == (0, 1)  # another directory: empty
 
 
+def test_two_processes_writing_one_entry_at_once_warn_nothing(tmp_path):
+    """Two workers compile the same model into one empty cache at the same moment
+    (started together, warnings as errors): both succeed, and a third process loads
+    both entry points they wrote."""
+    pytest.importorskip("nutpie")
+    cache = tmp_path / "cache"
+    env = dict(os.environ, PYMC_MANIDP_CACHE_DIR=str(cache))
+    cmd = [sys.executable, "-W", "error", "-c", _CHILD.format(n=5, sigma=1.5)]
+    writers = [
+        subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    for proc in writers:
+        out, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, err.decode()[-3000:]
+        assert b"HITS" in out
+    assert _fresh_process(cache, 7) == (2, 0)
+
+
+def test_a_read_that_fails_while_another_process_writes_is_tried_again(monkeypatch, tmp_path):
+    """The first read of an entry fails as it did under two xdist workers
+    (FileExistsError): the entry is read again, not dropped with a warning and
+    compiled anew (the old code warned and deleted the entry)."""
+    pytest.importorskip("nutpie")
+    import warnings
+
+    import numba
+
+    monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path))
+    mcmc.compile_nutpie(_small_model([0.5], 1.0))  # the entry, whole
+    # without its manifest the next call compiles the model, reading numba's entry points
+    shutil.rmtree(tmp_path / "models")
+    real, failed = numba.cfunc, []
+
+    def racing(*args, **kwargs):
+        if kwargs.get("cache") and not failed:
+            failed.append(1)
+
+            def fail(py_func):
+                raise FileExistsError(17, "File exists")
+
+            return fail
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(numba, "cfunc", racing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled, hits = mcmc.compile_nutpie(_small_model([0.5], 1.0))
+    assert failed and hits == 2  # both entry points read, the first on its second try
+    x = np.array([0.3, -1.2])
+    assert _call_logp(compiled, x)[0] == pytest.approx(
+        -0.5 * ((x - 0.5) ** 2).sum() - np.log(2 * np.pi)
+    )
+
+
 def _mean_x(compiled, mu, scale, seed):
     idata = compiled.sample(
         {"mu": np.asarray(mu, float), "scale": np.asarray(scale, float)},
