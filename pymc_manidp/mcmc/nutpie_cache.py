@@ -319,7 +319,7 @@ def _cfunc(src, name, key, signature, inner):
                 warnings.simplefilter("ignore")
                 cfunc = numba.cfunc(signature, cache=True)(py_func)
             return cfunc if cfunc.cache_hits else None
-        cfunc = _cached_cfunc(numba, signature, py_func)
+        cfunc = numba.cfunc(signature, cache=True)(py_func)
     except Exception as err:  # an unreadable entry, or a miss without ``inner``
         if inner is None:
             return None
@@ -331,22 +331,6 @@ def _cfunc(src, name, key, signature, inner):
         cfunc = numba.cfunc(signature, cache=True)(py_func)
     _private_files(f"*{key}*")
     return cfunc
-
-
-def _cached_cfunc(numba, signature, py_func):
-    """``numba.cfunc(signature, cache=True)(py_func)``, tried again once if it fails.
-
-    Two processes (xdist workers, two notebooks) compiling one model write the same
-    entry; numba renames each of its files into place whole, yet a full test run on two
-    workers saw the first attempt fail (``FileExistsError``) and the entry dropped and
-    compiled again. A second attempt reads what the other process wrote, or compiles
-    and saves the entry itself; only an entry that fails twice is unreadable
-    (:func:`_cfunc` drops it, with a warning).
-    """
-    try:
-        return numba.cfunc(signature, cache=True)(py_func)
-    except Exception:
-        return numba.cfunc(signature, cache=True)(py_func)
 
 
 def _entry_points(manifest, struct_key, shared_data, inner=None):

@@ -194,7 +194,11 @@ def test_a_planted_pickle_in_the_cache_is_never_loaded(monkeypatch, tmp_path):
         shutil.rmtree(tmp_path / "outside")
         mcmc.compile_nutpie(_small_model([0.5], 1.0))  # a clean cache again
     plant()  # control: a tree that is ours alone is loaded, planted pickle and all
-    mcmc.compile_nutpie(_small_model([0.5], 1.0))
+    # the pickle runs at the cache lookup and again at the compile's read, where its
+    # os.mkdir meets its own folder: that entry is unreadable, dropped and rewritten (the
+    # "FileExistsError" a full test run warned about, not a race between workers)
+    with pytest.warns(UserWarning, match=r"unreadable compiled-function cache entry \(FileExists"):
+        mcmc.compile_nutpie(_small_model([0.5], 1.0))
     assert marker.exists()
 
 
@@ -427,42 +431,6 @@ def test_two_processes_writing_one_entry_at_once_warn_nothing(tmp_path):
         assert proc.returncode == 0, err.decode()[-3000:]
         assert b"HITS" in out
     assert _fresh_process(cache, 7) == (2, 0)
-
-
-def test_a_read_that_fails_while_another_process_writes_is_tried_again(monkeypatch, tmp_path):
-    """The first read of an entry fails as it did under two xdist workers
-    (FileExistsError): the entry is read again, not dropped with a warning and
-    compiled anew (the old code warned and deleted the entry)."""
-    pytest.importorskip("nutpie")
-    import warnings
-
-    import numba
-
-    monkeypatch.setenv(mcmc.CACHE_ENV, str(tmp_path))
-    mcmc.compile_nutpie(_small_model([0.5], 1.0))  # the entry, whole
-    # without its manifest the next call compiles the model, reading numba's entry points
-    shutil.rmtree(tmp_path / "models")
-    real, failed = numba.cfunc, []
-
-    def racing(*args, **kwargs):
-        if kwargs.get("cache") and not failed:
-            failed.append(1)
-
-            def fail(py_func):
-                raise FileExistsError(17, "File exists")
-
-            return fail
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(numba, "cfunc", racing)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        compiled, hits = mcmc.compile_nutpie(_small_model([0.5], 1.0))
-    assert failed and hits == 2  # both entry points read, the first on its second try
-    x = np.array([0.3, -1.2])
-    assert _call_logp(compiled, x)[0] == pytest.approx(
-        -0.5 * ((x - 0.5) ** 2).sum() - np.log(2 * np.pi)
-    )
 
 
 def _mean_x(compiled, mu, scale, seed):
