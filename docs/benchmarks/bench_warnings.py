@@ -8,8 +8,8 @@ the north pole, n = 200 points drawn 0.1 about it):
   ``noise_aware_model`` of one restricted Laplace release (its uniform prior on the
   ball and its restricted likelihood are ``pm.CustomDist`` with Python draws);
 - ``noise-aware pm.draw``: 500 prior and likelihood draws of that model, compiled by
-  PyTensor's default NUMBA backend (the draws in object mode) and by the Python
-  linker (``mode="FAST_COMPILE"``, what ``calibration_study`` uses).
+  PyTensor's default NUMBA backend (the draws in object mode) and with
+  ``mode="FAST_COMPILE"`` (what ``calibration_study`` uses).
 
 Each row is CPU seconds of this process (all threads), the median of ``rounds``, with
 the warnings each path raised: how many "Numba will use object mode", how many times
@@ -71,7 +71,7 @@ def main(rounds):
         "NUTS release (KNG)": lambda: kng.release(data, sampler="nuts", random_seed=1),
         "noise-aware pm.sample": sample,
         "noise-aware pm.draw, NUMBA": lambda: pm.draw(draw_vars, draws=500, random_seed=3),
-        "noise-aware pm.draw, Python linker": lambda: pm.draw(
+        "noise-aware pm.draw, FAST_COMPILE": lambda: pm.draw(
             draw_vars, draws=500, random_seed=3, mode="FAST_COMPILE"
         ),
     }
