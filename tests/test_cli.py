@@ -616,15 +616,15 @@ def test_a_reader_that_closes_stdout_early_is_not_a_refusal(sphere_csv):
     import subprocess
     import sys
 
-    proc = subprocess.Popen(
+    with subprocess.Popen(  # the with closes stderr's pipe too (no ResourceWarning)
         [sys.executable, "-m", "pymc_manidp.cli", *release_args(sphere_csv)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    proc.stdout.close()  # the reader leaves before the first byte
-    err = proc.stderr.read()
-    code = proc.wait(timeout=600)
+    ) as proc:
+        proc.stdout.close()  # the reader leaves before the first byte
+        err = proc.stderr.read()
+        code = proc.wait(timeout=600)
     assert code == 141, err
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert err.strip().count("\n") == 0 and "closed by its reader" in err

@@ -118,9 +118,9 @@ def read_points(path, *, header=None) -> np.ndarray:
 
     Examples
     --------
-    >>> import tempfile, os
-    >>> f = os.path.join(tempfile.mkdtemp(), "d.csv")
-    >>> _ = open(f, "w").write("x,y,z\\n0,0,1\\n0,1,0\\n")
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp(), "d.csv")
+    >>> _ = f.write_text("x,y,z\\n0,0,1\\n0,1,0\\n")
     >>> read_points(f).shape
     (2, 3)
     """

@@ -36,6 +36,7 @@ from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Continuous, _support_point
 from pymc.distributions.transforms import _default_transform
 from pymc.logprob.abstract import _logprob
+from pymc.pytensorf import normalize_rng_param
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.traversal import ancestors
@@ -461,6 +462,16 @@ class ManifoldUniformRV(_ManifoldRV):
         return self.manifold.sample_uniform(rng, size)
 
 
+def _call(op, *params, size, rng):
+    """The variable of ``op`` on an explicit rng, as PyMC 6's own distributions build theirs.
+
+    PyTensor 3 deprecates both an implicit rng and an Op call that hides its next-rng
+    output; PyMC reads the next rng off the variable's node, so only the draw is returned.
+    """
+    _, rv = op(*params, size=size, rng=normalize_rng_param(rng), return_next_rng=True)
+    return rv
+
+
 # --- distributions ---------------------------------------------------------------------
 class ManifoldLaplace(Continuous):
     r"""Manifold Laplace distribution (2021, Definition 3), optionally on a ball.
@@ -516,7 +527,7 @@ class ManifoldLaplace(Continuous):
         cls, footpoint, sigma, *, manifold, domain=None, normalized=True, size=None, rng=None
     ):
         op = ManifoldLaplaceRV(manifold, domain, normalized=normalized)
-        return op(footpoint, sigma, size=size, rng=rng)
+        return _call(op, footpoint, sigma, size=size, rng=rng)
 
     def __new__(cls, name, manifold, footpoint, sigma, *, domain=None, normalized=True, **kwargs):
         return super().__new__(
@@ -710,7 +721,7 @@ class KNG(Continuous):
 
     @classmethod
     def rv_op(cls, data, sigma, *, manifold, domain, statistic="mean", size=None, rng=None):
-        return KNGRV(manifold, domain, statistic)(data, sigma, size=size, rng=rng)
+        return _call(KNGRV(manifold, domain, statistic), data, sigma, size=size, rng=rng)
 
     def __new__(cls, name, manifold, data, sigma, domain, *, statistic="mean", **kwargs):
         return super().__new__(
@@ -854,7 +865,7 @@ class ManifoldUniform(Continuous):
 
     @classmethod
     def rv_op(cls, *, manifold, size=None, rng=None):
-        return ManifoldUniformRV(manifold)(size=size, rng=rng)
+        return _call(ManifoldUniformRV(manifold), size=size, rng=rng)
 
     def __new__(cls, name, manifold, **kwargs):
         return super().__new__(cls, name, manifold, **kwargs)
@@ -894,6 +905,17 @@ def _uniform_transform(op, rv):
 
 
 # --- the NUMBA backend ------------------------------------------------------------------
+def exact_batch_draw(random):
+    """Mark a ``pm.CustomDist``'s ``random`` as one of the package's exact samplers.
+
+    NumPy and SciPy code that numba cannot compile, drawn a whole batch per call: the
+    NUMBA backend runs it in object mode as it runs the laws' own Ops, without the
+    warning (:func:`_register_numba_draws`).
+    """
+    random._exact_batch_draw = True
+    return random
+
+
 def _register_numba_draws():
     """Draw the manifold laws in PyTensor's NUMBA backend without a warning per compile.
 
@@ -906,7 +928,10 @@ def _register_numba_draws():
     is by design, and no sampler's log-density graph holds a random variable, so MCMC
     never runs it. (A numba core function per point, the other route PyTensor offers,
     drew 2,000 SPD(3) points 12 times slower than the batch, and cannot serve
-    ``ManifoldUniform``, which has no parameter to vectorize over.)
+    ``ManifoldUniform``, which has no parameter to vectorize over.) The same holds for
+    the ``pm.CustomDist`` draws of the noise-aware model (:mod:`pymc_manidp.laws.inference`),
+    whose ``random`` functions are marked with :func:`exact_batch_draw`; sampling its
+    posterior runs no object mode either (``tests/laws/test_noise_aware.py``).
     """
     from pytensor.link.numba.dispatch.basic import (
         numba_funcify_and_cache_key,
@@ -919,7 +944,10 @@ def _register_numba_draws():
     @register_funcify_and_cache_key(RandomVariableWithCoreShape)
     def _random_variable(op, node, **kwargs):
         [rv_node] = op.fgraph.apply_nodes
-        if not isinstance(rv_node.op, _ManifoldRV):
+        drawn_in_python = isinstance(rv_node.op, _ManifoldRV) or getattr(
+            getattr(rv_node.op, "_random_fn", None), "_exact_batch_draw", False
+        )
+        if not drawn_in_python:
             return generic(op, node, **kwargs)  # every other law: PyTensor's own
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Numba will use object mode to run")

@@ -47,7 +47,7 @@ import pymc as pm
 
 from pymc_manidp.geometry.capabilities import BallExit, UniformLaw
 from pymc_manidp.laws.charts import PolarChart, point_dims
-from pymc_manidp.laws.distributions import ManifoldLaplace
+from pymc_manidp.laws.distributions import ManifoldLaplace, exact_batch_draw
 from pymc_manidp.laws.restricted import ball_quadrature, restricted_laplace_log_normalizer
 
 __all__ = ["noise_aware_data", "noise_aware_model"]
@@ -191,6 +191,7 @@ def _restricted_likelihood(obs, manifold, eta, rec, observed, dims):
         lp = lp - restricted_laplace_log_normalizer(manifold, quad, footpoint, sigma)
         return pt.switch(inside, lp, -np.inf)
 
+    @exact_batch_draw
     def random(footpoint, rng=None, size=None):
         m = int(np.prod(size)) if size else 1
         pts = sample_laplace(manifold, np.asarray(footpoint), sigma, m, rng, domain=domain).points
@@ -228,6 +229,7 @@ def _uniform_prior(name, manifold, ball, chart, dims):
     def logp(value, _anchor):
         return pt.zeros(value.shape[: value.ndim - nshape]) - log_vol
 
+    @exact_batch_draw
     def random(_anchor, rng=None, size=None):
         m = int(np.prod(size)) if size else 1
         if ball is None:

@@ -182,7 +182,10 @@ def frechet_mean(
 
     closed = _closed_form(manifold, data, w, summary)
     if closed is not None:
-        _, gnorm, _ = _grad(manifold, closed, data, w, profile)
+        # data near the float limit make the norm's squares overflow: that is reported
+        # below as the ConvergenceWarning it is, not also as NumPy's RuntimeWarning
+        with np.errstate(over="ignore", invalid="ignore"):
+            _, gnorm, _ = _grad(manifold, closed, data, w, profile)
         if not np.isfinite(gnorm):  # e.g. |x| ~ 1e200: squares overflow
             warnings.warn(
                 f"the Fréchet mean's gradient norm is {gnorm} at working precision: the "

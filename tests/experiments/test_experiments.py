@@ -129,7 +129,7 @@ def test_rate_slope_is_minus_two_and_a_wrong_rate_is_rejected():
     n): its slope is about 0 and the same criterion rejects it.
     """
     mech = theorems._setup("S2", 1.0)[2][theorems.METHODS[0]]
-    slope, se = _slope(mech.scale)
+    slope, se = _slope(mech.sigma)
     assert abs(slope + 2.0) < 0.35 and se < 0.12
     wrong, _ = _slope(lambda n: mech.sigma(50))
     assert abs(wrong + 2.0) > 0.35
