@@ -27,15 +27,12 @@ likelihood.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from pymc_manidp._validation import check_nonnegative_real
 from pymc_manidp.laws.exact import ExactDraws
 from pymc_manidp.mechanisms.base import Mechanism
 from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
-from pymc_manidp.privacy.release import EXACT_NOTE
 from pymc_manidp.stats.frechet import frechet_mean
 from pymc_manidp.stats.gaussian import check_gaussian_delta, gaussian_sigma
 from pymc_manidp.stats.tangent import log_lipschitz, tangent_reach, tangent_reach_limit
@@ -173,16 +170,19 @@ class _TangentMechanism(Mechanism):
     def _record(self, value, cal, sampler, notes=(), validated=False, **fields):
         info = dict(fields.pop("sampler_info", None) or {})
         coords = np.asarray(info.pop("tangent_coords")).reshape(-1)
-        rel = super()._record(value, cal, sampler, notes, validated, sampler_info=info, **fields)
         tangent = {
             "point": self.tangent_point,
             "coords": coords,
             "noise": self.noise,
             "mu": self.mu(cal.n),
         }
-        return dataclasses.replace(rel, tangent=tangent, **self._record_privacy(rel))
+        return super()._record(
+            value, cal, sampler, notes, validated, sampler_info=info, tangent=tangent,
+            **self._record_privacy(), **fields,
+        )  # fmt: skip
 
-    def _record_privacy(self, rel) -> dict:
+    def _record_privacy(self) -> dict:
+        """Fields of the record that say which guarantee the draw has (pure ε: none)."""
         return {}
 
 
@@ -320,9 +320,8 @@ class TangentGaussianMechanism(_TangentMechanism):
     def noise_draws(self, sigma, size, rng):
         return sigma * rng.standard_normal((size, self.manifold.dim))
 
-    def _record_privacy(self, rel) -> dict:
-        notes = tuple(GAUSSIAN_NOTE if note == EXACT_NOTE else note for note in rel.notes)
-        return {"delta": self.delta, "notes": notes}
+    def _record_privacy(self) -> dict:
+        return {"proved_delta": self.delta, "privacy_note": GAUSSIAN_NOTE}
 
     def _charge_terms(self, budget, delta, is_mcmc, estimate_delta, sampler):
         # the release's own delta is proved (Balle & Wang's condition holds exactly):

@@ -409,9 +409,15 @@ def build_release(
     extra_notes: tuple = (),
     restricted: bool | None = None,
     domain=None,
+    tangent: dict | None = None,
+    proved_delta: float | None = None,
+    privacy_note: str | None = None,
 ) -> Release:
     """The one place a :class:`Release` is made: ``delta`` and the notes follow
-    from whether the sampler is exact (``delta = 0``) or MCMC (``delta = None``);
+    from whether the sampler is exact (``delta = 0``) or MCMC (``delta = None``),
+    except for an exact draw whose law is (ε, δ)-DP with a proved ``proved_delta``
+    (the tangent Gaussian), which says so in ``privacy_note`` in place of the pure-ε
+    note; ``tangent`` is a tangent mechanism's published chart (point, coordinates);
     ``extra_notes`` come first (e.g. a baseline's own caveats). ``n``, Δ and σ come
     from the release's ``calibration``; the manifold and the public ball from
     ``domain`` (a ``DataDomain``), and ``restricted`` says whether the law lives on
@@ -434,10 +440,14 @@ def build_release(
             "skip_diagnostics",
         ):  # names only: never data-dependent text
             raise ValueError(f"unknown opt-out {name!r}")
+    notes = (*extra_notes, *_notes(exact, delta_estimate))
+    if privacy_note is not None:
+        notes = tuple(privacy_note if note == EXACT_NOTE else note for note in notes)
+    delta = (0.0 if proved_delta is None else float(proved_delta)) if exact else None
     return Release(
         value=np.asarray(value),
         epsilon=float(epsilon),
-        delta=0.0 if exact else None,
+        delta=delta,
         mechanism=mechanism,
         sigma=float(calibration.sigma),
         sensitivity=float(calibration.sensitivity),
@@ -446,13 +456,14 @@ def build_release(
         seed_policy=seed_policy,
         diagnostics=diagnostics,
         opt_outs=tuple(opt_outs),
-        notes=(*extra_notes, *_notes(exact, delta_estimate)),
+        notes=notes,
         sampler_info=sampler_info,
         delta_estimate=delta_estimate,
         restricted=None if restricted is None else bool(restricted),
         center=None if domain is None else domain.center,
         radius=None if domain is None else float(domain.radius),
         manifold=None if domain is None else repr(domain.manifold),
+        tangent=tangent,
     )
 
 
