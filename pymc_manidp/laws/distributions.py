@@ -907,7 +907,8 @@ def _register_numba_draws():
     @register_funcify_and_cache_key(RandomVariableWithCoreShape)
     def _random_variable(op, node, **kwargs):
         [rv_node] = op.fgraph.apply_nodes
-        if not isinstance(rv_node.op, _ManifoldRV):
+        # the manifold laws, and any law whose Op says its draws run Python by design
+        if not (isinstance(rv_node.op, _ManifoldRV) or getattr(rv_node.op, "python_draws", False)):
             return generic(op, node, **kwargs)  # every other law: PyTensor's own
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Numba will use object mode to run")
