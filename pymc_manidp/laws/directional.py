@@ -177,9 +177,14 @@ def sample_vmf(mu, kappa, size=None, rng=None):
     kappa = np.broadcast_to(kappa, batch).reshape(-1)
     m = kappa.size
     q = p - 1.0
-    b = q / (2 * kappa + np.hypot(2 * kappa, q))  # hypot: no overflow at kappa = 1e308
+    # beyond 1e300 a draw is mu to rounding (spread 1e-150); b must not underflow to 0
+    kappa = np.minimum(kappa, 1e300)
+    with np.errstate(over="ignore", divide="ignore"):  # 2κ overflows past 9e307
+        b = np.where(kappa > 1e100, q / (4 * kappa), q / (2 * kappa + np.hypot(2 * kappa, q)))
     x0 = (1 - b) / (1 + b)
-    c = kappa * x0 + q * np.log1p(-(x0**2))
+    # 1 - x0 and log(1 - x0²) from b: x0 rounds to 1 beyond κ ~ 1e16
+    one_minus_x0 = 2 * b / (1 + b)
+    log_c = np.log(4 * b) - 2 * np.log1p(b)
     t = np.empty(m)
     one_minus_t = np.empty(m)
     todo = np.arange(m)
@@ -190,9 +195,12 @@ def sample_vmf(mu, kappa, size=None, rng=None):
         denom = 1 - (1 - bb) * z
         w = (1 - (1 + bb) * z) / denom
         omw = 2 * bb * z / denom
-        # log(1 - x0 w) with 1 - x0 w = (1 - x0) + x0 (1 - w): no cancellation near w = 1
-        xx = x0[todo]
-        ok = kappa[todo] * w + q * np.log((1 - xx) + xx * omw) - c[todo] >= np.log(u)
+        # Wood's test κw + q log(1 - x0 w) - κx0 - q log(1 - x0²) >= log u, written with
+        # 1 - x0 w = (1 - x0) + x0 (1 - w) and w - x0 = (1 - x0) - (1 - w): no cancellation
+        # near w = 1, no inf - inf at huge κ
+        xx, omx = x0[todo], one_minus_x0[todo]
+        log_ratio = np.log(omx + xx * omw) - log_c[todo]
+        ok = kappa[todo] * (omx - omw) + q * log_ratio >= np.log(u)
         t[todo[ok]] = w[ok]
         one_minus_t[todo[ok]] = omw[ok]
         todo = todo[~ok]
