@@ -25,6 +25,7 @@ _PUBLIC = {
     "ManifoldLaplace": "pymc_manidp.laws",
     "KNG": "pymc_manidp.laws",
     "ManifoldUniform": "pymc_manidp.laws",
+    "VonMisesFisher": "pymc_manidp.laws",
     "noise_aware_data": "pymc_manidp.laws",
     "noise_aware_model": "pymc_manidp.laws",
     "calibration_study": "pymc_manidp.mcmc",

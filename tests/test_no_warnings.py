@@ -40,6 +40,7 @@ SESSION = textwrap.dedent(
         "ManifoldLaplace": pmd.ManifoldLaplace.dist(S, center, 0.1, size=3),
         "KNG": pmd.KNG.dist(S, data, 0.1, dom, size=2),
         "ManifoldUniform": pmd.ManifoldUniform.dist(S, size=2),
+        "VonMisesFisher": pmd.VonMisesFisher.dist(center, 5.0, size=2),
     }
     for law in laws.values():
         pm.draw(law, random_seed=0)

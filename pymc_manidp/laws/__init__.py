@@ -1,8 +1,9 @@
-"""Laws layer: the manifold Laplace and KNG laws.
+"""Laws layer: the manifold Laplace and KNG laws, and the directional laws.
 
 PyTensor log-densities on tangent charts (``laws/charts.py``), their normalizers
 (:mod:`pymc_manidp.laws.normalizers`), exact samplers (``laws/exact.py``), the PyMC
-distributions (``laws/distributions.py``) and the noise-aware model of a release
+distributions (``laws/distributions.py``), the von Mises–Fisher law
+(``laws/directional.py``) and the noise-aware model of a release
 (``laws/inference.py``), all imported from here.
 """
 
@@ -12,6 +13,11 @@ from pymc_manidp.laws.charts import (
     MovingTangentChart,
     NormalizedGaussian,
     PolarChart,
+)
+from pymc_manidp.laws.directional import (
+    VonMisesFisher,
+    sample_vmf,
+    vmf_log_normalizer,
 )
 from pymc_manidp.laws.distributions import (
     KNG,
@@ -46,6 +52,7 @@ __all__ = [
     "MovingTangentChart",
     "NormalizedGaussian",
     "PolarChart",
+    "VonMisesFisher",
     "euclidean_laplace",
     "has_exact_sampler",
     "kng_envelope_slope",
@@ -59,4 +66,6 @@ __all__ = [
     "sample_kng",
     "sample_kng_median",
     "sample_laplace",
+    "sample_vmf",
+    "vmf_log_normalizer",
 ]

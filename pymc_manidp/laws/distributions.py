@@ -944,8 +944,12 @@ def _register_numba_draws():
     @register_funcify_and_cache_key(RandomVariableWithCoreShape)
     def _random_variable(op, node, **kwargs):
         [rv_node] = op.fgraph.apply_nodes
-        drawn_in_python = isinstance(rv_node.op, _ManifoldRV) or getattr(
-            getattr(rv_node.op, "_random_fn", None), "_exact_batch_draw", False
+        # the manifold laws, and any law whose draws run Python by design (the
+        # noise-aware model's exact batch draws, an Op that sets python_draws)
+        drawn_in_python = (
+            isinstance(rv_node.op, _ManifoldRV)
+            or getattr(rv_node.op, "python_draws", False)
+            or getattr(getattr(rv_node.op, "_random_fn", None), "_exact_batch_draw", False)
         )
         if not drawn_in_python:
             return generic(op, node, **kwargs)  # every other law: PyTensor's own
