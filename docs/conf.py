@@ -109,7 +109,12 @@ numpydoc_validation_overrides = {"PR01": [r"Attributes\n\s*-{3,}"]}
 #: yet.
 MEMBERS = r"^pymc_manidp(\.[a-z_]\w*)+\.[A-Z]\w*\.\w+$"
 #: A typing.Protocol has no constructor of its own (numpydoc sees ``*args, **kwargs``).
-PROTOCOLS = [r"^pymc_manidp\.geometry\.Manifold$"]
+PROTOCOLS = [
+    r"^pymc_manidp\.geometry\.Manifold$",
+    # the optional members' protocols (geometry/capabilities.py)
+    r"^pymc_manidp\.geometry\.(AmbientMeanStart|BallExit|GaussianChart|GenericPoint"
+    r"|LaplaceNormalizer|NoiseMap|Origin|Projection|UniformLaw)$",
+]
 numpydoc_validation_exclude = {MEMBERS, *PROTOCOLS} | {
     re.escape(name) + "$" for name in NUMPYDOC_TEMPORARY_EXCLUDE
 }

@@ -22,9 +22,12 @@ __all__ = ["BrokenEnvironmentError", "check_environment", "environment_problem"]
 
 
 class BrokenEnvironmentError(EnvironmentError):
-    """The environment would break a dependency, or make one write or load compiled
-    code where it should not; the message names the variable (or file), its value and
-    the fix. Raised before any privacy budget is charged or any data are read."""
+    """An environment that would break a dependency or misplace its compiled code.
+
+    The environment would break a dependency, or make one write or load compiled code
+    where it should not; the message names the variable (or file), its value and the
+    fix. Raised before any privacy budget is charged or any data are read.
+    """
 
 
 #: folders the dependencies (and the package) make or read below: a relative one would

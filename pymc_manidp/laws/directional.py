@@ -354,6 +354,10 @@ class VonMisesFisher(Continuous):
         _, rv = vonmisesfisher(mu, kappa, size=size, rng=rng, return_next_rng=True)
         return rv
 
+    def __new__(cls, name, mu, kappa, **kwargs):
+        # the signature the docstring documents (as the package's other laws do)
+        return super().__new__(cls, name, mu, kappa, **kwargs)
+
     @classmethod
     def dist(cls, mu, kappa, **kwargs):
         return super().dist([_check_mu(mu), _check_kappa(kappa)], **kwargs)
