@@ -60,6 +60,7 @@ from pymc_manidp.privacy.release import (
 from pymc_manidp.rng import resolve_rng
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats.domain import DataDomain
+from pymc_manidp.stats.frechet import frechet_mean
 from pymc_manidp.stats.sensitivity import calibrated_sigma
 
 __all__ = ["EXACT_SAMPLERS", "Mechanism", "available_samplers"]
@@ -1010,3 +1011,18 @@ def _assumed_delta_note(delta: float) -> str:
         f"charged to a privacy budget with delta = {delta:g}: the curator's assumption, "
         "not a proof (an MCMC release has no proved delta)"
     )
+
+
+def converged_mean(manifold, domain, data, grad_tol):
+    """The Fréchet mean of checked ``data``, refused unless it converged to
+    ``|grad F| <= grad_tol`` and lies in ``domain``'s ball: the premises the mean
+    mechanisms' sensitivity rests on (one place for the Laplace and tangent ones)."""
+    res = frechet_mean(manifold, data, tol=1e-10, atol=grad_tol)
+    if not (res.converged and res.grad_norm <= grad_tol):
+        raise ValueError(
+            f"the Fréchet mean did not converge to |grad F| <= {grad_tol:.3g} "
+            f"(got {res.grad_norm:.3g}): nothing is released"
+        )
+    if not domain.distances(res.mean) <= domain.radius:
+        raise ValueError("the computed Fréchet mean lies outside the public ball")
+    return res.mean

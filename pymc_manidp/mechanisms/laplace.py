@@ -21,8 +21,8 @@ from pymc_manidp._validation import check_bool, check_nonnegative_real
 from pymc_manidp.geometry.spd import SPD
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import ManifoldLaplace
-from pymc_manidp.mechanisms.base import Mechanism
-from pymc_manidp.stats.frechet import frechet_mean, frechet_means
+from pymc_manidp.mechanisms.base import Mechanism, converged_mean
+from pymc_manidp.stats.frechet import frechet_means
 
 __all__ = ["LaplaceMechanism", "spd_laplace_max_sigma"]
 
@@ -122,15 +122,7 @@ class LaplaceMechanism(Mechanism):
         return data, self._mean_of_checked(data)
 
     def _mean_of_checked(self, data):
-        res = frechet_mean(self.manifold, data, tol=1e-10, atol=self.grad_tol)
-        if not (res.converged and res.grad_norm <= self.grad_tol):
-            raise ValueError(
-                f"the Fréchet mean did not converge to |grad F| <= {self.grad_tol:.3g} "
-                f"(got {res.grad_norm:.3g}): nothing is released"
-            )
-        if not self.domain.distances(res.mean) <= self.domain.radius:
-            raise ValueError("the computed Fréchet mean lies outside the public ball")
-        return res.mean
+        return converged_mean(self.manifold, self.domain, data, self.grad_tol)
 
     def logp(self, x, data):
         """Unnormalized log-density (NumPy) w.r.t. volume at points ``x``."""

@@ -31,9 +31,8 @@ import numpy as np
 
 from pymc_manidp._validation import check_nonnegative_real
 from pymc_manidp.laws.exact import ExactDraws
-from pymc_manidp.mechanisms.base import Mechanism
+from pymc_manidp.mechanisms.base import Mechanism, converged_mean
 from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
-from pymc_manidp.stats.frechet import frechet_mean
 from pymc_manidp.stats.gaussian import check_gaussian_delta, gaussian_sigma
 from pymc_manidp.stats.tangent import log_lipschitz, tangent_reach, tangent_reach_limit
 
@@ -136,15 +135,8 @@ class _TangentMechanism(Mechanism):
 
     def mean_coords(self, data):
         """``E_p^T Log_p(x_bar)`` of checked data (private: the released statistic)."""
-        res = frechet_mean(self.manifold, data, tol=1e-10, atol=self.grad_tol)
-        if not (res.converged and res.grad_norm <= self.grad_tol):
-            raise ValueError(
-                f"the Fréchet mean did not converge to |grad F| <= {self.grad_tol:.3g} "
-                f"(got {res.grad_norm:.3g}): nothing is released"
-            )
-        if not self.domain.distances(res.mean) <= self.domain.radius:
-            raise ValueError("the computed Fréchet mean lies outside the public ball")
-        return np.asarray(self.manifold.log_coords(self.tangent_point, res.mean), dtype=float)
+        mean = converged_mean(self.manifold, self.domain, data, self.grad_tol)
+        return np.asarray(self.manifold.log_coords(self.tangent_point, mean), dtype=float)
 
     def noise_draws(self, sigma: float, size: int, rng) -> np.ndarray:  # pragma: no cover
         """``size`` draws of Z, shape ``(size, dim)``."""
