@@ -188,6 +188,12 @@ class Mechanism:
         ``sigma`` in floating point (a public fact: checked before any charge)."""
 
     @property
+    def planned_charge(self) -> tuple:
+        """The charge one exact release makes to a budget, as a plan declares it:
+        ``(epsilon, 0.0)`` (a Gaussian mechanism's adds its μ)."""
+        return (self.epsilon, 0.0)
+
+    @property
     def epsilon_per_noise(self) -> float:
         """The budget each noise draw spends: ``epsilon``, or a share of it when the
         budget is split over independent noises (basic composition)."""
@@ -668,7 +674,7 @@ class Mechanism:
             if budget is not None:
                 # all R charges (and an optimal budget's plan) before the first, summed exactly
                 # (not epsilon * R rounded): none is charged if one cannot be
-                budget.check_many([(self.epsilon, 0.0)] * total)
+                budget.check_many([self.planned_charge] * total)
         except BaseException:
             _refused(budget)  # refused before any charge: no ledger left behind
             raise

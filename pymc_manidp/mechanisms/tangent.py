@@ -32,11 +32,14 @@ import numpy as np
 from pymc_manidp._validation import check_nonnegative_real
 from pymc_manidp.laws.exact import ExactDraws
 from pymc_manidp.mechanisms.base import Mechanism, converged_mean
-from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
-from pymc_manidp.stats.gaussian import check_gaussian_delta, gaussian_sigma
+from pymc_manidp.stats.gaussian import check_gaussian_delta, gaussian_mu, gaussian_sigma
 from pymc_manidp.stats.tangent import log_lipschitz, tangent_reach, tangent_reach_limit
 
-__all__ = ["GAUSSIAN_NOTE", "TangentGaussianMechanism", "TangentLaplaceMechanism"]
+__all__ = [
+    "GAUSSIAN_NOTE",
+    "TangentGaussianMechanism",
+    "TangentLaplaceMechanism",
+]
 
 GAUSSIAN_NOTE = (
     "(epsilon, delta)-DP by the analytic Gaussian mechanism (Balle & Wang 2018, Thm 8) "
@@ -118,7 +121,7 @@ class _TangentMechanism(Mechanism):
         does.
         """
         M, p = self.manifold, self.tangent_point
-        length = self.reach + self.noise_bound(sigma)
+        length = self.exp_reach(sigma)
         axes = np.concatenate([np.eye(M.dim), -np.eye(M.dim)]) * length
         try:
             with np.errstate(over="ignore", invalid="ignore"):
@@ -132,6 +135,11 @@ class _TangentMechanism(Mechanism):
                 "Use a larger epsilon or more records (sigma is proportional to "
                 "1/(n epsilon))"
             ) from None
+
+    def exp_reach(self, sigma: float) -> float:
+        """How far from the tangent point a released point may be, but with
+        probability below ``e^-70``: ``R + noise_bound(sigma)``."""
+        return self.reach + self.noise_bound(sigma)
 
     def mean_coords(self, data):
         """``E_p^T Log_p(x_bar)`` of checked data (private: the released statistic)."""
@@ -315,9 +323,19 @@ class TangentGaussianMechanism(_TangentMechanism):
     def _record_privacy(self) -> dict:
         return {"proved_delta": self.delta, "privacy_note": GAUSSIAN_NOTE}
 
+    @property
+    def planned_charge(self) -> tuple[float, float, float]:
+        """``(epsilon, delta, mu)``: the Gaussian charge of one release, as a plan
+        declares it (``PrivacyBudget(..., plan=[mech.planned_charge] * k)``).
+
+        ``mu = gaussian_mu(epsilon, delta)`` does not depend on ``n``: σ is calibrated
+        as ``Delta_T/mu`` (rounded up), so every release is μ-GDP at this μ or below.
+        """
+        return (self.epsilon, self.delta, gaussian_mu(self.epsilon, self.delta))
+
     def _charge_terms(self, budget, delta, is_mcmc, estimate_delta, sampler):
         # the release's own delta is proved (Balle & Wang's condition holds exactly):
-        # charged under the budget's rule as (epsilon, delta)
+        # charged under the budget's rule as (epsilon, delta), with its mu
         budget, _basis, _charged = super()._charge_terms(
             budget, delta, is_mcmc, estimate_delta, sampler
         )
@@ -325,14 +343,19 @@ class TangentGaussianMechanism(_TangentMechanism):
             return None, None, None
         return budget, "proved", self.delta
 
-    def release_many(
-        self, datasets, *, random_seed=None, clip=False, budget=None, progressbar=None
-    ):
-        """As :meth:`Mechanism.release_many`; each data set is charged (ε, δ)."""
-        target = current_budget() if budget is None else budget
-        if isinstance(target, PrivacyBudget):  # the R charges at their delta, up front
-            _, total = self._dataset_groups(datasets)
-            target.check_many([(self.epsilon, self.delta)] * total)
-        return super().release_many(
-            datasets, random_seed=random_seed, clip=clip, budget=budget, progressbar=progressbar
+    def _make_charge(self, terms, sampler):
+        budget, basis, charged = terms
+        if budget is None:
+            return None, None
+        # a Gaussian charge: an optimal plan counts it by its exact privacy loss (mu-GDP)
+        index = budget.charge(
+            self.epsilon,
+            charged,
+            mu=self.planned_charge[2],
+            delta_basis=basis,
+            mechanism=self.name,
+            sampler=sampler,
+            status="charged",
         )
+        return budget, (index, charged)
+

@@ -72,6 +72,7 @@ from pymc_manidp.privacy.composition import (
     Spend,
     _check_delta,
     _check_epsilon,
+    _check_mu,
     _decimal_text,
     _exact,
     _exact_spend,
@@ -80,6 +81,7 @@ from pymc_manidp.privacy.composition import (
     _short,
     _spend,
     _total,
+    charge_form,
 )
 from pymc_manidp.privacy.ledger_state import (
     DELTA_BASES,
@@ -243,9 +245,10 @@ class PrivacyBudget:
         return self._state()["budget"]["composition"]
 
     @property
-    def plan(self) -> list[tuple[float, float]] | None:
-        """The charges ``(epsilon, delta)`` an optimal budget admits, in order (None:
-        basic composition, or an optimal ledger written before plans existed)."""
+    def plan(self) -> list[tuple[float, ...]] | None:
+        """The charges ``(epsilon, delta)`` (a Gaussian one ``(epsilon, delta, mu)``) an
+        optimal budget admits, in order (None: basic composition, or an optimal ledger
+        written before plans existed)."""
         plan = self._state()["budget"].get("plan")
         return None if plan is None else [tuple(c) for c in plan]
 
@@ -258,7 +261,7 @@ class PrivacyBudget:
         plan = state["budget"].get("plan")
         if plan is None:
             return None
-        return _total(state["budget"], [(e, d, "proved") for e, d in plan])
+        return _total(state["budget"], [(c[0], c[1], "proved", *c[2:]) for c in plan])
 
     @property
     def spent(self) -> Spend:
@@ -304,7 +307,7 @@ class PrivacyBudget:
         eps_left, delta_left = _remaining(state, spend)
         planned = self.planned
         exact = _exact_spend(spend)
-        keep = ("index", "mechanism", "sampler", "epsilon", "delta", "delta_basis", "status")
+        keep = ("index", "mechanism", "sampler", "epsilon", "delta", "mu", "delta_basis", "status")
         dataset = state["dataset"]
         return {
             "privacy_unit": state["privacy_unit"],
@@ -334,9 +337,10 @@ class PrivacyBudget:
         )
 
     # --- charging ---------------------------------------------------------------------------
-    def check(self, epsilon, delta=0.0, *, delta_basis="proved", count=1) -> None:
+    def check(self, epsilon, delta=0.0, *, mu=None, delta_basis="proved", count=1) -> None:
         """Raise :class:`BudgetExceededError` if ``count`` charges of ``(epsilon,
-        delta)`` would overspend; changes nothing.
+        delta)`` (Gaussian ones with ``mu``, as :meth:`charge`) would overspend; changes
+        nothing.
 
         ``count`` checks a batch at once (``release_many``) with the exact sum, where
         ``epsilon * count`` in floating point may round below it.
@@ -346,16 +350,26 @@ class PrivacyBudget:
             raise ValueError(f"delta_basis must be one of {DELTA_BASES}, got {delta_basis!r}")
         if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
             raise TypeError(f"count must be a whole number >= 1, got {_short(count)}")
-        _refuse_overspend(self._state(), epsilon, delta, delta_basis, count=int(count))
+        mu = _gaussian_mu(epsilon, delta, mu, delta_basis)
+        _refuse_overspend(self._state(), epsilon, delta, delta_basis, count=int(count), mu=mu)
 
     def check_many(self, charges) -> None:
-        """Raise :class:`BudgetExceededError` if the charges ``[(epsilon, delta), ...]``,
-        made in this order, would overspend or leave the plan; changes nothing.
+        """Raise :class:`BudgetExceededError` if the charges ``[(epsilon, delta), ...]``
+        (a Gaussian one ``(epsilon, delta, mu)``), made in this order, would overspend or
+        leave the plan; changes nothing.
 
         For a call that charges several releases at once: it is refused before the
         first charge rather than after some (``Mechanism.release_many``).
         """
-        pairs = [(_check_epsilon(e), _check_delta(d)) for e, d in charges]
+        pairs = []
+        for charge in charges:
+            if isinstance(charge, str | bytes) or len(charge) not in (2, 3):
+                raise TypeError(
+                    f"a charge is (epsilon, delta) or (epsilon, delta, mu), got {_short(charge)}"
+                )
+            e, d = _check_epsilon(charge[0]), _check_delta(charge[1])
+            mu = _gaussian_mu(e, d, charge[2] if len(charge) == 3 else None, "proved")
+            pairs.append((e, d, mu))
         state = self._state()  # a copy: the trial entries below are never written
         runs = []  # consecutive equal charges, checked as one exact sum
         for pair in pairs:
@@ -364,20 +378,21 @@ class PrivacyBudget:
             else:
                 runs.append([pair, 1])
         planned = state["budget"].get("plan") is not None
-        for (epsilon, delta), count in runs:
+        for (epsilon, delta, mu), count in runs:
             if planned:  # the total may come from the PLD: checked after each, as charge() will
                 for _ in range(count):
-                    _refuse_overspend(state, epsilon, delta, "proved")
-                    state["entries"].append(_trial(epsilon, delta))
+                    _refuse_overspend(state, epsilon, delta, "proved", mu=mu)
+                    state["entries"].append(_trial(epsilon, delta, mu))
             else:  # basic sums only grow: the run fits iff its exact sum does
-                _refuse_overspend(state, epsilon, delta, "proved", count=count)
-                state["entries"].extend(_trial(epsilon, delta) for _ in range(count))
+                _refuse_overspend(state, epsilon, delta, "proved", count=count, mu=mu)
+                state["entries"].extend(_trial(epsilon, delta, mu) for _ in range(count))
 
     def charge(
         self,
         epsilon,
         delta=0.0,
         *,
+        mu=None,
         delta_basis="proved",
         mechanism="external",
         sampler="",
@@ -385,6 +400,10 @@ class PrivacyBudget:
     ) -> int:
         """Charge ``(epsilon, delta)`` if it fits (checked and recorded at once, under
         the store's lock); returns the charge's index.
+
+        ``mu`` makes it a Gaussian charge: a release that is μ-GDP (and (ε, δ)-DP at
+        that μ, refused otherwise), counted by its exact privacy loss in an optimal
+        plan's total (module :mod:`pymc_manidp.privacy.composition`).
 
         A release charges itself (``Mechanism.release(..., budget=b)``, status
         ``"charged"`` until :meth:`settle` or :meth:`fail`); call this for a release
@@ -403,8 +422,9 @@ class PrivacyBudget:
             raise ValueError("an estimated delta is never charged: charge delta=0")
         if status not in ("charged", "external"):
             raise ValueError(f"status must be 'charged' or 'external', got {_short(status)}")
+        mu = _gaussian_mu(epsilon, delta, mu, delta_basis)
         with self._store.transaction() as state:
-            _refuse_overspend(state, epsilon, delta, delta_basis)
+            _refuse_overspend(state, epsilon, delta, delta_basis, mu=mu)
             index = len(state["entries"])
             state["entries"].append(
                 {
@@ -418,6 +438,7 @@ class PrivacyBudget:
                     "release": None,
                     "delta_estimate": None,
                     "error": None,
+                    "mu": mu,
                 }
             )
         return index
@@ -490,29 +511,43 @@ def _remaining(state, spend: Spend) -> tuple[float, float]:
     return float(max(eps_left, Fraction(0))), float(max(delta_left, Fraction(0)))
 
 
-def _trial(epsilon, delta) -> dict:
+def _trial(epsilon, delta, mu=None) -> dict:
     """An entry ``_spend`` counts, for a check that charges nothing."""
-    return {"epsilon": epsilon, "delta": delta, "delta_basis": "proved"}
+    return {"epsilon": epsilon, "delta": delta, "delta_basis": "proved", "mu": mu}
 
 
-def _refuse_overspend(state, epsilon, delta, delta_basis, count=1) -> None:
-    """Raise BudgetExceededError unless ``count`` charges of ``(epsilon, delta)`` are
-    the plan's next ones (a planned budget) and their total, with the charges made,
-    fits the budget (compared exactly)."""
+def _gaussian_mu(epsilon, delta, mu, delta_basis) -> float | None:
+    """``mu`` of a charge (None: not Gaussian), checked: its δ is proved."""
+    if mu is None:
+        return None
+    if delta_basis != "proved":
+        raise ValueError(
+            f"a Gaussian charge (mu given) has a proved delta, not {_short(delta_basis)}: "
+            "drop mu= for an MCMC release"
+        )
+    return _check_mu(epsilon, delta, mu)
+
+
+def _refuse_overspend(state, epsilon, delta, delta_basis, count=1, mu=None) -> None:
+    """Raise BudgetExceededError unless ``count`` charges of ``(epsilon, delta)`` (a
+    Gaussian one with ``mu``) are the plan's next ones (a planned budget) and their
+    total, with the charges made, fits the budget (compared exactly)."""
     budget = state["budget"]
     plan = budget.get("plan")
     before = _spend(state)
     made = len(state["entries"])
     for k in range(made, made + count) if plan is not None else ():
-        if k >= len(plan) or [epsilon, delta] != plan[k]:
+        if k >= len(plan) or charge_form(epsilon, delta, mu) != plan[k]:
             planned = (
                 f"charge {k} of the plan is epsilon = {plan[k][0]!r}, delta = {plan[k][1]!r}"
+                + (f", Gaussian with mu = {plan[k][2]!r}" if len(plan[k]) == 3 else "")
                 if k < len(plan)
                 else f"all {len(plan)} charges of the plan are made"
             )
             batch = "" if count == 1 else f"{count} charges of "
+            gauss = "" if mu is None else f" (Gaussian, mu = {mu!r})"
             raise BudgetExceededError(
-                f"the release asks for {batch}epsilon = {epsilon!r}, delta = {delta!r}, but "
+                f"the release asks for {batch}epsilon = {epsilon!r}, delta = {delta!r}{gauss}, but "
                 f"this budget's optimal composition covers only its plan, declared before the "
                 f"first release, and {planned}: nothing was computed or released. Optimal "
                 "composition holds for (epsilon, delta) fixed in advance, not for ones "
@@ -523,7 +558,7 @@ def _refuse_overspend(state, epsilon, delta, delta_basis, count=1) -> None:
                 asked=(epsilon, delta),
             )
     # the exact sum of the count charges, not epsilon * count rounded in floating point
-    after = _spend(state, extra=[(epsilon, delta, delta_basis)] * count)
+    after = _spend(state, extra=[(epsilon, delta, delta_basis, mu)] * count)
     if _fits(budget, after):
         return
     left = _remaining(state, before)

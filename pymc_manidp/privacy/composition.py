@@ -9,6 +9,14 @@ before the first release whose total is the basic one while it fits, otherwise t
 worst-case privacy loss distributions composed by ``dp_accounting``
 (:func:`_pld_epsilon`). :mod:`pymc_manidp.privacy.budget` explains which ε is charged
 and why a plan; this module is its arithmetic, with no state of its own.
+
+A Gaussian charge (``mu`` given: a release that is μ-GDP, e.g.
+:class:`~pymc_manidp.mechanisms.tangent.TangentGaussianMechanism`) counts as its
+``(epsilon, delta)`` in basic sums and by its exact privacy loss in an optimal plan's
+total: all-Gaussian charges compose as μ-GDP, ``mu = sqrt(sum mu_i^2)`` (Dong, Roth &
+Su 2022, Cor. 3.3), read at the budget's δ exactly (Cor. 2.13); mixed with other
+charges, each Gaussian's PLD (``N(0, 1/mu^2)`` against ``N(1, 1/mu^2)``) is composed
+with the others' worst-case PLDs by ``dp_accounting``.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["COMPOSITIONS", "MAX_PLAN", "UNPLANNED", "Spend"]
+__all__ = ["COMPOSITIONS", "GDP_RULE", "MAX_PLAN", "MIXED_RULE", "UNPLANNED", "Spend"]
 
 #: the composition rules and the theorem each total comes from (docs/privacy-budget.md)
 COMPOSITIONS = {
@@ -39,6 +47,21 @@ UNPLANNED = (
     "basic composition (Dwork & Roth 2014, Theorem 3.16): this ledger's optimal composition "
     "has no plan declared before its first release, and optimal composition holds only for "
     "(epsilon, delta) fixed in advance"
+)
+#: the rule of an optimal total whose charges are all Gaussian (past the basic sums)
+GDP_RULE = (
+    "a plan of charges declared before the first release, all Gaussian: mu-GDP composed "
+    "exactly, mu = sqrt(sum of mu_i^2) (Dong, Roth & Su 2022, Cor. 3.3: valid for adaptively "
+    "chosen releases with each mu_i fixed in advance), converted to epsilon at the budget's "
+    "delta exactly (ibid., Cor. 2.13)"
+)
+#: the rule of an optimal total mixing Gaussian and other charges (past the basic sums)
+MIXED_RULE = (
+    "a plan of charges declared before the first release, Gaussian and (epsilon, delta) "
+    "mixed: each Gaussian's privacy loss distribution composed with the others' worst-case "
+    "ones by dp_accounting (pessimistic discretization: an upper bound; dominating pairs "
+    "compose adaptively with each release's parameters fixed in advance, Zhu, Dong & Wang "
+    "2022, Thm 10), read at the budget's delta"
 )
 #: the longest plan: each charge recomposes the plan's charges so far (1,000 unequal
 #: charges take seconds)
@@ -163,8 +186,35 @@ def _check_delta(delta, name="delta", *, up: bool = True) -> float:
     return x
 
 
+def _check_mu(epsilon: float, delta: float, mu, name="mu") -> float:
+    """``mu`` of a Gaussian charge ``(epsilon, delta)``: a float ``> 0`` at which μ-GDP
+    is (ε, δ)-DP (so its basic view holds), refused otherwise."""
+    from pymc_manidp.stats.gaussian import gaussian_delta
+
+    if isinstance(mu, bool | np.bool_) or not isinstance(mu, numbers.Real | decimal.Decimal):
+        raise TypeError(f"{name} must be a real number, got {type(mu).__name__} {_short(mu)}")
+    mu = float(mu)
+    if not (math.isfinite(mu) and mu > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {_short(mu)}")
+    if not delta > 0 or gaussian_delta(epsilon, mu) > delta:
+        raise ValueError(
+            f"a Gaussian charge of {name} = {mu!r} is not (epsilon, delta) = ({epsilon!r}, "
+            f"{delta!r})-DP (Balle & Wang 2018, Thm 8): state the (epsilon, delta) the "
+            "mechanism was calibrated at with its mu (mechanism.planned_charge), or a "
+            "smaller mu"
+        )
+    return mu
+
+
+def charge_form(epsilon: float, delta: float, mu: float | None) -> list:
+    """A charge as a plan holds it: ``[epsilon, delta]``, or ``[epsilon, delta, mu]``
+    for a Gaussian charge."""
+    return [epsilon, delta] if mu is None else [epsilon, delta, mu]
+
+
 def _check_plan(plan, composition) -> list[list[float]] | None:
-    """The plan as ``[[epsilon, delta], ...]`` (floats), or None for basic composition."""
+    """The plan as ``[[epsilon, delta(, mu)], ...]`` (floats), or None for basic
+    composition."""
     if composition != "optimal":
         if plan is not None:
             raise ValueError(
@@ -196,18 +246,22 @@ def _check_plan(plan, composition) -> list[list[float]] | None:
                 item = (item, 0.0)
             else:
                 raise TypeError(f"plan[{i}] must be epsilon or (epsilon, delta), got {item!r}")
-        if len(item) != 2:
-            raise TypeError(f"plan[{i}] must be epsilon or (epsilon, delta), got {item!r}")
+        if len(item) not in (2, 3):
+            raise TypeError(
+                f"plan[{i}] must be epsilon, (epsilon, delta) or a Gaussian charge "
+                f"(epsilon, delta, mu), got {_short(item)}"
+            )
         if any(isinstance(v, bool) for v in item):  # True is no epsilon of 1
             raise TypeError(f"plan[{i}] must be real numbers, not bools, got {item!r}")
         # charges: an exact number is rounded up to a float's decimal, as charge() does,
         # so the i-th charge of the same number matches plan[i]
-        pairs.append(
-            [
-                _check_epsilon(item[0], f"plan[{i}]'s epsilon"),
-                _check_delta(item[1], f"plan[{i}]'s delta"),
-            ]
-        )
+        pair = [
+            _check_epsilon(item[0], f"plan[{i}]'s epsilon"),
+            _check_delta(item[1], f"plan[{i}]'s delta"),
+        ]
+        if len(item) == 3:
+            pair.append(_check_mu(pair[0], pair[1], item[2], f"plan[{i}]'s mu"))
+        pairs.append(pair)
     if not pairs:
         raise ValueError("the plan is empty: declare at least one (epsilon, delta) charge")
     return pairs
@@ -221,8 +275,22 @@ def _basic_sums(entries) -> tuple[Fraction, Fraction]:
     return eps, delta
 
 
+def _gaussian_pld(mu: float):
+    """The PLD of a μ-GDP charge: ``N(0, 1/mu^2)`` against ``N(1, 1/mu^2)`` (its
+    dominating pair; the neighbours' sensitivity is already in μ, so no factor 2 for
+    replace-one as dp_accounting's ``GaussianDpEvent`` needs under ``REPLACE_ONE``)."""
+    from dp_accounting.pld import privacy_loss_distribution
+
+    # sd rounded down: the privacy loss is never understated
+    return privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=math.nextafter(1.0 / mu, 0.0), sensitivity=1.0
+    )
+
+
 def _pld_epsilon(charges, delta_target: float) -> float:
-    """ε at ``delta_target`` of the composed worst-case PLDs of ``(eps, delta)`` charges."""
+    """ε at ``delta_target`` of the composed PLDs of ``(eps, delta, mu)`` charges: a
+    Gaussian's (``mu`` not None: ``N(0, 1/mu^2)`` against ``N(1, 1/mu^2)``, its
+    dominating pair) or the worst-case one of ``(eps, delta)``-DP."""
     try:
         from dp_accounting.pld import common, privacy_loss_distribution
     except ImportError:  # pragma: no cover - the [budget] extra
@@ -231,10 +299,13 @@ def _pld_epsilon(charges, delta_target: float) -> float:
         ) from None
     pld = None
     try:
-        for eps, delta in charges:
-            one = privacy_loss_distribution.from_privacy_parameters(
-                common.DifferentialPrivacyParameters(eps, delta)
-            )
+        for eps, delta, mu in charges:
+            if mu is None:
+                one = privacy_loss_distribution.from_privacy_parameters(
+                    common.DifferentialPrivacyParameters(eps, delta)
+                )
+            else:
+                one = _gaussian_pld(mu)
             pld = one if pld is None else pld.compose(one)
         return float(pld.get_epsilon_for_delta(delta_target))
     except OverflowError:  # an epsilon past what the PLD can discretize (1e308): no bound
@@ -243,13 +314,14 @@ def _pld_epsilon(charges, delta_target: float) -> float:
 
 def _spend(state, extra=()) -> Spend:
     """The total of ``state``'s entries (and ``extra`` charges ``(eps, delta, basis)``)."""
-    charges = [(e["epsilon"], e["delta"], e["delta_basis"]) for e in state["entries"]]
+    charges = [(e["epsilon"], e["delta"], e["delta_basis"], e.get("mu")) for e in state["entries"]]
     return _total(state["budget"], charges + list(extra))
 
 
 def _total(budget, charges) -> Spend:
-    """The total of ``charges`` ``(eps, delta, basis)`` under ``budget``'s rule."""
-    proved = all(basis == "proved" for _, _, basis in charges)
+    """The total of ``charges`` ``(eps, delta, basis[, mu])`` under ``budget``'s rule."""
+    charges = [(*c[:3], c[3] if len(c) > 3 else None) for c in charges]
+    proved = all(c[2] == "proved" for c in charges)
     eps = sum((_exact(c[0]) for c in charges), Fraction(0))
     delta = sum((_exact(c[1]) for c in charges if c[2] != "estimated"), Fraction(0))
     # a sum past the largest float (two charges of 1e308) reads as inf; the exact
@@ -260,15 +332,29 @@ def _total(budget, charges) -> Spend:
     if budget.get("plan") is None:  # an unplanned optimal ledger (module docstring)
         return Spend(basic.epsilon, basic.delta, proved, UNPLANNED, basic.exact)
     rule = COMPOSITIONS["optimal"]
+    fits = eps <= _exact(budget["epsilon"]) and delta <= _exact(budget["delta"])
+    target = budget["delta"]
+    mus = [c[3] for c in charges if c[3] is not None]
     # (Σε, Σδ) while it fits, compared exactly: a total of pure charges then keeps δ = 0,
     # where the PLD read at the budget's δ would report (Σε - a hair, budget δ)
-    if eps <= _exact(budget["epsilon"]) and delta <= _exact(budget["delta"]):
+    if fits and not mus:
         return Spend(basic.epsilon, basic.delta, proved, rule, basic.exact)
-    target = budget["delta"]
-    counted = [(c[0], c[1] if c[2] != "estimated" else 0.0) for c in charges]
-    optimal = _pld_epsilon(counted, target) if delta < _exact(target) else math.inf
-    # the PLD's epsilon is a float: compared as the decimal it prints as (its repr)
-    return Spend(optimal, float(target), proved, rule)
+    if mus and len(mus) == len(charges):  # all Gaussian: exact, no discretization
+        from pymc_manidp.stats.gaussian import compose_mu, gdp_epsilon
+
+        tight = Spend(gdp_epsilon(compose_mu(mus), target), float(target), proved, GDP_RULE)
+    else:
+        counted = [(c[0], c[1] if c[2] != "estimated" else 0.0, c[3]) for c in charges]
+        # the Gaussians' delta is in their PLD; the others' deltas must leave room at target
+        rest = sum((_exact(c[1]) for c in counted if c[2] is None), Fraction(0))
+        optimal = _pld_epsilon(counted, target) if rest < _exact(target) else math.inf
+        # the PLD's epsilon is a float: compared as the decimal it prints as (its repr)
+        tight = Spend(optimal, float(target), proved, MIXED_RULE if mus else rule)
+    # with Gaussian charges both totals are bounds at delta > 0: the smaller epsilon
+    # that fits is the one to state (the composed Gaussians' is smaller past a few)
+    if fits and not (math.isfinite(tight.epsilon) and _exact(tight.epsilon) < eps):
+        return Spend(basic.epsilon, basic.delta, proved, rule, basic.exact)
+    return tight
 
 
 def _to_float(x: Fraction) -> float:

@@ -3,8 +3,9 @@
 :func:`new_state` makes an empty one, :func:`seal` recomputes its running totals (exact
 decimal strings) and its SHA-256 :func:`checksum`, and :func:`check_state` refuses one
 that is not consistent: every field's type and range, the nesting depth, the checksum,
-then the entries against the plan and the running totals. A version 1 state (totals
-sealed as floats) is migrated on load. The same state serves the in-memory
+then the entries against the plan and the running totals. States of versions 1
+(totals sealed as floats) and 2 (no ``mu``) are migrated on load, every record kept.
+The same state serves the in-memory
 :class:`~pymc_manidp.privacy.budget.PrivacyBudget` and the ledger file
 (:mod:`pymc_manidp.io.ledger`).
 """
@@ -24,12 +25,14 @@ from pymc_manidp.privacy.composition import (
     _basic_sums,
     _check_delta,
     _check_epsilon,
+    _check_mu,
     _check_plan,
     _decimal_text,
     _fits,
     _fmt,
     _short,
     _total,
+    charge_form,
 )
 
 __all__ = [
@@ -49,9 +52,12 @@ DELTA_BASES = ("proved", "assumed", "estimated")
 STATUSES = ("charged", "released", "failed", "external")
 FORMAT = "pymc-manidp privacy ledger"
 #: 2: running totals as exact decimal strings (1 sealed them as floats, which could
-#: disagree with the exact sums and brick the ledger; 1 is migrated on load)
-VERSION = 2
-LOADABLE_VERSIONS = (1, 2)
+#: disagree with the exact sums and brick the ledger); 3: each entry's ``mu`` (null, or
+#: the μ-GDP of a Gaussian charge) and Gaussian charges ``[epsilon, delta, mu]`` in a
+#: plan. 1 and 2 are migrated on load (``mu`` null: every charge they hold is an
+#: (epsilon, delta) one), every record kept
+VERSION = 3
+LOADABLE_VERSIONS = (1, 2, 3)
 #: the deepest nesting a ledger may have (a release record is about 4 deep): a deeper
 #: one is refused before anything recurses into it
 MAX_DEPTH = 32
@@ -87,7 +93,7 @@ def new_state(epsilon, delta=0.0, *, composition="basic", dataset=None, plan=Non
         "plan": _check_plan(plan, composition),
     }
     if budget["plan"] is not None:
-        whole = _total(budget, [(e, d, "proved") for e, d in budget["plan"]])
+        whole = _total(budget, [(c[0], c[1], "proved", *c[2:]) for c in budget["plan"]])
         if not _fits(budget, whole):
             raise ValueError(
                 f"the plan's {len(budget['plan'])} charges together spend epsilon = "
@@ -151,6 +157,7 @@ _ENTRY = (
     "release",
     "delta_estimate",
     "error",
+    "mu",
 )
 
 
@@ -210,9 +217,10 @@ def _count(value, where: str) -> int:
     return value
 
 
-def _check_plan_field(budget) -> None:
+def _check_plan_field(budget, version) -> None:
     """``budget.plan``: null, or (optimal composition only) 1 to ``MAX_PLAN`` pairs
-    ``[epsilon, delta]`` of floats in the ranges of a charge's."""
+    ``[epsilon, delta]`` of floats in the ranges of a charge's (version 3: or Gaussian
+    charges ``[epsilon, delta, mu]``)."""
     plan = budget.get("plan")
     if plan is None:
         return None
@@ -226,11 +234,27 @@ def _check_plan_field(budget) -> None:
             f"budget.plan must be null or a list of 1 to {MAX_PLAN} [epsilon, delta] pairs, "
             f"got {_short(plan)}"
         )
+    lengths = (2, 3) if version >= 3 else (2,)
     for i, pair in enumerate(plan):
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise _Bad(f"budget.plan[{i}] must be a pair [epsilon, delta], got {_short(pair)}")
+        if not isinstance(pair, list) or len(pair) not in lengths:
+            raise _Bad(
+                f"budget.plan[{i}] must be a pair [epsilon, delta]"
+                f"{' or a Gaussian charge [epsilon, delta, mu]' if version >= 3 else ''}, "
+                f"got {_short(pair)}"
+            )
         _float(pair[0], f"budget.plan[{i}][0] (epsilon)", 0, math.inf, low_open=True)
         _float(pair[1], f"budget.plan[{i}][1] (delta)", 0, 1, high_open=True)
+        if len(pair) == 3:
+            _gaussian(pair[0], pair[1], pair[2], f"budget.plan[{i}][2] (mu)")
+
+
+def _gaussian(epsilon, delta, mu, where: str) -> None:
+    """A Gaussian charge's μ: a float > 0 at which μ-GDP is (epsilon, delta)-DP."""
+    _float(mu, where, 0, math.inf, low_open=True)
+    try:
+        _check_mu(epsilon, delta, mu, where)
+    except (TypeError, ValueError) as err:
+        raise _Bad(str(err)) from None
 
 
 def _check_schema(state) -> int:
@@ -253,7 +277,7 @@ def _check_schema(state) -> int:
     _float(budget["epsilon"], "budget.epsilon", 0, math.inf, low_open=True)
     _float(budget["delta"], "budget.delta", 0, 1, high_open=True)
     _text(budget["composition"], "budget.composition", tuple(COMPOSITIONS))
-    _check_plan_field(budget)
+    _check_plan_field(budget, version)
     dataset = state["dataset"]
     if dataset is not None:
         _fields(dataset, "dataset", ("name", "key", "fingerprint"))
@@ -267,7 +291,8 @@ def _check_schema(state) -> int:
         raise _Bad(f"entries must be a list, got {type(entries).__name__}")
     for i, e in enumerate(entries):
         at = f"entries[{i}]"
-        _fields(e, at, _ENTRY)
+        # mu: from version 3 on (an older entry is an (epsilon, delta) charge)
+        _fields(e, at, _ENTRY if version >= 3 else _ENTRY[:-1])
         _count(e["index"], f"{at}.index")
         _text(e["mechanism"], f"{at}.mechanism")
         _text(e["sampler"], f"{at}.sampler")
@@ -288,6 +313,10 @@ def _check_schema(state) -> int:
             _float(e["delta_estimate"], f"{at}.delta_estimate", 0, math.inf)
         if e["error"] is not None:
             _text(e["error"], f"{at}.error")
+        if e.get("mu") is not None:
+            if e["delta_basis"] != "proved":
+                raise _Bad(f"{at}.mu: a Gaussian charge's delta is proved, not {e['delta_basis']}")
+            _gaussian(e["epsilon"], e["delta"], e["mu"], f"{at}.mu")
     totals = _fields(state["totals"], "totals", ("count", "epsilon", "delta"))
     _count(totals["count"], "totals.count")
     for k in ("epsilon", "delta"):
@@ -302,7 +331,7 @@ def _check_schema(state) -> int:
 def check_state(state) -> dict:
     """Refuse a ledger state that is not consistent; returns it (migrated to this
     version: a version 1 state, whose totals were sealed as floats, is resealed with
-    exact totals, every entry kept).
+    exact totals; versions 1 and 2 gain each entry's ``mu``, null; every entry kept).
 
     Checks, in order: every field's type and range (the schema a writer of this
     package writes, at most ``MAX_DEPTH`` deep; ``budget.plan`` null, or for optimal
@@ -340,11 +369,12 @@ def check_state(state) -> dict:
             )
     plan = state["budget"].get("plan")
     for i, e in enumerate(entries if plan is not None else ()):
-        if i >= len(plan) or [e["epsilon"], e["delta"]] != plan[i]:
+        if i >= len(plan) or charge_form(e["epsilon"], e["delta"], e.get("mu")) != plan[i]:
             planned = f"budget.plan[{i}] = {plan[i]!r}" if i < len(plan) else "past the plan"
             raise LedgerError(
-                f"inconsistent ledger: entries[{i}]: the charge (epsilon, delta) = "
-                f"({e['epsilon']!r}, {e['delta']!r}) is not the plan's charge {i} ({planned}): "
+                f"inconsistent ledger: entries[{i}]: the charge "
+                f"{charge_form(e['epsilon'], e['delta'], e.get('mu'))!r} is not the plan's "
+                f"charge {i} ({planned}): "
                 "an optimal budget admits only its plan"
             )
     eps, delta = _basic_sums(entries)
@@ -356,5 +386,8 @@ def check_state(state) -> dict:
     if totals["count"] != len(entries) or not same:
         raise LedgerError("inconsistent ledger: the running totals do not match the entries")
     if version != VERSION:
-        state = seal(copy.deepcopy(state))
+        state = copy.deepcopy(state)
+        for e in state["entries"]:
+            e["mu"] = None  # versions 1 and 2 hold (epsilon, delta) charges only
+        state = seal(state)
     return state

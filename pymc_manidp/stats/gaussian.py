@@ -25,9 +25,11 @@ __all__ = [
     "DELTA_MARGIN",
     "MIN_DELTA",
     "check_gaussian_delta",
+    "compose_mu",
     "gaussian_delta",
     "gaussian_mu",
     "gaussian_sigma",
+    "gdp_epsilon",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -87,6 +89,8 @@ def gaussian_delta(epsilon: float, mu: float) -> float:
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
     a = mu / 2 - epsilon / mu
     b = -mu / 2 - epsilon / mu
+    if math.isinf(a):  # eps/mu past the largest float: Phi(a) = 0, and so is delta
+        return 0.0
     if a < 0:
         # Phi(x) = erfc(-x/sqrt 2)/2 = e^{-x^2/2} erfcx(-x/sqrt 2)/2 and b^2 - a^2 = 2 eps
         # exactly, so eps + log Phi(b) - log Phi(a) = log erfcx(-b/sqrt 2) - log
@@ -192,3 +196,84 @@ def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> tuple[fl
     while math.isfinite(sigma) and sensitivity / sigma > mu_max:
         sigma = float(np.nextafter(sigma, math.inf))
     return sigma, sensitivity / sigma
+
+
+def compose_mu(mus) -> float:
+    r"""``sqrt(sum mu_i^2)``, rounded up: the μ-GDP of releases that are μᵢ-GDP.
+
+    Composition of Gaussian trade-off functions is exact and holds for adaptively
+    chosen mechanisms whose μᵢ are fixed in advance (Dong, Roth & Su 2022, Cor. 3.3:
+    :math:`G_{\mu_1} \otimes \cdots \otimes G_{\mu_k} = G_{\sqrt{\sum_i \mu_i^2}}`).
+    Each square and the sum round by at most half an ulp and the root halves that:
+    two ulps up cover it, so the result is never below the exact value. inf when the
+    squares overflow (no bound).
+
+    Examples
+    --------
+    >>> compose_mu([0.3, 0.4]) >= 0.5, round(compose_mu([0.1] * 100), 12)
+    (True, 1.0)
+    """
+    total = math.fsum(float(m) * float(m) for m in mus)
+    if not math.isfinite(total):
+        return math.inf
+    return math.nextafter(math.nextafter(math.sqrt(total), math.inf), math.inf)
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    r"""The smallest ε at which μ-GDP is (ε, δ)-DP, rounded up (Dong, Roth & Su 2022,
+    Cor. 2.13: δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), decreasing in ε).
+
+    Bisection on ε for :func:`gaussian_delta` at most ``(1 - DELTA_MARGIN) delta``,
+    returning the bracket's upper end: the ε reported is never below the true one.
+    ``inf`` when no finite ε up to 1e300 reaches δ, when μ is inf, or when δ is below
+    ``MIN_DELTA`` (no bound is claimed there).
+
+    Parameters
+    ----------
+    mu : float
+        ``mu > 0`` (inf allowed: no bound).
+    delta : float
+        ``0 <= delta < 1``.
+
+    Returns
+    -------
+    float
+        ε ``>= 0``, or inf.
+
+    Examples
+    --------
+    >>> eps = gdp_epsilon(1.0, 0.126937)
+    >>> round(eps, 4), gaussian_delta(eps, 1.0) <= 0.126937
+    (1.0, True)
+    """
+    mu, delta = float(mu), float(delta)
+    if not (mu > 0) or math.isnan(mu):
+        raise ValueError(f"mu must be > 0, got {mu!r}")
+    if not (0 <= delta < 1):
+        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+    if math.isinf(mu) or delta < MIN_DELTA:
+        return math.inf
+    target = delta * (1.0 - DELTA_MARGIN)
+
+    def fits(eps: float) -> bool:
+        try:
+            return gaussian_delta(eps, mu) <= target
+        except (ValueError, OverflowError, ZeroDivisionError):  # past floating point
+            return False
+
+    if fits(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while not fits(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e300:
+            return math.inf
+    # invariant: delta(lo) > target >= delta(hi)
+    while True:
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            return hi
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid

@@ -33,6 +33,7 @@ from hypothesis.stateful import (
 from pymc_manidp.io import ledger as ledger_mod
 from pymc_manidp.io.ledger import check_ledger_path, data_fingerprint, open_ledger, read_ledger
 from pymc_manidp.privacy.budget import BudgetExceededError, LedgerError
+from pymc_manidp.privacy.ledger_state import VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = np.array([[0, 0, 1.0], [0, 0.6, 0.8], [0.6, 0, 0.8]])
@@ -248,13 +249,15 @@ def test_version_1_ledgers_written_by_the_old_code_load_and_migrate(tmp_path):
     mixed = _copy_fixture("v1_mixed.json", tmp_path)
     old = json.loads(mixed.read_text())["entries"]
     b = read_ledger(mixed)
-    assert b.entries == old and b.estimated_delta == 4e-3
+    assert b.entries == [{**e, "mu": None} for e in old] and b.estimated_delta == 4e-3
     assert (b.spent.epsilon, b.spent.delta, b.spent.proved) == (0.95, 3e-06, False)
-    # charging migrates: version 2, every record kept, in order, the new one last
+    # charging migrates: version 3, every record kept (each gains mu: null), in order,
+    # the new one last
     data = np.array([[0, 0, 1.0], [0, 0.6, 0.8], [0.6, 0, 0.8]])
     open_ledger(third, data=data).charge(0.5)
     after = json.loads(third.read_text())
-    assert after["version"] == 2 and after["entries"][:2] == before["entries"]
+    assert after["version"] == 3
+    assert after["entries"][:2] == [{**e, "mu": None} for e in before["entries"]]
     assert after["totals"] == {"count": 3, "epsilon": "10.8333333333333333", "delta": "0"}
 
 
@@ -427,7 +430,9 @@ def _set_plan(i, j, value):
         (lambda s: s["budget"].update(plan="0.5"), r"budget\.plan must be null or a list"),
         (lambda s: s["budget"].update(plan=[]), r"budget\.plan must be null or a list of 1"),
         (lambda s: s["budget"]["plan"].append(0.1), r"budget\.plan\[2\] must be a pair"),
-        (lambda s: s["budget"]["plan"][0].append(0.0), r"budget\.plan\[0\] must be a pair"),
+        (lambda s: s["budget"]["plan"][0].extend([0.1, 0.1]), r"budget\.plan\[0\] must be a pair"),
+        # a third number makes a Gaussian charge: its mu is checked
+        (lambda s: s["budget"]["plan"][0].append(0.0), r"budget\.plan\[0\]\[2\] \(mu\) must be in"),
         (_set_plan(0, 0, True), r"budget\.plan\[0\]\[0\] \(epsilon\) must be a number"),
         (_set_plan(0, 0, "0.5"), r"budget\.plan\[0\]\[0\] \(epsilon\) must be a number"),
         (_set_plan(1, 0, -0.25), r"budget\.plan\[1\]\[0\] \(epsilon\) must be in \(0, inf\]"),
@@ -460,6 +465,8 @@ def test_a_version_1_ledger_with_a_plan_migrates_keeping_it(tmp_path):
     state["entries"].pop()
 
     def as_v1(s):
+        for e in state["entries"]:  # version 1 entries had no mu
+            e.pop("mu")
         s.update(version=1, entries=state["entries"])
         s["totals"] = {"count": 1, "epsilon": 0.5, "delta": 0.0}
 
@@ -472,7 +479,7 @@ def test_a_version_1_ledger_with_a_plan_migrates_keeping_it(tmp_path):
         open_ledger(path, data=DATA).charge(0.25)
     open_ledger(path, data=DATA).charge(0.25, 1e-7)
     after = json.loads(path.read_text())
-    assert after["version"] == 2 and after["budget"]["plan"] == plan
+    assert after["version"] == VERSION == 3 and after["budget"]["plan"] == plan
     assert after["totals"] == {"count": 2, "epsilon": "0.75", "delta": "0.0000001"}
     # without its plan (an older optimal ledger) it loads and counts by basic composition
     _resealed(path, lambda s: s["budget"].pop("plan"))
@@ -741,7 +748,7 @@ class LedgerMachine(RuleBasedStateMachine):
             spent = b.spent.exact[0]
             assert spent == self._spent() <= self.budget  # exactly, as fractions
             state = json.loads(self.real.read_text())
-            assert state["version"] == 2 and Fraction(state["totals"]["epsilon"]) == spent
+            assert state["version"] == VERSION and Fraction(state["totals"]["epsilon"]) == spent
         assert self.link.is_symlink() and sorted(p.name for p in self.dir.iterdir()) == [
             "link.json",
             "real.json",
@@ -797,6 +804,85 @@ class PlannedLedgerMachine(LedgerMachine):
 
 PlannedLedgerMachine.TestCase.settings = settings(stateful_step_count=15, max_examples=15)
 test_the_planned_ledger_machine = PlannedLedgerMachine.TestCase
+
+
+def _gaussian_charge(epsilon, delta):
+    from pymc_manidp.stats.gaussian import gaussian_mu
+
+    return [epsilon, delta, gaussian_mu(epsilon, delta)]
+
+
+#: plans with Gaussian charges (issue 39): each fits its (epsilon, delta) budget only by
+#: composing the Gaussians exactly (GDP, or mixed PLDs), not by basic sums
+GAUSSIAN_PLANS = [
+    ((1.0, 1e-6), [_gaussian_charge(0.2, 1e-7)] * 16),
+    ((1.0, 1e-6), [_gaussian_charge(0.25, 1e-7), [0.1, 0.0], _gaussian_charge(0.25, 1e-7)] * 3),
+    ((0.5, 1e-6), [_gaussian_charge(1 / 3, 1e-8), [1e-17, 0.0], _gaussian_charge(0.1, 1e-9)]),
+]
+
+
+class GaussianPlannedLedgerMachine(LedgerMachine):
+    """The machine on optimal ledgers whose plans hold Gaussian charges: a charge is
+    admitted exactly when it is the plan's next one, mu included (the base rules' pure
+    charges are admitted only where the plan has that pure charge next); every state
+    loads, its entries are the plan so far and its total, from composing the Gaussians
+    exactly, is within the budget."""
+
+    @initialize(which=st.sampled_from(range(len(GAUSSIAN_PLANS))))
+    def create(self, which):
+        (budget, delta), plan = GAUSSIAN_PLANS[which]
+        self.budget, self.delta, self.plan = Fraction(repr(budget)), delta, plan
+        open_ledger(
+            self.real, data=DATA, epsilon=budget, delta=delta, composition="optimal", plan=plan
+        )
+        self.link.symlink_to(self.real)
+
+    def _admits(self, epsilon) -> bool:
+        k = len(self.model)
+        return k < len(self.plan) and [epsilon, 0.0] == self.plan[k]
+
+    @rule(name=st.sampled_from(["real", "link"]), drop_mu=st.booleans())
+    def charge_planned(self, name, drop_mu):
+        k = len(self.model)
+        if k >= len(self.plan):
+            return
+        epsilon, delta, *mu = self.plan[k]
+        gaussian = bool(mu)
+        try:
+            index = self._open(name).charge(
+                epsilon, delta, mu=None if drop_mu else (mu or [None])[0], status="charged"
+            )
+        except BudgetExceededError:
+            assert gaussian and drop_mu, "the plan's next charge was refused"
+            return
+        assert not (gaussian and drop_mu), "a Gaussian charge without its mu was admitted"
+        assert index == k
+        self.model.append([Fraction(repr(epsilon)), "charged"])
+
+    def _spent(self):  # not a basic sum: the ledger's own total is checked below
+        return Fraction(0)
+
+    @invariant()
+    def the_ledger_loads_and_matches_the_model(self):
+        if self.budget is None:
+            return
+        for name in (self.real, self.link):
+            b = read_ledger(name)
+            entries = b.entries
+            assert [Fraction(repr(e["epsilon"])) for e in entries] == [e for e, _ in self.model]
+            assert [e["status"] for e in entries] == [s for _, s in self.model]
+            forms = [
+                [e["epsilon"], e["delta"]] + ([] if e["mu"] is None else [e["mu"]]) for e in entries
+            ]
+            assert forms == self.plan[: len(entries)]
+            spent = b.spent
+            assert Fraction(repr(spent.epsilon)) <= self.budget and spent.delta <= self.delta
+            state = json.loads(self.real.read_text())
+            assert state["version"] == VERSION and state["budget"]["plan"] == self.plan
+
+
+GaussianPlannedLedgerMachine.TestCase.settings = settings(stateful_step_count=20, max_examples=15)
+test_the_gaussian_planned_ledger_machine = GaussianPlannedLedgerMachine.TestCase
 
 
 def _mechanism():
@@ -878,3 +964,27 @@ def test_a_removed_new_ledger_is_written_again_only_by_a_charge_that_is_made(tmp
     assert b.charge(0.5) == 0
     assert read_ledger(path).spent.epsilon == 0.5
     assert open_ledger(path, data=DATA).charge(0.5) == 1  # the key and fingerprint kept
+
+
+def test_version_2_ledgers_load_and_migrate_keeping_every_record(tmp_path):
+    # written by main's code at b096efc through open_ledger (before Gaussian charges):
+    # an optimal plan with a failed charge, and a basic one with an assumed delta
+    planned = _copy_fixture("v2_planned.json", tmp_path)
+    before = json.loads(planned.read_text())
+    assert before["version"] == 2
+    b = read_ledger(planned)
+    assert b.entries == [{**e, "mu": None} for e in before["entries"]]
+    assert planned.read_text() == json.dumps(before, indent=1) + "\n"  # a read writes nothing
+    open_ledger(planned, data=DATA).charge(0.2, 2e-7)  # the plan's last charge
+    after = json.loads(planned.read_text())
+    assert after["version"] == VERSION and after["budget"]["plan"] == before["budget"]["plan"]
+    assert after["entries"][:2] == [{**e, "mu": None} for e in before["entries"]]
+    assert after["totals"] == {"count": 3, "epsilon": "1", "delta": "0.0000003"}
+    basic = _copy_fixture("v2_basic.json", tmp_path)
+    old = json.loads(basic.read_text())["entries"]
+    b = open_ledger(basic, data=DATA)
+    assert (b.spent.epsilon, b.spent.delta, b.spent.proved) == (0.35, 2e-6, False)
+    b.charge(0.5, 1e-6, mu=0.1)  # a Gaussian charge joins a migrated ledger
+    after = json.loads(basic.read_text())
+    assert after["entries"][:2] == [{**e, "mu": None} for e in old]
+    assert after["entries"][2]["mu"] == 0.1

@@ -380,7 +380,7 @@ def test_totals_are_exact_where_floats_round():
     b.charge(10.0)
     b.charge(THIRD)
     state = check_state(b._state())  # still loads
-    assert state["version"] == VERSION == 2
+    assert state["version"] == VERSION == 3
     assert state["totals"]["epsilon"] == "10.3333333333333333"
     assert b.public()["spent_exact"] == {"epsilon": "10.3333333333333333", "delta": "0"}
     # 1.0 + 1e-17 rounds to 1.0: the old fit test let a budget of 1 take eleven of them

@@ -249,12 +249,13 @@ def test_a_resealed_plan_or_entry_off_the_plan_is_refused():
             "release": None,
             "delta_estimate": None,
             "error": None,
+            "mu": None,
         }
     )
     with pytest.raises(LedgerError, match=r"entries\[0\]: .* is not the plan's charge 0"):
         check_state(seal(state))
     state = new_state(1.0, 1e-6, composition="optimal", plan=[0.5, 0.5])
-    state["budget"]["plan"] = [[0.5, 0.5, 0.5]]
+    state["budget"]["plan"] = [[0.5, 0.5, 0.5, 0.5]]
     with pytest.raises(LedgerError, match=r"budget\.plan\[0\] must be a pair"):
         check_state(seal(state))
     state = new_state(1.0)
