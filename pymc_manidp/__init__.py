@@ -38,6 +38,7 @@ _PUBLIC = {
     "options": "pymc_manidp._options",
     "TangentGaussianMechanism": "pymc_manidp.mechanisms",
     "TangentLaplaceMechanism": "pymc_manidp.mechanisms",
+    "TwoStageTangentMechanism": "pymc_manidp.mechanisms",
 }
 
 

@@ -8,7 +8,11 @@ from pymc_manidp.mechanisms.baselines import EuclideanLaplace, LandmarkLaplace, 
 from pymc_manidp.mechanisms.interop import dp_event, opendp_measurement
 from pymc_manidp.mechanisms.kng import KNGMechanism
 from pymc_manidp.mechanisms.laplace import LaplaceMechanism
-from pymc_manidp.mechanisms.tangent import TangentGaussianMechanism, TangentLaplaceMechanism
+from pymc_manidp.mechanisms.tangent import (
+    TangentGaussianMechanism,
+    TangentLaplaceMechanism,
+    TwoStageTangentMechanism,
+)
 
 __all__ = [
     "EuclideanLaplace",
@@ -19,6 +23,7 @@ __all__ = [
     "ProjectedLaplace",
     "TangentGaussianMechanism",
     "TangentLaplaceMechanism",
+    "TwoStageTangentMechanism",
     "dp_event",
     "opendp_measurement",
 ]

@@ -27,6 +27,9 @@ likelihood.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from pymc_manidp._validation import check_nonnegative_real
@@ -37,8 +40,10 @@ from pymc_manidp.stats.tangent import log_lipschitz, tangent_reach, tangent_reac
 
 __all__ = [
     "GAUSSIAN_NOTE",
+    "TWO_STAGE_NOTE",
     "TangentGaussianMechanism",
     "TangentLaplaceMechanism",
+    "TwoStageTangentMechanism",
 ]
 
 GAUSSIAN_NOTE = (
@@ -359,3 +364,177 @@ class TangentGaussianMechanism(_TangentMechanism):
         )
         return budget, (index, charged)
 
+
+#: the default share of ε spent on the coarse point: docs/tangent.md ("Two-stage
+#: release") chose it before any data, from the error bounds and a simulation on H^2
+DEFAULT_SPLIT = 0.2
+
+TWO_STAGE_NOTE = (
+    "two stages, composed by basic composition (Dwork & Roth 2014, Thm 3.16; valid for "
+    "the adaptive second stage): a pure epsilon_1-DP K-norm tangent release at the "
+    "center gives the public point p; then the (epsilon_2, delta)-DP analytic Gaussian "
+    "(Balle & Wang 2018, Thm 8) in T_pM; epsilon_1 + epsilon_2 <= epsilon; both drawn "
+    "exactly, without MCMC"
+)
+
+
+class TwoStageTangentMechanism(TangentGaussianMechanism):
+    r"""Release a private Fréchet mean in two stages: a coarse private point, then
+    Gaussian noise in the tangent space there ((ε, δ)-DP; docs/tangent.md).
+
+    Stage 1 spends ``epsilon_1 = split * epsilon`` on a :class:`TangentLaplaceMechanism`
+    release at the center ``m0``: a pure ε₁-DP point ``p``, public once drawn. Stage
+    2 spends the rest, ``epsilon_2``, with δ, on the tangent Gaussian at ``p``:
+    ``u = E_p^T Log_p(x_bar) + Z``, ``y = Exp_p(E_p u)``. One call, one record (``p``
+    is ``Release.tangent["point"]``, ``u`` its ``"coords"``), one charge of
+    ``(epsilon, delta)`` (basic composition of the two stages, which holds for the
+    second chosen after the first).
+
+    Only where the sectional curvature is ``<= 0`` (Hadamard spaces: hyperbolic,
+    SPD, Euclidean): there ``Log_p`` is 1-Lipschitz for every ``p`` (Lemma 1), so σ₂
+    is public before the data, and the released point's error is at most
+    ``S(sqrt(K) rho(p, x_bar)) |Z|`` with ``S(t) = sinh t/t``, so a ``p`` nearer
+    ``x_bar`` than ``m0`` pays less curvature. Where the curvature is positive the
+    error is already at most ``|Z|`` at ``m0`` and any other ``p`` raises the
+    Lipschitz constant: refused, use :class:`TangentGaussianMechanism`.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        A manifold of sectional curvature ``<= 0``.
+    epsilon : float
+        The total ``eps > 0`` (charged).
+    delta : float
+        ``1e-300 <= delta < 1`` (stage 2's δ).
+    center, radius
+        The public ball ``B_r(m0)``.
+    split : float, default 0.2
+        The share of ε spent on stage 1, in ``(0, 1)``, chosen before seeing the data
+        (docs/tangent.md says how 0.2 was chosen).
+    grad_tol : float, optional
+        The Fréchet mean's tolerance on ``|grad F|`` (default ``1e-9 r``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> mech = pmd.TwoStageTangentMechanism(pmd.Hyperbolic(dim=2), epsilon=1.0,
+    ...                                     delta=1e-6, center=[1.0, 0, 0], radius=1.5)
+    >>> mech.epsilon_1, mech.epsilon_2
+    (0.2, 0.8)
+    """
+
+    name = "two-stage tangent Gaussian"
+
+    def __init__(
+        self, manifold, *, epsilon, delta, center, radius, split=DEFAULT_SPLIT, grad_tol=None
+    ):
+        super().__init__(
+            manifold, epsilon=epsilon, delta=delta, center=center, radius=radius, grad_tol=grad_tol
+        )
+        M = self.manifold
+        kappa = float(M.curvature_bounds[1])
+        if kappa > 0:
+            raise ValueError(
+                f"{M} has positive curvature (up to {kappa:g}): there the tangent "
+                "Gaussian at the center already has error at most |Z| (docs/tangent.md, "
+                "(E3)) and a tangent point off the center only raises its Lipschitz "
+                "constant, so two stages cannot help. Use pmd.TangentGaussianMechanism "
+                "(tangent point: the center)"
+            )
+        if isinstance(split, bool) or not isinstance(split, int | float | np.floating):
+            raise TypeError(f"split must be a float in (0, 1), got {type(split).__name__}")
+        split = float(split)
+        if not 0 < split < 1:
+            raise ValueError(
+                f"split must be in (0, 1), the share of epsilon spent on the coarse point, "
+                f"got {split!r}: use e.g. split=0.2 (docs/tangent.md, 'Two-stage release')"
+            )
+        self.split = split
+        eps_1 = self.epsilon * split
+        # epsilon_1 + epsilon_2 <= epsilon as the decimals they print as (the charge)
+        rest = Fraction(repr(self.epsilon)) - Fraction(repr(eps_1))
+        eps_2 = float(rest)
+        while eps_2 > 0 and Fraction(repr(eps_2)) > rest:
+            eps_2 = math.nextafter(eps_2, 0.0)
+        if not (eps_1 > 0 and eps_2 > 0 and math.isfinite(eps_1)):
+            raise ValueError(
+                f"split = {split!r} of epsilon = {self.epsilon!r} leaves a stage with no "
+                "epsilon in floating point: use a split nearer 0.5 or a larger epsilon"
+            )
+        self.epsilon_1, self.epsilon_2 = eps_1, eps_2
+        self._mu_2 = gaussian_mu(eps_2, self.delta)
+        self.coarse = TangentLaplaceMechanism(
+            M, epsilon=eps_1, center=self.domain.center, radius=self.domain.radius,
+            grad_tol=self.grad_tol,
+        )  # fmt: skip
+
+    def _gaussian(self, n):
+        return gaussian_sigma(self.sensitivity(n), self.epsilon_2, self.delta)
+
+    def public_calibration(self, data, sampler="exact"):
+        cal = super().public_calibration(data, sampler)
+        self.coarse.public_calibration(data, sampler)  # stage 1's sigma: refused here too
+        return cal
+
+    def exp_reach(self, sigma):
+        # on a Hadamard space |Log_m0 p| <= r + |Z_1| and |u| <= rho(p, x_bar) + |Z_2|
+        # <= 2r + |Z_1| + |Z_2|, so the point is within 3r + 2|Z_1| + |Z_2| of m0; stage
+        # 1's sigma is Delta_T/eps_1 = sigma mu_2/eps_1 (rounded up here)
+        sigma_1 = sigma * self._mu_2 / self.epsilon_1 * (1 + 1e-12)
+        return (
+            3 * self.domain.radius + 2 * self.coarse.noise_bound(sigma_1) + self.noise_bound(sigma)
+        )
+
+    @property
+    def planned_charge(self) -> tuple[float, float]:
+        """``(epsilon, delta)``: one (ε, δ) charge (stage 1 is pure ε, so the whole is
+        not μ-GDP)."""
+        return (self.epsilon, self.delta)
+
+    def mu(self, n: int) -> None:
+        """None: the release as a whole is (ε, δ)-DP, not μ-GDP (stage 1 is pure ε)."""
+        return None
+
+    def _make_charge(self, terms, sampler):
+        return Mechanism._make_charge(self, terms, sampler)
+
+    def _record_privacy(self) -> dict:
+        return {"proved_delta": self.delta, "privacy_note": TWO_STAGE_NOTE}
+
+    def exact_draws(self, data, sigma, size, rng):
+        """``size`` exact two-stage draws; ``info["tangent_coords"]`` holds u and
+        ``info["tangent_point"]`` the stage-1 point p of each (public)."""
+        M, m0 = self.manifold, self.domain.center
+        mean = converged_mean(M, self.domain, data, self.grad_tol)
+        sigma_1 = self.coarse.sigma(len(data))
+        u1 = np.asarray(M.log_coords(m0, mean), dtype=float) + self.coarse.noise_draws(
+            sigma_1, size, rng
+        )
+        ps = np.asarray(M.exp_coords(m0, u1))
+        points, us = [], []
+        for p in ps:
+            u = np.asarray(M.log_coords(p, mean), dtype=float) + self.noise_draws(sigma, 1, rng)[0]
+            points.append(M.exp_coords(p, u))
+            us.append(u)
+        return ExactDraws(
+            points=np.asarray(points),
+            proposals=size,
+            info={"tangent_coords": np.asarray(us), "tangent_point": ps},
+        )
+
+    def exact_draws_stack(self, data, n, sigma, rng):
+        points, infos = super().exact_draws_stack(data, n, sigma, rng)
+        for info in infos:
+            info["tangent_point"] = info["tangent_point"][0]
+        return points, infos
+
+    def _record(self, value, cal, sampler, notes=(), validated=False, **fields):
+        info = dict(fields.pop("sampler_info", None) or {})
+        p = np.asarray(info.pop("tangent_point")).reshape(self.manifold.point_shape)
+        coords = np.asarray(info.pop("tangent_coords")).reshape(-1)
+        tangent = {"point": p, "coords": coords, "noise": self.noise, "mu": None}
+        return Mechanism._record(
+            self, value, cal, sampler, notes, validated, sampler_info=info, tangent=tangent,
+            **self._record_privacy(), **fields,
+        )  # fmt: skip
