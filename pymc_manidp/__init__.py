@@ -39,6 +39,7 @@ _PUBLIC = {
     "TangentGaussianMechanism": "pymc_manidp.mechanisms",
     "TangentLaplaceMechanism": "pymc_manidp.mechanisms",
     "TwoStageTangentMechanism": "pymc_manidp.mechanisms",
+    "RiemannianGaussianMechanism": "pymc_manidp.mechanisms",
 }
 
 

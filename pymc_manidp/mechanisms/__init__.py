@@ -8,6 +8,7 @@ from pymc_manidp.mechanisms.baselines import EuclideanLaplace, LandmarkLaplace, 
 from pymc_manidp.mechanisms.interop import dp_event, opendp_measurement
 from pymc_manidp.mechanisms.kng import KNGMechanism
 from pymc_manidp.mechanisms.laplace import LaplaceMechanism
+from pymc_manidp.mechanisms.riemannian_gaussian import RiemannianGaussianMechanism
 from pymc_manidp.mechanisms.tangent import (
     TangentGaussianMechanism,
     TangentLaplaceMechanism,
@@ -21,6 +22,7 @@ __all__ = [
     "LaplaceMechanism",
     "Mechanism",
     "ProjectedLaplace",
+    "RiemannianGaussianMechanism",
     "TangentGaussianMechanism",
     "TangentLaplaceMechanism",
     "TwoStageTangentMechanism",
