@@ -45,8 +45,21 @@ __all__ = [
 
 
 def proved_epsilon(sensitivity: float, sigma: float) -> float:
-    r"""The pure ε the Riemannian Gaussian on S^d is proved to have:
+    r"""The pure ε the Riemannian Gaussian on S^d is proved to have.
+
     ``Delta (2 pi - Delta)/(2 sigma^2)`` (module docstring), for ``Delta <= pi``.
+
+    Parameters
+    ----------
+    sensitivity : float
+        Δ, the geodesic sensitivity of the mean, in ``(0, pi]``.
+    sigma : float
+        ``sigma > 0``.
+
+    Returns
+    -------
+    float
+        ε.
 
     Examples
     --------
@@ -67,8 +80,10 @@ BOUND_SLACK = 1e-9
 
 
 def proved_delta(dim: int, sigma: float, sensitivity: float, epsilon: float) -> float:
-    r"""A **proved** upper bound on δ(ε) of the Riemannian Gaussian on S^d for means at
-    distance at most ``sensitivity`` (Δ): docs/tangent.md, "The Riemannian Gaussian".
+    r"""A **proved** upper bound on δ(ε) of the Riemannian Gaussian on S^d.
+
+    For means at distance at most ``sensitivity`` (Δ): docs/tangent.md, "The
+    Riemannian Gaussian".
 
     With s = ρ(η₁, y), the loss is at most U(s) = min(Δ(2s + Δ), Δ(2π − Δ))/(2σ²)
     (ρ₂ ≤ s + Δ, and the pure bound), and (1 − e^{ε−L})₊ increases in L, so
@@ -79,6 +94,22 @@ def proved_delta(dim: int, sigma: float, sensitivity: float, epsilon: float) -> 
     the cell (both factors are monotone on a cell that does not straddle π/2), the
     mass past ``sigma (sqrt(d) + 40)`` bounded by the χ_d tail (sin s ≤ s), and the
     result raised by :data:`BOUND_SLACK`.
+
+    Parameters
+    ----------
+    dim : int
+        d, the dimension of S^d.
+    sigma : float
+        ``sigma > 0``.
+    sensitivity : float
+        Δ in ``(0, pi]``.
+    epsilon : float
+        ``eps >= 0``.
+
+    Returns
+    -------
+    float
+        An upper bound on δ(ε), in ``[0, 1]``.
 
     Examples
     --------
@@ -124,6 +155,22 @@ def radial_draws(dim: int, sigma: float, size: int, rng) -> np.ndarray:
     kept when s ≤ π with probability (sin s/s)^{d−1} ≤ 1; for σ ≥ 2 it is the distance
     of a uniform point of S^d (density ∝ sin^{d−1}s), kept with probability
     e^{−s²/2σ²} ≥ e^{−π²/8}. Both accept at least about 0.04 of proposals.
+
+    Parameters
+    ----------
+    dim : int
+        d.
+    sigma : float
+        ``sigma > 0``.
+    size : int
+        The number of draws.
+    rng : numpy.random.Generator
+        The random source.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``size`` distances in ``[0, pi]``.
     """
     out = np.empty(0)
     while out.size < size:
@@ -147,13 +194,32 @@ def _nodes(k, a, b):
 
 
 def estimated_profile(dim, sigma, distance, epsilons, *, nodes=(600, 300)) -> np.ndarray:
-    r"""**Estimated** δ(ε) of the Riemannian Gaussian on S^d for two means at
-    ``distance`` t: E_{y∼P₁}[(1 − e^{ε − L(y)})₊], a two-dimensional integral over
+    r"""**Estimated** δ(ε) of the Riemannian Gaussian on S^d for two means.
+
+    At ``distance`` t: E_{y∼P₁}[(1 − e^{ε − L(y)})₊], a two-dimensional integral over
     s = ρ(η₁, y) (weight e^{−s²/2σ²} sin^{d−1}s) and the angle φ at η₁ between y and
     η₂ (weight sin^{d−2}φ), with cos ρ(η₂, y) = cos t cos s + sin t sin s cos φ.
 
     Deterministic (Gauss–Legendre with ``nodes``), but not a bound: the integrand has a
     kink where L = ε, and the worst t ≤ Δ is assumed to be Δ. Never charged.
+
+    Parameters
+    ----------
+    dim : int
+        d >= 2.
+    sigma : float
+        ``sigma > 0``.
+    distance : float
+        t, the distance between the two means.
+    epsilons : array_like
+        The ε at which to evaluate.
+    nodes : tuple of int, default (600, 300)
+        Gauss–Legendre nodes in s and φ.
+
+    Returns
+    -------
+    numpy.ndarray
+        δ̂(ε) for each ε (estimated).
     """
     dim = int(dim)
     if dim < 2:
@@ -174,9 +240,27 @@ def estimated_profile(dim, sigma, distance, epsilons, *, nodes=(600, 300)) -> np
 
 
 def estimated_mu(dim, sigma, distance, epsilons=None) -> float:
-    """**Estimated** GDP μ: the largest μ whose Gaussian δ(ε) reaches
-    :func:`estimated_profile` on the ε grid (Jiang et al.'s quantity, computed by
-    quadrature instead of MCMC). Never charged."""
+    """**Estimated** GDP μ of the Riemannian Gaussian on S^d; never charged.
+
+    The largest μ whose Gaussian δ(ε) reaches :func:`estimated_profile` on the ε grid
+    (Jiang et al.'s quantity, computed by quadrature instead of MCMC).
+
+    Parameters
+    ----------
+    dim : int
+        d >= 2.
+    sigma : float
+        ``sigma > 0``.
+    distance : float
+        t, the distance between the two means.
+    epsilons : array_like, optional
+        The ε grid (default 61 points in ``[0, 6]``).
+
+    Returns
+    -------
+    float
+        μ̂ (estimated).
+    """
     from pymc_manidp.stats.gaussian import gaussian_delta
 
     if epsilons is None:
@@ -207,8 +291,9 @@ RG_NOTE = (
 
 
 class RiemannianGaussianMechanism(Mechanism):
-    r"""Release a private Fréchet mean on S^d with the Riemannian Gaussian of Jiang
-    et al. (2023), calibrated and charged by **proved** bounds only.
+    r"""Release a private Fréchet mean on S^d with the Riemannian Gaussian (Jiang et al.).
+
+    Calibrated and charged by **proved** bounds only (Jiang et al. 2023's density).
 
     ``delta = 0``: pure ε-DP with σ = sqrt(Δ(2π − Δ)/(2ε)) (:func:`proved_epsilon`).
     ``delta > 0``: the smallest σ (to 1e-4 relative, by bisection) at which
@@ -222,10 +307,12 @@ class RiemannianGaussianMechanism(Mechanism):
         S^d, d >= 2.
     epsilon : float
         ``eps > 0``.
+    center : array_like, shape ``(d + 1,)``
+        The public ball's center ``m0``.
+    radius : float
+        The public ball's radius ``r`` (``0 < r < r*``).
     delta : float, default 0.0
         0, or ``1e-300 <= delta < 1``.
-    center, radius
-        The public ball ``B_r(m0)``.
     grad_tol : float, optional
         The Fréchet mean's tolerance on ``|grad F|`` (default ``1e-9 r``).
 

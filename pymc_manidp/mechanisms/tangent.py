@@ -379,8 +379,9 @@ TWO_STAGE_NOTE = (
 
 
 class TwoStageTangentMechanism(TangentGaussianMechanism):
-    r"""Release a private Fréchet mean in two stages: a coarse private point, then
-    Gaussian noise in the tangent space there ((ε, δ)-DP; docs/tangent.md).
+    r"""Release a private Fréchet mean in two stages, a coarse point then a tangent Gaussian.
+
+    (ε, δ)-DP; docs/tangent.md, "Two-stage release".
 
     Stage 1 spends ``epsilon_1 = split * epsilon`` on a :class:`TangentLaplaceMechanism`
     release at the center ``m0``: a pure ε₁-DP point ``p``, public once drawn. Stage
@@ -406,8 +407,10 @@ class TwoStageTangentMechanism(TangentGaussianMechanism):
         The total ``eps > 0`` (charged).
     delta : float
         ``1e-300 <= delta < 1`` (stage 2's δ).
-    center, radius
-        The public ball ``B_r(m0)``.
+    center : array_like, shape ``point_shape``
+        The public ball's center ``m0``.
+    radius : float
+        The public ball's radius ``r`` (``0 < r < r*``).
     split : float, default 0.2
         The share of ε spent on stage 1, in ``(0, 1)``, chosen before seeing the data
         (docs/tangent.md says how 0.2 was chosen).
