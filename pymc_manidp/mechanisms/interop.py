@@ -172,7 +172,9 @@ def dp_event(release: Release):
             "with sampler='exact' (pure epsilon-DP)"
         )
     tangent = release.tangent
-    if tangent is not None and tangent["noise"] == "gaussian":
+    # a two-stage release has Gaussian noise but no mu (its first stage is pure eps):
+    # a generic (eps, delta) release, refused below
+    if tangent is not None and tangent["noise"] == "gaussian" and tangent["mu"] is not None:
         # issue 39: a tangent Gaussian release is a Gaussian mechanism of replace-one
         # sensitivity Delta_T = mu sigma. dp_accounting reads a GaussianDpEvent's
         # sensitivity 1 as add/remove and doubles it under REPLACE_ONE (its PLD at

@@ -88,6 +88,12 @@ def test_one_call_one_record_one_charge(tmp_path):
     assert len(b.entries) == 3 and not np.allclose(
         rels[0].tangent["point"], rels[1].tangent["point"]
     )
+    # no dp_accounting event: it is no Gaussian (stage 1 is pure eps); the budget says so
+    pytest.importorskip("dp_accounting")
+    from pymc_manidp.mechanisms.interop import dp_event
+
+    with pytest.raises(ValueError, match="PrivacyBudget"):
+        dp_event(rel)
     # a plan of optimal composition admits it as an (epsilon, delta) charge
     planned = PrivacyBudget(1.0, 1e-6, composition="optimal", plan=[mech.planned_charge] * 2)
     mech.release(_data(M, c, r), budget=planned)
