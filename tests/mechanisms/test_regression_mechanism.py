@@ -1,0 +1,203 @@
+"""KNG for geodesic regression (issue 41 item 2-3): the privacy map, its premises, the
+exact flat sampler and its law.
+
+Oracle of the law (docs/regression.md, "The flat case"): in ``Euclidean`` the gradient
+is ``(G (x) I)(theta - theta_hat)``, ``theta_hat`` the least-squares fit (computed here
+with ``numpy.linalg.lstsq``), so ``|grad E(theta~)|/sigma ~ Gamma(2d, 1)`` exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import pymc_manidp as pmd
+from pymc_manidp.privacy import PrivacyBudget
+from pymc_manidp.stats.regression import regression_gradient
+
+ALPHA = 0.01
+
+
+def flat_problem(n=30, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-0.5, 2.0, n)  # not centred: footpoint and slope coupled
+    y = 0.2 + np.outer(x, np.linspace(0.1, 0.2, d)) + rng.normal(0, 0.1, (n, d))
+    y = np.clip(y, -0.6, 0.6)
+    return x, y
+
+
+def gradient_norms(draws, x, y):
+    """``|(G (x) I)(theta - theta_hat)|`` for draws ``(size, 2, d)``, written here."""
+    design = np.stack([np.ones_like(x), x], axis=1)
+    theta_hat, *_ = np.linalg.lstsq(design, y, rcond=None)
+    G = design.T @ design / len(x)
+    grad = np.einsum("ab,mbd->mad", G, draws - theta_hat)
+    return np.sqrt(np.sum(grad**2, axis=(1, 2)))
+
+
+def flat_mechanism(d=2, epsilon=1.0):
+    return pmd.RegressionKNGMechanism(
+        pmd.Euclidean(dim=d),
+        epsilon=epsilon,
+        center=np.zeros(d),
+        radius=1.0,
+        covariate_bound=2.0,
+        slope_bound=1e3,  # the law's mass beyond it is below e^-100: unrestricted
+    )
+
+
+def test_flat_sigma_is_twice_the_joint_sensitivity_over_epsilon():
+    mech = flat_mechanism()
+    n = 30
+    dp, dv = mech.sensitivities(n)
+    assert (dp, dv) == pytest.approx((2 * 1.0 / n, 2 * 1.0 * 2.0 / n))
+    assert mech.sigma(n) == pytest.approx(2 * math.hypot(dp, dv) / 1.0)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_flat_exact_law_passes_the_gamma_ks_test_and_catches_a_wrong_sigma(d):
+    # seeded, 2,000 draws, alpha = 0.01: |grad E|/sigma ~ Gamma(2d, 1)
+    x, y = flat_problem(d=d)
+    mech = flat_mechanism(d=d)
+    sigma = mech.sigma(len(x))
+    draws = mech.sample(x, y, 2000, random_seed=41)
+    g = gradient_norms(draws, x, y)
+    assert stats.kstest(g / sigma, stats.gamma(2 * d).cdf).pvalue > ALPHA
+    assert stats.kstest(g / (1.2 * sigma), stats.gamma(2 * d).cdf).pvalue < ALPHA
+    # the right law in the wrong dimension is caught too (a Gamma(d) radius)
+    assert stats.kstest(g / sigma, stats.gamma(d).cdf).pvalue < ALPHA
+
+
+def test_flat_gradient_is_the_librarys_gradient():
+    # the oracle's gradient is the one the law is defined by
+    x, y = flat_problem()
+    draws = flat_mechanism().sample(x, y, 5, random_seed=1)
+    M = pmd.Euclidean(dim=2)
+    for th, g in zip(draws, gradient_norms(draws, x, y), strict=True):
+        _, gp, gv = regression_gradient(M, th[0], th[1], x, y)
+        assert math.hypot(np.linalg.norm(gp), np.linalg.norm(gv)) == pytest.approx(g, rel=1e-10)
+
+
+def test_restricted_flat_law_stays_in_its_domain():
+    x, y = flat_problem()
+    mech = pmd.RegressionKNGMechanism(
+        pmd.Euclidean(dim=2), epsilon=0.5, center=np.zeros(2), radius=1.0,
+        covariate_bound=2.0, slope_bound=0.4, footpoint_radius=0.5,
+    )  # fmt: skip
+    draws = mech.sample(x, y, 300, random_seed=2)
+    assert np.all(np.linalg.norm(draws[:, 1], axis=1) <= 0.4)
+    assert np.all(np.linalg.norm(draws[:, 0], axis=1) <= 0.5)
+
+
+def test_release_records_a_pure_dp_value_and_charges_once():
+    x, y = flat_problem()
+    mech = flat_mechanism()
+    budget = PrivacyBudget(3.0)
+    rel = mech.release(x, y, random_seed=7, budget=budget)
+    assert rel.value.shape == (2, 2)
+    assert rel.delta == 0.0 and rel.n == len(x)
+    assert rel.sigma == pytest.approx(mech.sigma(len(x)))
+    assert any("covariates are public" in note for note in rel.notes)
+    assert budget.spent.epsilon == 1.0 and len(budget.entries) == 1
+    again = mech.release(x, y, random_seed=7)
+    np.testing.assert_array_equal(again.value, rel.value)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "match"),
+    [
+        (np.linspace(-3, 3, 30), None, "exceeds the public covariate bound"),
+        (np.linspace(-1, 1, 29), None, "one row per record"),
+        (np.ones(30), None, "single value"),
+        (None, np.zeros((30, 3)), "trailing shape"),
+    ],
+)
+def test_public_refusals_come_before_the_charge(x, y, match):
+    x0, y0 = flat_problem()
+    x = x0 if x is None else x
+    y = y0 if y is None else y
+    budget = PrivacyBudget(3.0)
+    with pytest.raises(ValueError, match=match):
+        flat_mechanism().release(x, y, budget=budget)
+    assert budget.spent.epsilon == 0 and budget.entries == []
+
+
+def test_responses_outside_the_ball_are_refused_after_the_charge():
+    x, y = flat_problem()
+    y = y.copy()
+    y[3] = [5.0, 0.0]
+    budget = PrivacyBudget(3.0)
+    with pytest.raises(ValueError, match="outside"):
+        flat_mechanism().release(x, y, budget=budget)
+    assert budget.spent.epsilon == 1.0  # the data were read: the charge stands
+
+
+S2 = pmd.Sphere(dim=2)
+NORTH = np.array([0.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"footpoint_radius": None}, "footpoint_radius is required"),
+        ({"slope_bound": 4.0}, "not identifiable"),
+        ({"footpoint_radius": 2.2}, "cut locus"),  # 0.5 + 2.2 + 0.5 > pi
+        ({"covariate_bound": 0.0}, "covariate_bound must be a finite number > 0"),
+        ({"slope_bound": float("inf")}, "slope_bound must be a finite number > 0"),
+        ({"footpoint_radius": -1.0}, "footpoint_radius must be a finite number > 0"),
+    ],
+)
+def test_premises_are_refused_at_construction(kwargs, match):
+    args = {"covariate_bound": 1.0, "slope_bound": 0.5, "footpoint_radius": 0.5, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        pmd.RegressionKNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5, **args)
+
+
+@pytest.mark.parametrize("M", [pmd.Hyperbolic(dim=2), pmd.SPD(k=2)])
+def test_footpoint_ball_is_required_where_volume_grows_exponentially(M):
+    center = np.eye(2) if isinstance(M, pmd.SPD) else np.array([1.0, 0, 0])
+    with pytest.raises(ValueError, match="grows exponentially"):
+        pmd.RegressionKNGMechanism(
+            M, epsilon=1.0, center=center, radius=0.5, covariate_bound=1.0, slope_bound=1.0
+        )
+
+
+def sphere_mechanism():
+    return pmd.RegressionKNGMechanism(
+        S2, epsilon=1.0, center=NORTH, radius=0.5, covariate_bound=1.0, slope_bound=0.5,
+        footpoint_radius=0.5,
+    )  # fmt: skip
+
+
+def sphere_data(n=20):
+    x = np.arange(-1, 1, 2 / n)
+    v = np.array([0.3, 0.0, 0.0])
+    y = S2.exp(NORTH, x[:, None] * v)
+    return x, y
+
+
+def test_curved_release_without_a_sampler_is_refused_before_the_charge():
+    x, y = sphere_data()
+    budget = PrivacyBudget(3.0)
+    with pytest.raises(ValueError, match="no sampler"):
+        sphere_mechanism().release(x, y, budget=budget)
+    assert budget.spent.epsilon == 0
+
+
+def test_curved_logp_is_the_gradient_norm_on_the_domain():
+    x, y = sphere_data()
+    mech = sphere_mechanism()
+    sigma = mech.sigma(len(x))
+    # tau = r + R + L = 1.5: Delta = (2 tau/n) sqrt(1 + X^2)
+    assert sigma == pytest.approx(2 * 2 * 1.5 / 20 * math.sqrt(2))
+    p = S2.exp(NORTH, np.array([0.0, 0.1, 0.0]))
+    v = S2.to_tangent(p, np.array([0.2, 0.0, 0.0]))
+    _, gp, gv = regression_gradient(S2, p, v, x, y)
+    want = -math.sqrt(float(gp @ gp + gv @ gv)) / sigma
+    assert mech.logp(np.stack([p, v]), x, y) == pytest.approx(want, rel=1e-12)
+    assert mech.logp(np.stack([p, 3 * v]), x, y) == -np.inf  # |v| > V
+    far = S2.exp(NORTH, np.array([0.0, 0.6, 0.0]))  # beyond the footpoint ball
+    assert mech.logp(np.stack([far, S2.to_tangent(far, v)]), x, y) == -np.inf
