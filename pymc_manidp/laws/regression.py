@@ -19,7 +19,7 @@ import numpy as np
 
 from pymc_manidp.laws.exact import ExactDraws, ExactSamplingError
 
-__all__ = ["sample_flat_regression_kng"]
+__all__ = ["sample_flat_regression_kng", "sample_regression_kng_uniform"]
 
 
 def sample_flat_regression_kng(
@@ -81,3 +81,80 @@ def sample_flat_regression_kng(
             )
     points = np.concatenate(out)
     return ExactDraws(points, proposals, {"acceptance_rate": size / proposals})
+
+
+def sample_regression_kng_uniform(
+    manifold,
+    center,
+    footpoint_radius,
+    slope_bound,
+    grad_norm,
+    sigma,
+    size,
+    rng,
+    *,
+    max_attempts=10_000,
+) -> ExactDraws:
+    r"""Exact draws of KNG on ``TM`` restricted to a compact public domain, any space.
+
+    The target is :math:`\propto e^{-g(p, v)/\sigma}` with respect to the Sasaki measure
+    :math:`\mathrm{vol}_M(dp)\,dv` on :math:`\{\rho(m, p) \le R,\ \|v\|_p \le V\}`,
+    ``g = grad_norm(p, v) >= 0``. The density is at most 1, so rejection from the
+    uniform law of the domain, accepting with probability :math:`e^{-g/\sigma}`, is
+    exact. The uniform law: the footpoint in normal coordinates ``a`` at ``m``,
+    :math:`|a| \le R` (``R`` below the injectivity radius: the chart is a
+    diffeomorphism onto the ball), with density :math:`\propto J(a)`, drawn by
+    rejection from the uniform ball with the bound :math:`\log J(a) \le G R`
+    (``G = manifold.log_volume_growth``); the slope uniform in the ``V``-ball of
+    :math:`T_pM` in any orthonormal frame (Lebesgue measure on the fibre does not
+    depend on the frame).
+
+    Parameters
+    ----------
+    manifold : Manifold
+    center : array, shape ``point_shape``
+    footpoint_radius, slope_bound : float
+        ``R`` and ``V``.
+    grad_norm : callable
+        ``grad_norm(p, v) -> float``.
+    sigma : float
+    size : int
+    rng : numpy.random.Generator
+    max_attempts : int
+        Evaluations of ``grad_norm`` per draw before giving up (``ExactSamplingError``).
+
+    Returns
+    -------
+    ExactDraws
+        ``points`` ``(size, 2, *point_shape)``: footpoints and slopes.
+    """
+    d = manifold.dim
+    growth = float(manifold.log_volume_growth)
+    R, V = float(footpoint_radius), float(slope_bound)
+    out, evaluations = [], 0
+    while len(out) < size:
+        a = _uniform_ball(rng, 64, d, R)
+        keep = np.log(rng.uniform(size=64)) < manifold.log_volume_density(a) - growth * R
+        for coords in a[keep]:
+            p = manifold.validate(manifold.exp_coords(center, coords)[None])[0]
+            v = manifold.from_coords(p, _uniform_ball(rng, 1, d, V)[0])
+            evaluations += 1
+            if rng.uniform() < np.exp(-grad_norm(p, v) / sigma):
+                out.append(np.stack([p, v]))
+                if len(out) == size:
+                    break
+            if evaluations >= max_attempts * size:
+                raise ExactSamplingError(
+                    f"the regression KNG sampler evaluated {evaluations} proposals and "
+                    f"accepted {len(out)} of {size}: the law is too concentrated for its "
+                    "uniform envelope on this domain (use a smaller epsilon, or smaller "
+                    "footpoint_radius and slope_bound)"
+                )
+    return ExactDraws(np.stack(out), evaluations, {"acceptance_rate": size / evaluations})
+
+
+def _uniform_ball(rng, m, d, radius):
+    """``m`` points uniform in the ``d``-ball of ``radius`` ``(m, d)``."""
+    u = rng.standard_normal((m, d))
+    u /= np.sqrt(np.sum(u * u, axis=1, keepdims=True))
+    return radius * rng.uniform(size=(m, 1)) ** (1.0 / d) * u

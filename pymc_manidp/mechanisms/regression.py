@@ -25,7 +25,10 @@ import numpy as np
 from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.geometry._numba.cache import check_environment_once
 from pymc_manidp.geometry.jacobi import REGRESSION_SPACES, has_regression_terms, transport
-from pymc_manidp.laws.regression import sample_flat_regression_kng
+from pymc_manidp.laws.regression import (
+    sample_flat_regression_kng,
+    sample_regression_kng_uniform,
+)
 from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
 from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
 from pymc_manidp.rng import resolve_rng
@@ -69,14 +72,17 @@ class RegressionKNGMechanism(Mechanism):
         ``None`` only on flat spaces without cut locus (``Euclidean``), where
         footpoints range over the whole space.
     max_attempts : int
-        The exact sampler's proposals per draw before it gives up.
+        The exact sampler's proposals (on curved spaces: gradient evaluations) per
+        draw before it gives up, after the data were read.
 
     Notes
     -----
     The released value is an array ``(2, *point_shape)``: row 0 the footpoint
-    :math:`\tilde p`, row 1 the slope :math:`\tilde v \in T_{\tilde p}M`. Exact
-    sampling (pure ε-DP) exists on flat spaces; on curved spaces the law's
-    :meth:`logp` is provided but no sampler yet (``release`` refuses before any charge).
+    :math:`\tilde p`, row 1 the slope :math:`\tilde v \in T_{\tilde p}M`. Both
+    samplers are exact (pure ε-DP): on flat spaces the K-norm law around the
+    least-squares fit; elsewhere rejection from the uniform law of the domain (the
+    density is at most 1), whose acceptance falls as ``n epsilon`` grows (at most
+    ``max_attempts`` gradient evaluations per draw, then ``ExactSamplingError``).
 
     Examples
     --------
@@ -179,22 +185,9 @@ class RegressionKNGMechanism(Mechanism):
 
     @property
     def samplers(self) -> tuple[str, ...]:
-        """``("exact",)`` on flat spaces; none yet on curved ones."""
-        return EXACT_SAMPLERS if self.flat else ()
-
-    def _check_sampler(self, sampler) -> bool:
-        if sampler not in self.samplers:
-            if not self.samplers:
-                raise ValueError(
-                    f"no sampler of {self.name} exists on {self.manifold} yet (the exact one is "
-                    "for flat spaces; NUTS on TM is issue 41's next step): use logp with your "
-                    "own sampler, or a flat space"
-                )
-            raise ValueError(
-                f"unknown sampler {sampler!r} for {self.name}; available: "
-                + ", ".join(self.samplers)
-            )
-        return False
+        """``("exact",)``: the K-norm law around the least-squares fit on flat spaces,
+        rejection from the domain's uniform law elsewhere (docs/regression.md)."""
+        return EXACT_SAMPLERS
 
     # --- the law --------------------------------------------------------------------------
     def in_domain(self, p, v) -> bool:
@@ -215,9 +208,7 @@ class RegressionKNGMechanism(Mechanism):
         v = self.manifold.to_tangent(p, np.asarray(theta[1], float))
         if not self.in_domain(p, v):
             return -np.inf
-        _, gp, gv = regression_gradient(self.manifold, p, v, x, y)
-        g = float(self.manifold.inner(p, gp, gp) + self.manifold.inner(p, gv, gv))
-        return -math.sqrt(max(g, 0.0)) / self.sigma(len(x))
+        return -self.grad_norm(p, v, x, y) / self.sigma(len(x))
 
     # --- the flat exact draw ----------------------------------------------------------------
     def _to_coords(self, p, v):
@@ -234,9 +225,23 @@ class RegressionKNGMechanism(Mechanism):
         p = M.validate(M.exp(m, w)[None])[0]
         return p, M.to_tangent(p, transport(M, m, w, M.from_coords(m, theta[1])))
 
+    def grad_norm(self, p, v, x, y) -> float:
+        """``|(grad_p E, grad_v E)|`` at ``(p, v)`` (the norm on ``T_pM + T_pM``)."""
+        M = self.manifold
+        _, gp, gv = regression_gradient(M, p, v, x, y)
+        return math.sqrt(max(float(M.inner(p, gp, gp) + M.inner(p, gv, gv)), 0.0))
+
     def exact_draws_xy(self, x, y, sigma, size, rng):
-        """``size`` exact draws ``(size, 2, *point_shape)`` for checked ``x``, ``y``."""
+        """``size`` exact draws ``(size, 2, *point_shape)`` for checked ``x``, ``y``:
+        the flat K-norm sampler, or rejection from the domain's uniform law."""
         M, m = self.manifold, self.domain.center
+        if not self.flat:
+            out = sample_regression_kng_uniform(
+                M, m, self.footpoint_radius, self.slope_bound,
+                lambda p, v: self.grad_norm(p, v, x, y), sigma, size, rng,
+                max_attempts=self.max_attempts,
+            )  # fmt: skip
+            return out.points, {"proposals": out.proposals, **out.info}
         c = M.log_coords(m, y)  # (n, d): the chart is linear in a flat space
         G = covariate_gram(x)
         rhs = np.stack([c.mean(axis=0), (x[:, None] * c).mean(axis=0)])

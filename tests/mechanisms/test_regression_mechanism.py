@@ -179,12 +179,102 @@ def sphere_data(n=20):
     return x, y
 
 
-def test_curved_release_without_a_sampler_is_refused_before_the_charge():
+def test_curved_release_is_exact_and_charged_once():
     x, y = sphere_data()
     budget = PrivacyBudget(3.0)
-    with pytest.raises(ValueError, match="no sampler"):
-        sphere_mechanism().release(x, y, budget=budget)
-    assert budget.spent.epsilon == 0
+    rel = sphere_mechanism().release(x, y, budget=budget, random_seed=3)
+    p, v = rel.value
+    assert rel.delta == 0.0 and budget.spent.epsilon == 1.0
+    assert float(S2.dist(NORTH, p)) <= 0.5 and abs(float(p @ v)) < 1e-12
+    assert float(np.linalg.norm(v)) <= 0.5
+    with pytest.raises(ValueError, match="no 'nuts' sampler"):
+        sphere_mechanism().release(x, y, sampler="nuts", budget=budget)
+    assert budget.spent.epsilon == 1.0
+
+
+@pytest.mark.parametrize(
+    ("M", "center", "cdf", "wrong"),
+    [
+        # the uniform law of B_R(m) w.r.t. volume: P(rho <= t) = (1 - cos t)/(1 - cos R)
+        # on S^2 and (cosh t - 1)/(cosh R - 1) on H^2 (R = 2); a flat base measure (t/R)^2 is
+        # caught
+        (S2, NORTH, lambda t: (1 - np.cos(t)) / (1 - np.cos(2.0)), lambda t: (t / 2) ** 2),
+        (
+            pmd.Hyperbolic(dim=2),
+            np.array([1.0, 0, 0]),
+            lambda t: (np.cosh(t) - 1) / (np.cosh(2.0) - 1),
+            lambda t: (t / 2) ** 2,
+        ),
+    ],
+)
+def test_curved_sampler_base_measure_is_sasaki(M, center, cdf, wrong):
+    # at epsilon = 1e-9 the density e^{-|grad E|/sigma} is 1 to 1e-8 on the domain: the
+    # draws follow the Sasaki measure's uniform law (2,000 draws, seeded, alpha = 0.01);
+    # the slope's norm is uniform in the V-disc: P(|v| <= s) = (s/V)^2
+    x = np.linspace(-1, 1, 8)
+    y = np.stack([M.exp(center, xi * M.tangent_basis(center)[0] * 0.1) for xi in x])
+    mech = pmd.RegressionKNGMechanism(
+        M, epsilon=1e-9, center=center, radius=0.3, covariate_bound=1.0, slope_bound=0.5,
+        footpoint_radius=2.0,
+    )  # fmt: skip
+    draws = mech.sample(x, y, 2000, random_seed=5)
+    rho = M.dist(center, draws[:, 0])
+    speed = np.sqrt(M.inner(draws[:, 0], draws[:, 1], draws[:, 1]))
+    assert stats.kstest(rho, cdf).pvalue > ALPHA
+    assert stats.kstest(rho, wrong).pvalue < ALPHA
+    assert stats.kstest(speed / 0.5, lambda s: s**2).pvalue > ALPHA
+    assert stats.kstest(speed / 0.5, lambda s: s).pvalue < ALPHA
+
+
+S1 = pmd.Sphere(dim=1)
+
+
+def circle_problem():
+    rng = np.random.default_rng(9)
+    x = np.linspace(-1, 1, 10)
+    angles = 0.3 * x + rng.normal(0, 0.1, 10)
+    y = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    mech = pmd.RegressionKNGMechanism(
+        S1, epsilon=5.0, center=[1.0, 0.0], radius=0.5, covariate_bound=1.0,
+        slope_bound=0.5, footpoint_radius=0.5,
+    )  # fmt: skip
+    return x, y, angles, mech
+
+
+def circle_marginals(x, angles, sigma, R=0.5, V=0.5, k=801):
+    """The KNG law on TS^1 = (angle a, slope b) by a k x k midpoint quadrature, the
+    gradient written here: residuals wrap(theta_i - a - x_i b), Sasaki measure da db."""
+    a = -R + (np.arange(k) + 0.5) * (2 * R / k)
+    b = -V + (np.arange(k) + 0.5) * (2 * V / k)
+    res = angles[None, None, :] - a[:, None, None] - x[None, None, :] * b[None, :, None]
+    res = np.angle(np.exp(1j * res))
+    ga, gb = -res.mean(axis=2), -(x * res).mean(axis=2)
+    dens = np.exp(-np.sqrt(ga**2 + gb**2) / sigma)
+    dens /= dens.sum()
+    cdf_a, cdf_b = np.cumsum(dens.sum(axis=1)), np.cumsum(dens.sum(axis=0))
+    edges_a, edges_b = a + R / k, b + V / k
+    return (
+        lambda t: np.interp(t, edges_a, cdf_a, left=0.0, right=1.0),
+        lambda t: np.interp(t, edges_b, cdf_b, left=0.0, right=1.0),
+    )
+
+
+def test_curved_law_matches_a_quadrature_of_its_density_on_the_circle():
+    # the oracle: a quadrature of the density on the whole 2-d domain of TS^1, written
+    # apart from the package; the curved sampler (the one S^2, H^2, SPD, Kendall and SO(3)
+    # use) matches both marginals (2,000 draws, seeded, alpha = 0.01) and sigma x 1.3 is
+    # caught
+    x, y, angles, mech = circle_problem()
+    sigma = mech.sigma(len(x))
+    draws = mech.sample(x, y, 2000, random_seed=12)
+    p, v = draws[:, 0], draws[:, 1]
+    a = np.arctan2(p[:, 1], p[:, 0])
+    b = v[:, 0] * -p[:, 1] + v[:, 1] * p[:, 0]  # along (-sin a, cos a)
+    cdf_a, cdf_b = circle_marginals(x, angles, sigma)
+    assert stats.kstest(a, cdf_a).pvalue > ALPHA
+    assert stats.kstest(b, cdf_b).pvalue > ALPHA
+    wrong_a, wrong_b = circle_marginals(x, angles, 1.3 * sigma)
+    assert min(stats.kstest(a, wrong_a).pvalue, stats.kstest(b, wrong_b).pvalue) < ALPHA
 
 
 def test_curved_logp_is_the_gradient_norm_on_the_domain():
