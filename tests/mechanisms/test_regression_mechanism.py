@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats
 
 import pymc_manidp as pmd
@@ -291,3 +293,59 @@ def test_curved_logp_is_the_gradient_norm_on_the_domain():
     assert mech.logp(np.stack([p, 3 * v]), x, y) == -np.inf  # |v| > V
     far = S2.exp(NORTH, np.array([0.0, 0.6, 0.0]))  # beyond the footpoint ball
     assert mech.logp(np.stack([far, S2.to_tangent(far, v)]), x, y) == -np.inf
+
+
+ADVERSARIAL = st.one_of(
+    st.sampled_from(
+        [1 / 3, 0.3333333333333333, math.nextafter(1 / 3, 0), 5e-324, 1e308, 10**400, 0, -1.0]
+    ),
+    st.sampled_from([math.nan, math.inf, -math.inf, True, "1.0", None, [0.5], np.array([0.5])]),
+    st.floats(min_value=1e-3, max_value=3.0),
+)
+
+
+@given(X=ADVERSARIAL, V=ADVERSARIAL, R=ADVERSARIAL)
+def test_constructor_contract(X, V, R):
+    # a mechanism with a finite sigma, or TypeError/ValueError naming the argument or
+    # the premise; never a mechanism whose sensitivity is not a finite number
+    try:
+        mech = pmd.RegressionKNGMechanism(
+            S2, epsilon=1.0, center=NORTH, radius=0.3, covariate_bound=X, slope_bound=V,
+            footpoint_radius=R,
+        )  # fmt: skip
+    except TypeError as err:
+        assert any(k in str(err) for k in ("covariate_bound", "slope_bound", "footpoint_radius"))
+        return
+    except ValueError as err:
+        assert any(
+            k in str(err)
+            for k in ("covariate_bound", "slope_bound", "footpoint_radius", "injectivity radius")
+        ), err
+        return
+    sigma = mech.sigma(10)
+    assert math.isfinite(sigma) and sigma > 0
+    L = mech.covariate_bound * mech.slope_bound
+    assert 0.3 + mech.footpoint_radius + L < math.pi
+
+
+@given(
+    xs=st.lists(
+        st.one_of(
+            st.sampled_from([1 / 3, 0.3333333333333333, 5e-324, 1e308, -2.5]),
+            st.floats(allow_nan=True, allow_infinity=True),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_release_covariate_contract(xs):
+    # refused before the charge (x is public) or released; the budget says which
+    n = len(xs)
+    y = np.tile([0.1, 0.1], (n, 1))
+    budget = PrivacyBudget(5.0)
+    try:
+        rel = flat_mechanism().release(np.array(xs), y, budget=budget, random_seed=0)
+    except ValueError as err:
+        assert budget.spent.epsilon == 0, err
+        return
+    assert budget.spent.epsilon == 1.0 and np.all(np.isfinite(rel.value))
