@@ -120,7 +120,7 @@ def check_covariates(x, n: int | None = None, bound: float | None = None) -> np.
     if bound is not None and np.max(np.abs(arr)) > bound:
         bad = int(np.argmax(np.abs(arr) > bound))
         raise ValueError(
-            f"covariate {arr[bad]!r} (row {bad}) exceeds the public covariate bound "
+            f"covariate {float(arr[bad])!r} (row {bad}) exceeds the public covariate bound "
             f"{bound!r} (|x_i| <= covariate_bound): raise covariate_bound (it enters the "
             "sensitivity) or rescale the covariates by a public constant"
         )

@@ -349,3 +349,25 @@ def test_release_covariate_contract(xs):
         assert budget.spent.epsilon == 0, err
         return
     assert budget.spent.epsilon == 1.0 and np.all(np.isfinite(rel.value))
+
+
+def test_flat_sampler_through_the_chart_on_the_hyperbolic_line():
+    # H^1 is flat without cut locus: the K-norm sampler runs in normal coordinates at the
+    # center (the signed distance t = asinh(y_1), slope b with v = b (sinh t, cosh t));
+    # the oracle is OLS on t, written here (2,000 draws, seeded, alpha = 0.01)
+    H1, c = pmd.Hyperbolic(dim=1), np.array([1.0, 0.0])
+    mech = pmd.RegressionKNGMechanism(
+        H1, epsilon=1.0, center=c, radius=1.0, covariate_bound=2.0, slope_bound=100.0
+    )
+    x = np.linspace(-1, 1, 10) + 0.3
+    y = H1.exp(c, np.outer(0.3 * x, [0.0, 1.0]))
+    draws = mech.sample(x, y, 2000, random_seed=0)
+    t = np.arcsinh(y[:, 1])
+    design = np.stack([np.ones_like(x), x], 1)
+    theta_hat, *_ = np.linalg.lstsq(design, t, rcond=None)
+    tp = np.arcsinh(draws[:, 0, 1])
+    theta = np.stack([tp, draws[:, 1, 1] / np.cosh(tp)], axis=1)
+    g = np.linalg.norm((theta - theta_hat) @ (design.T @ design / len(x)), axis=1)
+    sigma = mech.sigma(len(x))
+    assert stats.kstest(g / sigma, stats.gamma(2).cdf).pvalue > ALPHA
+    assert stats.kstest(g / (1.2 * sigma), stats.gamma(2).cdf).pvalue < ALPHA
