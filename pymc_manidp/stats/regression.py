@@ -299,7 +299,9 @@ def regression_sensitivity(
       ``2r`` (the log map at any point is 1-Lipschitz there), so
       ``Delta_p = 2 r A/n`` and ``Delta_v = 2 r X B/n``;
     - otherwise the residuals are at most ``tau = r + R + L`` (below the injectivity
-      radius, checked by the mechanism), so ``Delta_p = 2 tau A/n``, ``Delta_v = 2 tau X B/n``;
+      radius, checked by the mechanism) and ``log_q`` is ``f``-Lipschitz on the ball,
+      ``f = sqrt(k) tau/sin(sqrt(k) tau)``, ``k = kappa_max`` (Rauch), so the residual
+      moves by at most ``s = 2 min(tau, r f)``: ``Delta_p = s A/n``, ``Delta_v = s X B/n``;
 
     with ``A = cosh(c L)``, ``B = sinh(c L)/(c L)``, ``c = sqrt(-kappa_min)`` when
     ``kappa_min < 0`` and ``A = B = 1`` otherwise (the Jacobi factors' largest values).
@@ -326,7 +328,12 @@ def regression_sensitivity(
                 f"on {manifold} the residuals are bounded through the footpoint ball: pass "
                 "footpoint_radius"
             )
-        spread = 2.0 * (r + check_positive_real(footpoint_radius, "footpoint_radius") + L)
+        tau = r + check_positive_real(footpoint_radius, "footpoint_radius") + L
+        # |log_q y - log_q y'| <= rho(y, y') sup |d log_q| on the ball, and by Rauch
+        # |d log_q| <= sqrt(k) t/sin(sqrt(k) t) at distance t <= tau from q
+        a = math.sqrt(kmax) * tau if kmax > 0 else 0.0
+        lipschitz = a / math.sin(a) if a > 0 else 1.0
+        spread = 2.0 * min(tau, r * lipschitz)
     c = math.sqrt(-kmin) if kmin < 0 else 0.0
     A = math.cosh(c * L)
     B = math.sinh(c * L) / (c * L) if c * L > 0 else 1.0

@@ -255,12 +255,26 @@ def test_sensitivity_closed_forms():
     )
     a = 1 / math.sqrt(2)
     assert (dp, dv) == pytest.approx((math.cosh(a) / n, math.sinh(a) / a / n))
-    # positive curvature: tau = r + R + L, factors 1
+    # positive curvature: residual moves 2 min(tau, r f(tau)), tau = r + R + L, factors 1
     dp, dv = regression_sensitivity(
         pmd.Sphere(dim=2), n, radius=0.5, covariate_bound=2.0, slope_bound=0.25,
         footpoint_radius=0.3,
     )  # fmt: skip
-    assert (dp, dv) == pytest.approx((2 * 1.3 / n, 2 * 1.3 * 2.0 / n))
+    s = 2 * 0.5 * 1.3 / math.sin(1.3)  # r f(tau) = 0.536 < tau = 1.3
+    assert (dp, dv) == pytest.approx((s / n, s * 2.0 / n))
+    # far from the ball the Lipschitz constant exceeds tau/r: 2 tau wins
+    dp, _ = regression_sensitivity(
+        pmd.Sphere(dim=2), n, radius=0.7, covariate_bound=1.0, slope_bound=1.2,
+        footpoint_radius=1.2,
+    )  # fmt: skip
+    assert 0.7 * 3.1 / math.sin(3.1) > 3.1
+    assert dp == pytest.approx(2 * 3.1 / n)
+    # Kendall: kappa_max = 4
+    dp, _ = regression_sensitivity(
+        pmd.KendallShape(k_landmarks=4), n, radius=0.2, covariate_bound=1.0,
+        slope_bound=0.3, footpoint_radius=0.2,
+    )  # fmt: skip
+    assert dp == pytest.approx(2 * 0.2 * 1.4 / math.sin(1.4) / n)
     with pytest.raises(ValueError, match="footpoint_radius"):
         regression_sensitivity(
             pmd.Sphere(dim=2), n, radius=0.5, covariate_bound=1.0, slope_bound=0.25
@@ -316,6 +330,8 @@ def _largest_change(M, m, r, X, V, R, rng, trials, aimed):
         ("S2", 0.7, 1.0, 0.1, 0.05),
         ("H2", 0.5, 1.0, 1.0, 1.5),
         ("SPD2", 0.5, 1.0, 1.0, 1.5),
+        ("Kendall4", 0.3, 1.0, 0.3, 0.1),
+        ("SO3", 0.5, 1.0, 0.8, 0.5),
     ],
 )
 def test_sensitivity_holds_and_is_nearly_attained(name, r, X, V, R):
