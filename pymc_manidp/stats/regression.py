@@ -16,6 +16,7 @@ Armijo backtracking. The sensitivity of the gradient for KNG is
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ from pymc_manidp._validation import (
 )
 from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.geometry.jacobi import has_regression_terms, regression_terms, transport
-from pymc_manidp.stats.frechet import frechet_mean
+from pymc_manidp.stats.frechet import ConvergenceWarning, frechet_mean
 
 #: the largest covariate magnitude (its square and the Gram matrix stay finite)
 MAX_COVARIATE = 1e100
@@ -202,8 +203,8 @@ def geodesic_regression(
         \mathrm{atol})`, :math:`s = \sqrt{2E}` the root mean square residual (the
         Fréchet mean's rule); ``atol`` is the floor that noise-free data reach.
     max_iter : int
-        Iteration cap; not converging within it warns nothing but returns
-        ``converged=False``.
+        Iteration cap; not converging within it returns ``converged=False`` with a
+        :class:`~pymc_manidp.stats.ConvergenceWarning`.
     init : tuple of arrays, optional
         ``(p0, v0)``; default: the Fréchet mean of the responses and a zero slope.
 
@@ -275,6 +276,16 @@ def geodesic_regression(
         p, v, E, gp, gv = q, w, E_new, gp_new, gv_new
         gnorm = _joint_norm(M, p, gp, gv)
         converged = gnorm <= max(tol * math.sqrt(2 * E), atol)
+    if not converged:
+        warnings.warn(
+            f"geodesic regression did not converge in {it} iterations: gradient norm "
+            f"{gnorm:.3g} > tolerance {max(tol * math.sqrt(2 * E), atol):.3g}. Raise "
+            "max_iter, start nearer (init=), or check that the responses lie in a ball "
+            "well inside the injectivity radius (the least-squares geodesic may not be "
+            "unique otherwise)",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
     return RegressionResult(
         footpoint=p, slope=v, energy=float(E), grad_norm=gnorm, iterations=it, converged=converged
     )

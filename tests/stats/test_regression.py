@@ -168,6 +168,24 @@ def test_noisy_fit_is_a_stationary_point(name):
         assert energy(M, q, s + u, x, y) > E
 
 
+def test_not_converging_warns_and_says_so():
+    M = SPACES["Kendall4"]
+    _, _, _, x, y = problem(M, 2, n=15)
+    with pytest.warns(pmd.stats.ConvergenceWarning, match="did not converge in 1 iterations"):
+        fit = geodesic_regression(M, x, y, max_iter=1)
+    assert not fit.converged and fit.iterations == 1
+
+
+def test_init_is_used_and_checked():
+    M = SPACES["S2"]
+    _, _, v, x, y = problem(M, 4)
+    fit = geodesic_regression(M, x, y)
+    again = geodesic_regression(M, x, y, init=(fit.footpoint, fit.slope))
+    assert again.iterations == 0 and again.converged
+    with pytest.raises(ValueError, match="trailing shape"):
+        geodesic_regression(M, x, y, init=(np.ones(4), v))
+
+
 def test_the_papers_sphere_design_is_recovered():
     S = pmd.Sphere(dim=2)
     p, v = np.array([1.0, 0, 0]), np.array([0, np.pi / 4, 0])
