@@ -273,6 +273,19 @@ class RegressionKNGMechanism(Mechanism):
             )
         return x, self.calibrate(n)
 
+    def release_many(self, *args, **kwargs):
+        """Not offered: a regression release takes covariates and responses; call
+        :meth:`release` once per data set."""
+        raise NotImplementedError(
+            f"{self.name} releases one data set at a time: call release(x, y) for each"
+        )
+
+    def model(self, *args, **kwargs):
+        """Not offered: the law is drawn exactly (no MCMC model yet)."""
+        raise NotImplementedError(
+            f"{self.name} has no MCMC model yet: its releases are exact (release(x, y))"
+        )
+
     def sample(self, x, y, size, *, random_seed=None, return_info=False):
         """``size`` i.i.d. draws ``(size, 2, *point_shape)`` of the exact law (for tests and
         audits on public data: never charged, refused inside ``with budget:``)."""

@@ -127,6 +127,15 @@ def test_public_refusals_come_before_the_charge(x, y, match):
     assert budget.spent.epsilon == 0 and budget.entries == []
 
 
+def test_the_base_entry_points_that_take_points_only_say_what_to_call():
+    _, y = flat_problem()
+    mech = flat_mechanism()
+    with pytest.raises(NotImplementedError, match="release\\(x, y\\)"):
+        mech.release_many([y, y])
+    with pytest.raises(NotImplementedError, match="exact"):
+        mech.model(y)
+
+
 def test_responses_outside_the_ball_are_refused_after_the_charge():
     x, y = flat_problem()
     y = y.copy()
