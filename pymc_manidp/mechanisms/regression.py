@@ -9,7 +9,7 @@ with respect to the Sasaki (Liouville) measure :math:`\mathrm{vol}_M(dp)\,dv`, w
 :math:`E(p, v) = \frac1{2n}\sum_i\rho^2(\operatorname{Exp}_p(x_iv), y_i)`,
 :math:`\sigma = 2\Delta/\varepsilon` and
 :math:`\Delta = (\Delta_p^2 + \Delta_v^2)^{1/2}` from public bounds only
-(:func:`pymc_manidp.stats.regression.regression_sensitivity`). The covariates are
+(:func:`pymc_manidp.stats.regression_sensitivity`). The covariates are
 **public**: they are read and checked before any charge, and the neighbouring data sets
 differ in one response :math:`y_i`. Both gradients are evaluated at the same
 :math:`(p, v)`, so no vectors of different tangent spaces are compared, and no private
@@ -168,7 +168,7 @@ class RegressionKNGMechanism(Mechanism):
     # --- the privacy map ----------------------------------------------------------------
     def sensitivities(self, n: int) -> tuple[float, float]:
         """``(Delta_p, Delta_v)`` for ``n`` records
-        (:func:`~pymc_manidp.stats.regression.regression_sensitivity`)."""
+        (:func:`~pymc_manidp.stats.regression_sensitivity`)."""
         return regression_sensitivity(
             self.manifold,
             n,

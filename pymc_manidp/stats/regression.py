@@ -211,6 +211,8 @@ def geodesic_regression(
     Returns
     -------
     RegressionResult
+        The fitted footpoint and slope, the energy and gradient norm there, and
+        whether the stopping rule was met.
 
     Examples
     --------
@@ -316,6 +318,27 @@ def regression_sensitivity(
 
     with ``A = cosh(c L)``, ``B = sinh(c L)/(c L)``, ``c = sqrt(-kappa_min)`` when
     ``kappa_min < 0`` and ``A = B = 1`` otherwise (the Jacobi factors' largest values).
+
+    Parameters
+    ----------
+    manifold : Manifold
+        A locally symmetric space (its ``curvature_bounds`` and
+        ``injectivity_radius`` are read).
+    n : int
+        The number of records.
+    radius : float
+        ``r``: the responses lie in the public ball ``B_r(m)``.
+    covariate_bound : float
+        ``X >= |x_i|``.
+    slope_bound : float
+        ``V >= |v|`` on the law's domain.
+    footpoint_radius : float, optional
+        ``R``: footpoints in ``B_R(m)``; required unless the space is Hadamard.
+
+    Returns
+    -------
+    tuple of float
+        ``(Delta_p, Delta_v)``; the joint sensitivity is their Euclidean norm.
 
     Examples
     --------
