@@ -167,6 +167,25 @@ def test_premises_are_refused_at_construction(kwargs, match):
         pmd.RegressionKNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5, **args)
 
 
+def test_a_data_radius_at_r_star_is_refused():
+    with pytest.raises(ValueError, match="not below r\\*"):
+        pmd.RegressionKNGMechanism(
+            S2, epsilon=1.0, center=NORTH, radius=math.pi / 4, covariate_bound=1.0,
+            slope_bound=0.1, footpoint_radius=0.1,
+        )  # fmt: skip
+
+
+def test_a_space_without_closed_form_jacobi_fields_is_refused():
+    class Other(pmd.Sphere):
+        pass
+
+    with pytest.raises(ValueError, match="no closed-form Jacobi fields"):
+        pmd.RegressionKNGMechanism(
+            Other(dim=2), epsilon=1.0, center=NORTH, radius=0.3, covariate_bound=1.0,
+            slope_bound=0.1, footpoint_radius=0.1,
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("M", [pmd.Hyperbolic(dim=2), pmd.SPD(k=2)])
 def test_footpoint_ball_is_required_where_volume_grows_exponentially(M):
     center = np.eye(2) if isinstance(M, pmd.SPD) else np.array([1.0, 0, 0])
