@@ -400,3 +400,68 @@ def test_flat_sampler_through_the_chart_on_the_hyperbolic_line():
     sigma = mech.sigma(len(x))
     assert stats.kstest(g / sigma, stats.gamma(2).cdf).pvalue > ALPHA
     assert stats.kstest(g / (1.2 * sigma), stats.gamma(2).cdf).pvalue < ALPHA
+
+
+def sphere_law_marginals(x, y, sigma, R, V, k=28):
+    """CDFs of rho(m, p) and |v| under the KNG law on TS^2 by a k^4 midpoint quadrature.
+
+    Written here, apart from the package: the footpoint in polar normal coordinates
+    (t, phi) at the north pole, the slope in the frame carried from the pole along the
+    radial geodesic (polar (s, psi)), the Sasaki density (sin t / t) t dt dphi s ds dpsi,
+    and the sphere's regression gradient (Fletcher's formula: factor 1 along the
+    geodesic, cos s and sin s / s across).
+    """
+    north = np.array([0.0, 0.0, 1.0])
+    t = (np.arange(k) + 0.5) * R / k
+    s = (np.arange(k) + 0.5) * V / k
+    ang = (np.arange(k) + 0.5) * 2 * np.pi / k
+    T, PHI, SL, PSI = np.meshgrid(t, ang, s, ang, indexing="ij")
+    e = np.stack([np.cos(PHI), np.sin(PHI), 0 * PHI], -1)
+    e_perp = np.stack([-np.sin(PHI), np.cos(PHI), 0 * PHI], -1)
+    p = np.cos(T)[..., None] * north + np.sin(T)[..., None] * e
+    e_moved = -np.sin(T)[..., None] * north + np.cos(T)[..., None] * e
+    v = (SL * np.cos(PSI - PHI))[..., None] * e_moved + (SL * np.sin(PSI - PHI))[..., None] * e_perp
+    u = v / SL[..., None]
+    gp = gv = 0.0
+    for xi, yi in zip(x, y, strict=True):
+        arc = xi * SL
+        yhat = np.cos(arc)[..., None] * p + np.sin(arc)[..., None] * u
+        c = np.clip(yhat @ yi, -1, 1)
+        theta = np.arccos(c)
+        eps = (yi - c[..., None] * yhat) * (theta / np.sin(theta))[..., None]
+        vel = -np.sin(arc)[..., None] * p + np.cos(arc)[..., None] * u
+        a = np.sum(eps * vel, -1)[..., None]
+        w = eps - a * vel
+        gp = gp + a * u + np.cos(arc)[..., None] * w
+        gv = gv + xi * (a * u + np.sinc(arc / np.pi)[..., None] * w)
+    g = np.sqrt(np.sum(gp**2, -1) + np.sum(gv**2, -1)) / len(x)
+    dens = np.exp(-g / sigma) * np.sin(T) * SL
+    dens /= dens.sum()
+    cdf_t, cdf_s = np.cumsum(dens.sum(axis=(1, 2, 3))), np.cumsum(dens.sum(axis=(0, 1, 3)))
+    return (
+        lambda q: np.interp(q, t + R / (2 * k), cdf_t, left=0.0, right=1.0),
+        lambda q: np.interp(q, s + V / (2 * k), cdf_s, left=0.0, right=1.0),
+    )
+
+
+def test_sphere_law_matches_a_quadrature_of_its_density():
+    # the must-hold oracle on S^2: the whole 4-d law on TS^2 by quadrature (28^4 points;
+    # 40^4 moves the p-values below by < 0.01), 2,000 draws, seeded, alpha = 0.01;
+    # sigma x 1.3 is caught
+    x = np.linspace(-1, 1, 10)
+    rng = np.random.default_rng(3)
+    noise = np.c_[rng.normal(0, 0.05, (10, 2)), np.zeros(10)]
+    y = S2.exp(NORTH, x[:, None] * np.array([0.3, 0, 0]) + noise)
+    mech = pmd.RegressionKNGMechanism(
+        S2, epsilon=2.0, center=NORTH, radius=0.5, covariate_bound=1.0, slope_bound=0.5,
+        footpoint_radius=0.5,
+    )  # fmt: skip
+    sigma = mech.sigma(len(x))
+    draws = mech.sample(x, y, 2000, random_seed=1)
+    rho = S2.dist(NORTH, draws[:, 0])
+    speed = np.linalg.norm(draws[:, 1], axis=1)
+    cdf_t, cdf_s = sphere_law_marginals(x, y, sigma, 0.5, 0.5)
+    assert stats.kstest(rho, cdf_t).pvalue > ALPHA
+    assert stats.kstest(speed, cdf_s).pvalue > ALPHA
+    wrong_t, _ = sphere_law_marginals(x, y, 1.3 * sigma, 0.5, 0.5)
+    assert stats.kstest(rho, wrong_t).pvalue < ALPHA
