@@ -366,8 +366,10 @@ def regression_sensitivity(
         # |log_q y - log_q y'| <= rho(y, y') sup |d log_q| on the ball, and by Rauch
         # |d log_q| <= sqrt(k) t/sin(sqrt(k) t) at distance t <= tau from q
         a = math.sqrt(kmax) * tau if kmax > 0 else 0.0
-        lipschitz = a / math.sin(a) if a > 0 else 1.0
-        spread = 2.0 * min(tau, r * lipschitz)
+        if a >= math.pi:  # beyond the conjugate radius Rauch bounds nothing: 2 tau only
+            spread = 2.0 * tau
+        else:
+            spread = 2.0 * min(tau, r * (a / math.sin(a) if a > 0 else 1.0))
     c = math.sqrt(-kmin) if kmin < 0 else 0.0
     A = math.cosh(c * L)
     B = math.sinh(c * L) / (c * L) if c * L > 0 else 1.0
