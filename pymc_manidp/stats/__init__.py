@@ -1,8 +1,14 @@
-"""Statistics layer: Fréchet means and medians, sensitivity bounds and the public data domain."""
+"""Statistics layer: Fréchet means and medians, geodesic regression, sensitivity bounds
+and the public data domain."""
 
 from pymc_manidp.stats.domain import DataDomain, DomainError
 from pymc_manidp.stats.frechet import ConvergenceWarning, FrechetResult, frechet_mean
 from pymc_manidp.stats.median import MedianResult, frechet_median
+from pymc_manidp.stats.regression import (
+    RegressionResult,
+    geodesic_regression,
+    regression_sensitivity,
+)
 from pymc_manidp.stats.sensitivity import (
     ambient_radius_spd,
     ambient_radius_sphere,
@@ -24,6 +30,7 @@ __all__ = [
     "DomainError",
     "FrechetResult",
     "MedianResult",
+    "RegressionResult",
     "ambient_radius_spd",
     "ambient_radius_sphere",
     "calibrated_sigma",
@@ -32,7 +39,9 @@ __all__ = [
     "empirical_sphere_log_spread",
     "frechet_mean",
     "frechet_median",
+    "geodesic_regression",
     "kng_sensitivity",
     "laplace_sensitivity",
     "median_gradient_sensitivity",
+    "regression_sensitivity",
 ]

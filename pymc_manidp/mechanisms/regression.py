@@ -1,0 +1,338 @@
+r"""KNG for geodesic regression: a private footpoint and slope ``(p, v)`` in one draw on ``TM``.
+
+The law (docs/regression.md):
+
+.. math:: f(p, v \mid D) \propto \exp\Big\{-\big(\|\nabla_pE\|_p^2 + \|\nabla_vE\|_p^2\big)^{1/2}
+          \big/\sigma\Big\}\quad\text{on } \{\rho(m, p) \le R,\ \|v\|_p \le V\},
+
+with respect to the Sasaki (Liouville) measure :math:`\mathrm{vol}_M(dp)\,dv`, where
+:math:`E(p, v) = \frac1{2n}\sum_i\rho^2(\operatorname{Exp}_p(x_iv), y_i)`,
+:math:`\sigma = 2\Delta/\varepsilon` and
+:math:`\Delta = (\Delta_p^2 + \Delta_v^2)^{1/2}` from public bounds only
+(:func:`pymc_manidp.stats.regression_sensitivity`). The covariates are
+**public**: they are read and checked before any charge, and the neighbouring data sets
+differ in one response :math:`y_i`. Both gradients are evaluated at the same
+:math:`(p, v)`, so no vectors of different tangent spaces are compared, and no private
+plug-in enters the density.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pymc_manidp._validation import check_positive_int, check_positive_real
+from pymc_manidp.geometry._numba.cache import check_environment_once
+from pymc_manidp.geometry.jacobi import REGRESSION_SPACES, has_regression_terms, transport
+from pymc_manidp.laws.regression import (
+    sample_flat_regression_kng,
+    sample_regression_kng_uniform,
+)
+from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
+from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
+from pymc_manidp.rng import resolve_rng
+from pymc_manidp.stats.regression import (
+    check_covariates,
+    covariate_gram,
+    regression_gradient,
+    regression_sensitivity,
+)
+
+__all__ = ["RegressionKNGMechanism"]
+
+PUBLIC_COVARIATES_NOTE = (
+    "the covariates are public: neighbouring data sets differ in one response; privatize "
+    "the covariates separately if they are private (docs/regression.md)"
+)
+
+
+class RegressionKNGMechanism(Mechanism):
+    r"""Release a private geodesic regression ``(p, v)`` with KNG, jointly on ``TM``.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        One of the shipped spaces (``Euclidean``, ``Sphere``, ``Hyperbolic``, ``SPD``,
+        ``Rotations``, ``KendallShape``).
+    epsilon : float
+        Privacy budget ``> 0``.
+    center : array_like, shape ``point_shape``
+        The public ball's center ``m``, chosen without looking at the data.
+    radius : float
+        The public ball's radius ``r``; the responses lie in ``B_r(m)``.
+    covariate_bound : float
+        ``X >= |x_i|`` for every covariate (public; checked before any charge).
+    slope_bound : float
+        ``V``: the law lives on slopes ``|v| <= V``.
+    footpoint_radius : float, optional
+        ``R``: the law lives on footpoints ``p in B_R(m)``. Required on every curved
+        space (exponential volume growth on ``Hyperbolic``/``SPD``; on compact spaces
+        the residuals must stay below the injectivity radius, ``r + R + X V < inj``);
+        ``None`` only on flat spaces without cut locus (``Euclidean``), where
+        footpoints range over the whole space.
+    max_attempts : int
+        The exact sampler's proposals (on curved spaces: gradient evaluations) per
+        draw before it gives up, after the data were read.
+
+    Notes
+    -----
+    The released value is an array ``(2, *point_shape)``: row 0 the footpoint
+    :math:`\tilde p`, row 1 the slope :math:`\tilde v \in T_{\tilde p}M`. Both
+    samplers are exact (pure ε-DP): on flat spaces the K-norm law around the
+    least-squares fit; elsewhere rejection from the uniform law of the domain (the
+    density is at most 1), whose acceptance falls as ``n epsilon`` grows (at most
+    ``max_attempts`` gradient evaluations per draw, then ``ExactSamplingError``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc_manidp as pmd
+    >>> mech = pmd.RegressionKNGMechanism(pmd.Euclidean(dim=2), epsilon=1.0,
+    ...     center=[0.0, 0.0], radius=1.0, covariate_bound=1.0, slope_bound=2.0)
+    >>> mech.sensitivities(10)  # (2r/n, 2rX/n)
+    (0.2, 0.2)
+    >>> x = np.linspace(-1, 1, 10)
+    >>> y = np.stack([0.5 * x, 0.2 * np.ones(10)], axis=1)
+    >>> rel = mech.release(x, y, random_seed=0)
+    >>> rel.value.shape, rel.delta
+    ((2, 2), 0.0)
+    """
+
+    name = "KNG-regression"
+    restricted = True
+    value_on_manifold = False
+    release_notes = (PUBLIC_COVARIATES_NOTE,)
+
+    def __init__(
+        self,
+        manifold,
+        *,
+        epsilon,
+        center,
+        radius,
+        covariate_bound,
+        slope_bound,
+        footpoint_radius=None,
+        max_attempts=10_000,
+    ):
+        super().__init__(manifold, epsilon=epsilon, center=center, radius=radius)
+        M = self.manifold
+        if not has_regression_terms(M):
+            names = ", ".join(c.__name__ for c in REGRESSION_SPACES)
+            raise ValueError(
+                f"{M} has no closed-form Jacobi fields in this library (regression KNG is "
+                f"written for {names}): use one of those spaces"
+            )
+        self.covariate_bound = check_positive_real(covariate_bound, "covariate_bound")
+        self.slope_bound = check_positive_real(slope_bound, "slope_bound")
+        self.max_attempts = check_positive_int(max_attempts, "max_attempts")
+        kmin, kmax = (float(k) for k in M.curvature_bounds)
+        inj = float(M.injectivity_radius)
+        self.flat = kmin == kmax == 0.0 and math.isinf(inj)
+        L = self.covariate_bound * self.slope_bound
+        r = self.domain.radius
+        if footpoint_radius is None:
+            if not self.flat:
+                raise ValueError(
+                    f"footpoint_radius is required on {M}: "
+                    + (
+                        "the volume grows exponentially, so the law is not normalizable "
+                        "over all footpoints"
+                        if math.isinf(inj)
+                        else "the residuals must stay below the injectivity radius for the "
+                        "sensitivity bound and the gradient to exist"
+                    )
+                    + "; pass footpoint_radius=R, a public radius around center where the "
+                    "footpoint lies"
+                )
+            self.footpoint_radius = None
+        else:
+            self.footpoint_radius = check_positive_real(footpoint_radius, "footpoint_radius")
+        if L >= inj:
+            raise ValueError(
+                f"covariate_bound * slope_bound = {L:.6g} reaches the injectivity radius "
+                f"{inj:.6g} of {M}: the geodesic y = Exp_p(x v) is not identifiable beyond "
+                "it; use a smaller slope_bound or rescale the covariates by a public constant"
+            )
+        if not math.isinf(inj):
+            reach = r + self.footpoint_radius + L
+            if reach >= inj:
+                raise ValueError(
+                    f"radius + footpoint_radius + covariate_bound * slope_bound = {reach:.6g} "
+                    f"reaches the injectivity radius {inj:.6g} of {M}: residuals could cross "
+                    "the cut locus, where the gradient and its sensitivity bound fail; use a "
+                    "smaller footpoint_radius, slope_bound or radius (or rescale the covariates)"
+                )
+
+    # --- the privacy map ----------------------------------------------------------------
+    def sensitivities(self, n: int) -> tuple[float, float]:
+        """``(Delta_p, Delta_v)`` for ``n`` records
+        (:func:`~pymc_manidp.stats.regression_sensitivity`)."""
+        return regression_sensitivity(
+            self.manifold,
+            n,
+            radius=self.domain.radius,
+            covariate_bound=self.covariate_bound,
+            slope_bound=self.slope_bound,
+            footpoint_radius=self.footpoint_radius,
+        )
+
+    def sensitivity(self, n: int) -> float:
+        """The joint sensitivity ``(Delta_p^2 + Delta_v^2)^(1/2)`` of ``(grad_p E, grad_v E)``."""
+        dp, dv = self.sensitivities(n)
+        return math.hypot(dp, dv)
+
+    @property
+    def samplers(self) -> tuple[str, ...]:
+        """``("exact",)``: the K-norm law around the least-squares fit on flat spaces,
+        rejection from the domain's uniform law elsewhere (docs/regression.md)."""
+        return EXACT_SAMPLERS
+
+    # --- the law --------------------------------------------------------------------------
+    def in_domain(self, p, v) -> bool:
+        """Whether ``(p, v)`` lies in the law's public domain."""
+        if float(np.sqrt(self.manifold.inner(p, v, v))) > self.slope_bound:
+            return False
+        if self.footpoint_radius is None:
+            return True
+        return bool(self.domain.distances(p) <= self.footpoint_radius)
+
+    def logp(self, theta, x, y) -> float:
+        """Unnormalized log density at ``theta = (p, v)`` ``(2, *point_shape)`` with
+        respect to the Sasaki measure: ``-|grad E(p, v)|/sigma`` in the domain,
+        ``-inf`` outside."""
+        x = check_covariates(x, bound=self.covariate_bound)
+        y = self.domain.check(y)
+        p = self.manifold.validate(np.asarray(theta[0], float)[None])[0]
+        v = self.manifold.to_tangent(p, np.asarray(theta[1], float))
+        if not self.in_domain(p, v):
+            return -np.inf
+        return -self.grad_norm(p, v, x, y) / self.sigma(len(x))
+
+    # --- the flat exact draw ----------------------------------------------------------------
+    def _to_coords(self, p, v):
+        """Normal coordinates at the center of a footpoint and of its slope moved to the
+        center (a flat space: the chart is an isometry, the transport path-independent)."""
+        m = self.domain.center
+        a = self.manifold.log_coords(m, p)
+        b = self.manifold.to_coords(m, transport(self.manifold, p, self.manifold.log(p, m), v))
+        return np.stack([a, b])
+
+    def _from_coords(self, theta):
+        M, m = self.manifold, self.domain.center
+        w = M.from_coords(m, theta[0])
+        p = M.validate(M.exp(m, w)[None])[0]
+        return p, M.to_tangent(p, transport(M, m, w, M.from_coords(m, theta[1])))
+
+    def grad_norm(self, p, v, x, y) -> float:
+        """``|(grad_p E, grad_v E)|`` at ``(p, v)`` (the norm on ``T_pM + T_pM``)."""
+        M = self.manifold
+        _, gp, gv = regression_gradient(M, p, v, x, y)
+        return math.sqrt(max(float(M.inner(p, gp, gp) + M.inner(p, gv, gv)), 0.0))
+
+    def exact_draws_xy(self, x, y, sigma, size, rng):
+        """``size`` exact draws ``(size, 2, *point_shape)`` for checked ``x``, ``y``:
+        the flat K-norm sampler, or rejection from the domain's uniform law."""
+        M, m = self.manifold, self.domain.center
+        if not self.flat:
+            out = sample_regression_kng_uniform(
+                M, m, self.footpoint_radius, self.slope_bound,
+                lambda p, v: self.grad_norm(p, v, x, y), sigma, size, rng,
+                max_attempts=self.max_attempts,
+            )  # fmt: skip
+            return out.points, {"proposals": out.proposals, **out.info}
+        c = M.log_coords(m, y)  # (n, d): the chart is linear in a flat space
+        G = covariate_gram(x)
+        rhs = np.stack([c.mean(axis=0), (x[:, None] * c).mean(axis=0)])
+        theta_hat = np.linalg.solve(G, rhs)
+        V, R = self.slope_bound, self.footpoint_radius
+
+        def accept(theta):
+            ok = np.sqrt(np.sum(theta[:, 1] ** 2, axis=-1)) <= V
+            if R is not None:
+                ok &= np.sqrt(np.sum(theta[:, 0] ** 2, axis=-1)) <= R
+            return ok
+
+        out = sample_flat_regression_kng(
+            theta_hat, G, sigma, size, rng, accept=accept, max_attempts=self.max_attempts
+        )
+        points = np.stack([np.stack(self._from_coords(t)) for t in out.points])
+        return points, {"proposals": out.proposals, **out.info}
+
+    # --- what users call --------------------------------------------------------------------
+    def _public(self, x, y):
+        """The public checks of a release: the covariates (public), ``n`` from the
+        responses' shape, σ."""
+        x = check_covariates(x, bound=self.covariate_bound)
+        n = self.domain.public_n(y)
+        if n != len(x):
+            raise ValueError(
+                f"covariates and responses must have one row per record: {len(x)} covariates, "
+                f"{n} responses"
+            )
+        return x, self.calibrate(n)
+
+    def release_many(self, *args, **kwargs):
+        """Not offered: a regression release takes covariates and responses; call
+        :meth:`release` once per data set."""
+        raise NotImplementedError(
+            f"{self.name} releases one data set at a time: call release(x, y) for each"
+        )
+
+    def model(self, *args, **kwargs):
+        """Not offered: the law is drawn exactly (no MCMC model yet)."""
+        raise NotImplementedError(
+            f"{self.name} has no MCMC model yet: its releases are exact (release(x, y))"
+        )
+
+    def sample(self, x, y, size, *, random_seed=None, return_info=False):
+        """``size`` i.i.d. draws ``(size, 2, *point_shape)`` of the exact law (for tests and
+        audits on public data: never charged, refused inside ``with budget:``)."""
+        if current_budget() is not None:
+            raise ValueError(
+                "sample() draws many values of the law, each an epsilon-DP release: use "
+                "release() inside 'with budget:'"
+            )
+        self._check_sampler("exact")
+        size = check_positive_int(size, "size")
+        rng, _ = resolve_rng(random_seed)
+        x, cal = self._public(x, y)
+        y = self.domain.check(y)
+        points, info = self.exact_draws_xy(x, y, cal.sigma, size, rng)
+        return (points, info) if return_info else points
+
+    def release(self, x, y, *, sampler="exact", random_seed=None, budget=None):
+        """Release ``(p, v)`` privately: a :class:`~pymc_manidp.Release` whose value is
+        ``(2, *point_shape)``.
+
+        Every public premise (the covariates against ``covariate_bound``, the shapes,
+        ``n``, σ, the sampler) is checked before ``budget`` (or the one entered with
+        ``with budget:``) is charged; then the responses are checked against the public
+        ball and the law is drawn exactly (pure ε-DP, ``delta = 0``).
+        """
+        try:
+            check_environment_once()
+            self._check_sampler(sampler)
+            rng, policy = resolve_rng(random_seed)
+            terms = self._charge_terms(budget, None, False, False, sampler)
+            x, cal = self._public(x, y)
+            budget, charge = self._make_charge(terms, sampler)
+        except BaseException:
+            entered = budget if budget is not None else current_budget()
+            if isinstance(entered, PrivacyBudget):
+                entered.refused()
+            raise
+        try:
+            y = self.domain.check(y)
+            points, info = self.exact_draws_xy(x, y, cal.sigma, 1, rng)
+            rel = self._record(
+                points[0], cal, sampler, sampler_info=info, seed_policy=policy, opt_outs=()
+            )
+        except BaseException as err:
+            if budget is not None:
+                budget.fail(charge[0], err)
+            raise
+        if budget is not None:
+            budget.settle(charge[0], rel)
+        return rel
