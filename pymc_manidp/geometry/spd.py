@@ -168,7 +168,7 @@ class SPD(ManifoldBase):
     point_shape: tuple[int, ...] = field(init=False, repr=False)
 
     # the volume density is not radial: the exact Laplace sampler tilts its envelope by
-    # log_volume_growth = C/2 (laws/exact.py)
+    # log_volume_growth = C/2 (laws/exact/laplace.py)
     exact_sampling = True
     homogeneous = True
 
