@@ -1,9 +1,9 @@
 """Every file of the repository that a tracked file cites exists (issue 22, item 7).
 
 Comments, docstrings and pages cite files by path: ``docs/architecture.md``,
-``pymc_manidp/laws/exact.py``, ``tests/geometry/test_closed_forms.py``, or short forms
-such as ``laws/exact.py`` and ``mechanisms.md``. A reorganization that moves a file
-leaves such citations behind, and a citation of a file that was never in the
+``pymc_manidp/laws/exact/kng_mean.py``, ``tests/geometry/test_closed_forms.py``, or short
+forms such as ``laws/exact/kng_mean.py`` and ``mechanisms.md``. A reorganization that
+moves a file leaves such citations behind, and a citation of a file that was never in the
 repository (a design note kept elsewhere) sends a reader nowhere. This test reads every
 tracked text file and resolves every path-like token in it; a token that names no file
 fails the test, with the file and line that cite it.
@@ -12,7 +12,7 @@ The text read is prose: Markdown and reST pages, TOML, and the comments and
 docstrings of Python files (a file name in a Python string literal is data the code
 uses, exercised by running it). A token with a folder is resolved against, in turn:
 the citing file's folder and each folder above it up to the root, ``pymc_manidp/``
-(``laws/exact.py``) and ``docs/`` (pages cite each other by name). A bare file name
+(``laws/exact/kng_mean.py``) and ``docs/`` (pages cite each other by name). A bare file name
 (``sym_kernels.py``) must be the name of some tracked file. Not checked: URLs; files
 of other projects (a first folder named after another package:
 ``pymc/distributions/continuous.py``); patterns (``geometry/<space>.py``,
@@ -253,7 +253,7 @@ def test_every_cited_file_exists():
 def test_the_scan_reads_the_repository():
     """The scan sees the files it should (an empty scan would pass vacuously)."""
     files = read_tracked()
-    assert {"README.md", "docs/architecture.md", "pymc_manidp/laws/exact.py"} <= set(files)
+    assert {"README.md", "docs/architecture.md", "pymc_manidp/laws/exact/kng_mean.py"} <= set(files)
     assert ("README.md", "docs/architecture.md") in {
         (f, t) for f, text in files.items() for _, t in citations(text)
     }
@@ -301,7 +301,7 @@ def test_a_missing_file_is_caught(citing, text, bad):
     [
         # full, short and relative forms of files that exist
         ("README.md", "[architecture](docs/architecture.md)"),
-        ("pymc_manidp/mechanisms/kng.py", "# see laws/exact.py and tests/test_layers.py"),
+        ("pymc_manidp/mechanisms/kng.py", "# see laws/exact/kng_mean.py and tests/test_layers.py"),
         ("docs/exact.md", "the {doc}`architecture` page, [geometry](geometry.md)"),
         ("pymc_manidp/datasets/__init__.py", "``data/LICENSES.md``"),
         # URLs, other projects' files, patterns and build outputs are not ours

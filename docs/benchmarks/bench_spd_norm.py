@@ -2,7 +2,7 @@
 
 ``SPD.norm`` reads ``|x^{-1/2} v x^{-1/2}|_F`` with one eigendecomposition per footpoint;
 the generic ``ManifoldBase.norm`` is ``sqrt(inner(x, v, v))``, two solves per vector. The
-median envelope's cell bounds (``stats/reductions.py``) take the norm of every record's
+median envelope's cell bounds (``stats/reductions/median_sums.py``) take the norm of every record's
 log map at every cell center. Run: ``PYTHONPATH=$PWD .venv/bin/python
 docs/benchmarks/bench_spd_norm.py``; prints the median time of each, interleaved, and the
 largest relative difference of the values.

@@ -27,6 +27,7 @@ import numpy as np
 
 import pymc_manidp as pmd
 from pymc_manidp.laws import exact
+from pymc_manidp.laws.exact import median_cells
 from pymc_manidp.mechanisms.kng import MEDIAN_GROWTH_LIMIT
 
 NC = 40
@@ -126,7 +127,7 @@ def main():
     sigmas = [float(v) for v in sys.argv[2].split(",")]
     budgets = sys.argv[3].split(",")
     names = sys.argv[4].split(",") if len(sys.argv) > 4 else list(SPACES)
-    base = exact._CELL_LOG_MAPS
+    base = median_cells._CELL_LOG_MAPS
     warnings.simplefilter("ignore")
     for name in names:
         M = SPACES[name]()
@@ -152,7 +153,7 @@ def main():
                     print(name, pname, "DATA", e, flush=True)
                     continue
                 for b in budgets:
-                    exact._CELL_LOG_MAPS = base if BUDGETS[b] is None else BUDGETS[b]
+                    median_cells._CELL_LOG_MAPS = base if BUDGETS[b] is None else BUDGETS[b]
                     for sigma in sigmas:
                         t0 = time.time()
                         try:
@@ -174,7 +175,7 @@ def main():
                         )
                         print(json.dumps(rec), flush=True)
                         open(out, "a").write(json.dumps(rec) + "\n")
-    exact._CELL_LOG_MAPS = base
+    median_cells._CELL_LOG_MAPS = base
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ def main():
             S = pmd.Sphere(dim=2)
             mech = pmd.KNGMechanism(S, epsilon=1.0, center=NORTH, radius=np.pi / 8)
             timed = []  # (label, seconds) of every Dask pass: each reads all the shards
-            run_pass = reductions._run_pass
+            run_pass = reductions.passes._run_pass
 
             def timed_pass(data, chunk_fn, label, *a):
                 t0 = time.perf_counter()
@@ -105,13 +105,13 @@ def main():
                 timed.append((label, time.perf_counter() - t0))
                 return out
 
-            reductions._run_pass = timed_pass
+            reductions.passes._run_pass = timed_pass
             cpu0 = client.run(time.process_time)
             t = time.perf_counter()
             try:
                 rel = mech.release(data, random_seed=args.seed)
             finally:
-                reductions._run_pass = run_pass
+                reductions.passes._run_pass = run_pass
             elapsed = time.perf_counter() - t
             cpu = sum(client.run(time.process_time).values()) - sum(cpu0.values())
             passes = len(timed)

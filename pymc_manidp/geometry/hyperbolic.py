@@ -390,7 +390,7 @@ class Hyperbolic(ManifoldBase):
 
     # homogeneous (the Lorentz group acts transitively), the volume density depends on
     # |c| only, and log J(c) = (d-1) log sinhc|c| <= (d-1)|c| (log_volume_growth): the
-    # exact Laplace sampler tilts its K-norm envelope by d-1 (laws/exact.py); kappa_max
+    # exact Laplace sampler tilts its K-norm envelope by d-1 (laws/exact/laplace.py); kappa_max
     # <= 0, so KNG's envelope is the Laplace at the mean with slope H = 1
     exact_sampling = True
     homogeneous = True

@@ -12,22 +12,18 @@ Dimension ``k(k+1)/2``, sectional curvature in ``[-1/2, 0]``, injectivity radius
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.graph.basic import Apply, Variable
-from pytensor.graph.op import Op
-from pytensor.link.numba.dispatch import basic as numba_basic
-from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
+from pytensor.graph.basic import Variable
 from scipy import special
 
 from pymc_manidp._validation import as_points, check_positive_int, check_tol, first_bad_row
 from pymc_manidp.geometry._numba import pt_numerics as ptn
+from pymc_manidp.geometry._numba.chebyshev import ChebyshevSeries
 from pymc_manidp.geometry._numba.numerics import log_sinhc, sym, sym_eigh, sym_eigvalsh, sym_funm
 from pymc_manidp.geometry.base import ManifoldBase
 
@@ -168,7 +164,7 @@ class SPD(ManifoldBase):
     point_shape: tuple[int, ...] = field(init=False, repr=False)
 
     # the volume density is not radial: the exact Laplace sampler tilts its envelope by
-    # log_volume_growth = C/2 (laws/exact.py)
+    # log_volume_growth = C/2 (laws/exact/laplace.py)
     exact_sampling = True
     homogeneous = True
 
@@ -462,7 +458,7 @@ class SPD(ManifoldBase):
         logm(x^{-1/2} x_i x^{-1/2})``, before the single congruence back to
         ``T_x``; squared distances are the squared log-eigenvalues.
         """
-        from pymc_manidp.geometry._numba.sym_kernels import log_congruence_mean
+        from pymc_manidp.geometry._numba.sym_sums import log_congruence_mean
 
         s, si = _sqrt_invsqrt(np.asarray(x, float))
         white, energy, _ = log_congruence_mean(
@@ -479,7 +475,7 @@ class SPD(ManifoldBase):
         c_i^T``, ``c_i`` the orthonormal coordinates of ``log(x^{-1/2} x_i x^{-1/2})``
         (a sum over the data: the blocks of a pass add up), for :meth:`newton_direction`.
         """
-        from pymc_manidp.geometry._numba.sym_kernels import log_congruence_mean
+        from pymc_manidp.geometry._numba.sym_sums import log_congruence_mean
 
         s, si = _sqrt_invsqrt(np.asarray(x, float))
         white, energy, moments = log_congruence_mean(
@@ -519,7 +515,7 @@ class SPD(ManifoldBase):
     def stack_frechet_gradient(self, x, data):
         """:meth:`frechet_gradient`'s route (one eigendecomposition per record, the sum
         in whitened coordinates) for a stack."""
-        from pymc_manidp.geometry._numba.sym_kernels import log_congruence_mean
+        from pymc_manidp.geometry._numba.sym_sums import log_congruence_mean
 
         s, si = _sqrt_invsqrt(np.asarray(x, float))
         data = np.ascontiguousarray(data, dtype=float)
@@ -868,67 +864,6 @@ def _spd3_chebyshev(degree=32):
     u = (x + 1) / 2 * SPD3_MAX_FRACTION
     g = [_spd3_log_z(v * edge) - 6 * np.log(v * edge) + 2 * np.log1p(-v) for v in u]
     return np.polynomial.chebyshev.chebfit(x, g, degree)
-
-
-class ChebyshevSeries(Op):
-    """Elementwise ``sum_j c_j T_j(x)`` (NumPy's ``chebval``), differentiable in ``x``.
-
-    Parameters
-    ----------
-    coef : sequence of float
-        Chebyshev coefficients ``c_0, c_1, ...`` (a property of the ``Op``).
-
-    Notes
-    -----
-    An ``Op`` rather than a graph of Clenshaw steps: 33 fused steps and their gradient
-    took seconds to rewrite and compile, the ``Op`` milliseconds. Its gradient is the
-    same ``Op`` with the derivative's coefficients (``chebder``).
-    """
-
-    __props__ = ("coef",)
-
-    def __init__(self, coef):
-        self.coef = tuple(float(c) for c in coef)
-
-    def make_node(self, x):
-        x = pt.as_tensor_variable(x, dtype="float64")
-        return Apply(self, [x], [x.type()])
-
-    def perform(self, node, inputs, outputs):
-        (x,) = inputs
-        outputs[0][0] = np.asarray(np.polynomial.chebyshev.chebval(x, self.coef), x.dtype)
-
-    def infer_shape(self, node, shapes):
-        return shapes
-
-    def pullback(self, inputs, outputs, output_grads):
-        (x,) = inputs
-        der = np.polynomial.chebyshev.chebder(np.asarray(self.coef))
-        return [output_grads[0] * ChebyshevSeries(der)(x)]
-
-
-@register_funcify_default_op_cache_key(ChebyshevSeries)
-def _numba_chebyshev(op, **kwargs):
-    # nopython for the NUMBA backend (nutpie, PyTensor's default): Clenshaw's recurrence
-    coef = np.asarray(op.coef)
-    m = len(coef)
-
-    @numba_basic.numba_njit
-    def chebyshev(x):
-        flat = np.ascontiguousarray(x).reshape(-1)
-        out = np.empty(flat.shape[0])
-        for i in range(flat.shape[0]):
-            t = flat[i]
-            b1 = 0.0
-            b2 = 0.0
-            for j in range(m - 1, 0, -1):
-                b1, b2 = 2.0 * t * b1 - b2 + coef[j], b1
-            out[i] = t * b1 - b2 + coef[0]
-        return out.reshape(x.shape)
-
-    # the source's hash salts PyTensor's cache key (its default key sees only the props)
-    salt = int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:15], 16)
-    return chebyshev, salt
 
 
 def spd_laplace_log_normalizer(k: int, sigma):

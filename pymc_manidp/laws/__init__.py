@@ -1,7 +1,7 @@
 """Laws layer: the manifold Laplace and KNG laws, and the directional laws.
 
 PyTensor log-densities on tangent charts (``laws/charts.py``), their normalizers
-(:mod:`pymc_manidp.laws.normalizers`), exact samplers (``laws/exact.py``), the PyMC
+(:mod:`pymc_manidp.laws.normalizers`), exact samplers (``laws/exact/``), the PyMC
 distributions (``laws/distributions.py``), the von Mises–Fisher law
 (``laws/directional.py``) and the noise-aware model of a release
 (``laws/inference.py``), all imported from here.

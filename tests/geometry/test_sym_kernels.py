@@ -25,13 +25,15 @@ from pymc_manidp.geometry._numba.sym_kernels import (
     _divided_difference,
     _jacobi_eigh,
     _jacobi_eigh3,
+    sym_function,
+    sym_function_pullback,
+)
+from pymc_manidp.geometry._numba.sym_sums import (
     _log_divided_difference,
     _soa_jacobi3,
     congruence_sum_eig,
     congruence_sum_pullback_eig,
     log_congruence_mean,
-    sym_function,
-    sym_function_pullback,
 )
 
 FUNCS = ["exp", "log", "sqrt", "invsqrt"]

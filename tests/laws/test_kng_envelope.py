@@ -14,6 +14,7 @@ from scipy import stats
 
 import pymc_manidp as pmd
 from pymc_manidp.laws import exact
+from pymc_manidp.laws.exact import kng_mean
 
 S2 = pmd.Sphere(dim=2)
 NORTH = np.array([0.0, 0.0, 1.0])
@@ -92,8 +93,8 @@ def test_an_envelope_that_overstates_the_curvature_is_caught(monkeypatch):
     r = 0.99 * np.pi / 4
     data = _data(40, r, seed=3)
     dom = pmd.DataDomain(S2, NORTH, r)
-    true_h = exact._h
-    monkeypatch.setattr(exact, "_h", lambda s, kappa: 1.3 * true_h(s, kappa))
+    true_h = kng_mean._h
+    monkeypatch.setattr(kng_mean, "_h", lambda s, kappa: 1.3 * true_h(s, kappa))
     with pytest.raises(exact.ExactSamplingError, match="violated the KNG envelope bound"):
         exact.sample_kng(S2, data, 0.01, 5000, rng=1, domain=dom)
 

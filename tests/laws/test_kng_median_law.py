@@ -87,11 +87,12 @@ def test_exact_median_kng_matches_its_density_by_quadrature(n, epsilon, pilot, m
     # over to the boxes by itself: the hand-over is forced), each part is tested on
     # its own too
     from pymc_manidp.laws import exact
+    from pymc_manidp.laws.exact import kng_median
 
     if pilot is not None:
-        monkeypatch.setattr(exact, "_SHELLS_PILOT", pilot)
-        envelope = exact._median_envelope
-        monkeypatch.setattr(exact, "_median_envelope", lambda *a: (envelope(*a)[0], True))
+        monkeypatch.setattr(kng_median, "_SHELLS_PILOT", pilot)
+        envelope = kng_median._median_envelope
+        monkeypatch.setattr(kng_median, "_median_envelope", lambda *a: (envelope(*a)[0], True))
     data = _data(n)
     mech = pmd.KNGMechanism(S2, epsilon=epsilon, center=NORTH, radius=R, statistic="median")
     sigma = mech.sigma(len(data))

@@ -326,7 +326,7 @@ def test_median_envelope_bounds_hold_on_geodesic_balls(name):
 
 
 def test_chart_distortion_bounds_geodesic_lengths_on_spd():
-    from pymc_manidp.laws.exact import _chart_distortion
+    from pymc_manidp.laws.exact.median_cells import _chart_distortion
 
     P = pmd.SPD(k=2)
     rng = np.random.default_rng(3)
@@ -345,8 +345,8 @@ def test_median_shells_bound_holds_in_the_ball_and_fails_when_overstated(name, m
     # the shells' lower bound g(rho(x_hat, y)) of |grad F(y)| (large n eps: the envelope
     # around the computed median), checked at random points of the ball and at points
     # near x_hat on the law's scale; a 30% larger curvature factor is violated there
-    from pymc_manidp.laws import exact
-    from pymc_manidp.laws.exact import _MedianShells
+    from pymc_manidp.laws.exact import median_shells
+    from pymc_manidp.laws.exact.median_shells import _MedianShells
 
     M, r = SPACES[name]
     rng = np.random.default_rng(31)
@@ -369,8 +369,8 @@ def test_median_shells_bound_holds_in_the_ball_and_fails_when_overstated(name, m
     assert env.lam[0] > 0 and env.grad_bound(env.edges[-1:])[0] > 0
     assert worst(env) >= -1e-12
     # the deliberately wrong variant: the Hessian comparison's factor 30% too large
-    h = exact._h
-    monkeypatch.setattr(exact, "_h", lambda s, kappa: 1.3 * h(s, kappa))
+    h = median_shells._h
+    monkeypatch.setattr(median_shells, "_h", lambda s, kappa: 1.3 * h(s, kappa))
     assert worst(_MedianShells.build(M, data, sigma, dom)) < -1e-4
 
 

@@ -18,8 +18,8 @@ import pytest
 
 import pymc_manidp as pmd
 from pymc_manidp.datasets import sphere_cap
-from pymc_manidp.laws import exact
-from pymc_manidp.laws.exact import _MedianShells, sample_kng_median
+from pymc_manidp.laws.exact import sample_kng_median
+from pymc_manidp.laws.exact.median_shells import _MedianShells
 from pymc_manidp.stats import reductions
 
 NORTH = np.array([0.0, 0.0, 1.0])
@@ -121,7 +121,7 @@ def test_shells_read_the_records_in_blocks_of_the_passes_rule(monkeypatch):
         return rule(point_shape, m)
 
     monkeypatch.setattr(reductions, "rows_per_block", spy)
-    shells = exact._MedianShells.build(M, data, 4.0 / (len(data) * 20.0), domain)
+    shells = _MedianShells.build(M, data, 4.0 / (len(data) * 20.0), domain)
     assert asked[:3] == [((3,), 1), ((3,), 1), ((3,), len(shells.lam))]
     # the near records' split bounds and the micro-ball's: the same two rules
     assert set(asked[3:]) <= {((3,), len(shells.lam)), ((3,), 1)}

@@ -243,15 +243,15 @@ def test_so3_median_releases_with_a_record_a_half_turn_from_a_box_center(monkeyp
     exact median's floor on SO(3)) the shells bound the records near the median well
     enough to make every draw, so the hand-over to the boxes is forced here (a pilot
     of one proposal): the boxes are built on every seed."""
-    from pymc_manidp.laws import exact
+    from pymc_manidp.laws.exact import kng_median, median_cells
 
     built = []
-    build = exact._MedianCells.build.__func__
-    monkeypatch.setattr(exact, "_SHELLS_PILOT", 1)
-    envelope = exact._median_envelope
-    monkeypatch.setattr(exact, "_median_envelope", lambda *a: (envelope(*a)[0], True))
+    build = median_cells._MedianCells.build.__func__
+    monkeypatch.setattr(kng_median, "_SHELLS_PILOT", 1)
+    envelope = kng_median._median_envelope
+    monkeypatch.setattr(kng_median, "_median_envelope", lambda *a: (envelope(*a)[0], True))
     monkeypatch.setattr(
-        exact._MedianCells,
+        median_cells._MedianCells,
         "build",
         classmethod(lambda cls, *a, **k: built.append(1) or build(cls, *a, **k)),
     )
@@ -267,11 +267,11 @@ def test_so3_median_cells_bound_holds_near_the_cut_locus():
     (so the envelope's density ``e^{-L_k/sigma}`` is at least the target's), computed
     with the geometry written here. The old anchors (the boxes' centers, some outside
     the ball) raised ValueError on these data."""
-    from pymc_manidp.laws import exact
+    from pymc_manidp.laws.exact import median_cells
 
     data = _half_turn_data(0)
     dom = pmd.DataDomain(SO3, np.eye(3), 1.5)
-    cells = exact._MedianCells.build(SO3, data, 0.1, dom)
+    cells = median_cells._MedianCells.build(SO3, data, 0.1, dom)
     assert np.linalg.norm(cells.a, axis=-1).max() > 1.7  # centers outside the ball remain
     rng = np.random.default_rng(7)
     k = np.repeat(np.arange(len(cells.a)), 12)
@@ -285,9 +285,9 @@ def test_so3_median_cells_bound_holds_near_the_cut_locus():
     assert len(np.unique(k)) > 300 and np.min(g - cells.L[k]) >= 0.0
     # the planted old anchors fail on the same data
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(exact, "_cut_before_conjugate", lambda M: False)
+        mp.setattr(median_cells, "_cut_before_conjugate", lambda M: False)
         with pytest.raises(ValueError, match="cut locus"):
-            exact._MedianCells.build(SO3, data, 0.1, dom)
+            median_cells._MedianCells.build(SO3, data, 0.1, dom)
 
 
 # --- H^2 at a large public radius: the boxes' volume step (issue 43 item 5) -------------------
@@ -325,13 +325,14 @@ def test_h2_median_boxes_accept_at_a_large_public_radius_and_their_bound_holds()
     accept 1.9e-2 (docs/exact.md). And the bounds hold: at random points of every box
     in the ball, |grad F| (the geometry written here) >= L_k and log J <= log_J_k."""
     from pymc_manidp.laws import exact
+    from pymc_manidp.laws.exact import median_cells
 
     dom = pmd.DataDomain(H2, H2.origin, 6.0)
     data = dom.check(_tree_records(100, seed=0), clip=True)
     out = exact.sample_kng_median(H2, data, 4 / 100, 100, rng=0, domain=dom)
     assert out.info["envelope_cells"] > 0 and out.acceptance_rate > 5e-3, out.info
     x_hat = pmd.frechet_median(H2, data).median
-    cells = exact._MedianCells.build(H2, data, 0.04, dom, 1, ref=x_hat)
+    cells = median_cells._MedianCells.build(H2, data, 0.04, dom, 1, ref=x_hat)
     rng = np.random.default_rng(1)
     k = np.repeat(np.arange(len(cells.a)), 4)
     c = cells.a[k] + cells.h[k][:, None] * (rng.random((len(k), 2)) - 0.5)

@@ -27,6 +27,7 @@ import pytest
 
 import pymc_manidp as pmd
 from pymc_manidp.laws import exact
+from pymc_manidp.laws.exact import median_cells, median_shells
 from pymc_manidp.laws.exact_range import MEDIAN_SIGMA_FLOOR, median_sigma_floor
 from pymc_manidp.mechanisms.kng import MEDIAN_GROWTH_LIMIT
 from pymc_manidp.stats import reductions
@@ -63,7 +64,7 @@ def test_cluster_at_the_median_shells_bound_holds_and_follows_the_cluster():
     S = pmd.Sphere(dim=2)
     dom = pmd.DataDomain(S, NORTH, 0.5)
     x = dom.check(_cluster_data(S, NORTH, 0.5))
-    env = exact._MedianShells.build(S, x, MEDIAN_SIGMA_FLOOR, dom)
+    env = median_shells._MedianShells.build(S, x, MEDIAN_SIGMA_FLOOR, dom)
     rng = np.random.default_rng(5)
     t = 10 ** rng.uniform(-8, np.log10(0.99), 600)
     dirs = rng.normal(size=(600, 2))
@@ -112,7 +113,7 @@ def test_records_exactly_at_the_median_micro_ball_bound_is_of_the_norm():
     r = float(S.max_radius) * (1 - 1e-9)
     dom = pmd.DataDomain(S, NORTH, r)
     x = dom.check(_edge_records(S, r))
-    env = exact._MedianShells.build(S, x, MEDIAN_SIGMA_FLOOR, dom)
+    env = median_shells._MedianShells.build(S, x, MEDIAN_SIGMA_FLOOR, dom)
     assert np.array_equal(env.x_hat, x[0])
     zd = reductions.zero_distance(S)
     rng = np.random.default_rng(2)
@@ -211,7 +212,7 @@ def test_worst_placement_at_the_sigma_floor_accepts_what_the_cap_needs(name, mon
     the records in a cluster off center, H^3 and SPD(2) at 0.04, Kendall(4) at 0.04
     with half at one edge point and half at the center."""
     M, placement = WORST[name]
-    monkeypatch.setattr(exact, "_CELL_LOG_MAPS", 0)
+    monkeypatch.setattr(median_cells, "_CELL_LOG_MAPS", 0)
     center = _center(M)
     r = _largest_radius(M, center)
     dom = pmd.DataDomain(M, center, r)

@@ -18,6 +18,7 @@ from scipy import stats
 
 import pymc_manidp as pmd
 from pymc_manidp.laws import exact
+from pymc_manidp.laws.exact import laplace
 from pymc_manidp.laws.exact_range import median_sigma_floor
 from pymc_manidp.mechanisms.kng import MEDIAN_GROWTH_LIMIT
 
@@ -204,7 +205,7 @@ def test_spd_laplace_supported_sigma_is_where_the_acceptance_meets_its_floor():
     P = pmd.SPD(k=2)
     sigma = P.laplace_supported_sigma
     assert 0.93 < sigma / P.laplace_max_sigma < 0.95
-    _, info = exact._laplace_coords(P, sigma, 2000, np.random.default_rng(0), None, 10**6)
+    _, info = laplace._laplace_coords(P, sigma, 2000, np.random.default_rng(0), None, 10**6)
     rate = info["radial_accepted"] / info["radial_proposals"]
     target = 64 * math.log(2) / exact.DEFAULT_MAX_ATTEMPTS
     assert abs(rate / target - 1) < 0.15, rate

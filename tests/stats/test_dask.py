@@ -265,7 +265,7 @@ def test_bin_counts_put_each_distance_under_its_bins_upper_edge():
         [rng.uniform(0, 0.9, 20_000), edges, np.nextafter(edges, 1), np.nextafter(edges, -1)]
     )
     d = np.concatenate([np.abs(d), [0.0, 5.0]])
-    counts = reductions._bin_counts(d, edges)
+    counts = reductions.gradients._bin_counts(d, edges)
     np.testing.assert_array_equal(counts, _upper_edge_counts(d, edges))
     assert counts.sum() == len(d)
     # the oracle catches a histogram with left-closed bins (np.histogram's convention)
@@ -275,13 +275,13 @@ def test_bin_counts_put_each_distance_under_its_bins_upper_edge():
 def _spy_passes(monkeypatch):
     """The labels of the Dask passes run from here on, in order."""
     labels = []
-    run_pass = reductions._run_pass
+    run_pass = reductions.passes._run_pass
 
     def spy(d, fn, label, *a):
         labels.append(label)
         return run_pass(d, fn, label, *a)
 
-    monkeypatch.setattr(reductions, "_run_pass", spy)
+    monkeypatch.setattr(reductions.passes, "_run_pass", spy)
     return labels
 
 
@@ -380,19 +380,20 @@ def test_a_clipped_kng_mean_bins_its_gradient_pass_and_releases_the_separate_pas
     """A mean computed outside the ball is clipped; the gradient pass at the clipped
     mean then bins the distances, and the draws are those of the separate pass."""
     from pymc_manidp.laws import exact
+    from pymc_manidp.laws.exact import kng_mean
 
     dom = pmd.DataDomain(S2, NORTH, R)
     edge = S2.exp(NORTH, np.array([0.95 * R, 0.0, 0.0]))
     data = generators.sphere_cap(3000, radius=0.01, center=edge, random_seed=11)
     checked = dom.check(da.from_array(data, chunks=(1000, 3)))
-    real = exact.frechet_mean
+    real = kng_mean.frechet_mean
 
     def outside(M, d, **kw):  # push the computed mean just beyond the ball
         res = real(M, d, **kw)
         v = S2.log(NORTH, res.mean)
         return dataclasses.replace(res, mean=S2.exp(NORTH, v / S2.norm(NORTH, v) * 1.001 * R))
 
-    monkeypatch.setattr(exact, "frechet_mean", outside)
+    monkeypatch.setattr(kng_mean, "frechet_mean", outside)
     labels = _spy_passes(monkeypatch)
     fused = exact.sample_kng(S2, checked, 0.05, 5, rng=1, domain=dom)
     assert labels[1] == "gradients at 1 points and distances" and "distances" not in labels

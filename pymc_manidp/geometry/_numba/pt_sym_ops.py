@@ -34,15 +34,14 @@ from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node, _vectorize_not_needed
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_default_op_cache_key
 
-from pymc_manidp.geometry._numba import sym_kernels
+from pymc_manidp.geometry._numba import sym_kernels, sym_sums
 from pymc_manidp.geometry._numba.sym_kernels import (
     FUNC_CODES,
-    congruence_sum_eig,
-    congruence_sum_pullback_eig,
     sym_eigh,
     sym_function_eig,
     sym_function_pullback_eig,
 )
+from pymc_manidp.geometry._numba.sym_sums import congruence_sum_eig, congruence_sum_pullback_eig
 
 __all__ = [
     "SymCongruenceSum",
@@ -235,7 +234,7 @@ class SymCongruenceSum(Op):
     computed from the eigendecompositions the forward pass keeps (hidden outputs: the
     eigenvalues, ``f`` of them and the eigenvectors; not differentiable). ``D`` gets no
     gradient: it is the data. At ``k = 3`` with ``f = log`` (KNG) the kernel runs
-    vectorized over the data (:mod:`.sym_kernels`).
+    vectorized over the data (:mod:`.sym_sums`).
     """
 
     __props__ = ("func",)
@@ -312,7 +311,8 @@ def _kernel_salt() -> int:
     PyTensor keys a cached graph function on the ``Op``'s class and props only, while
     numba links the kernels' machine code into it: without this salt an edited
     kernel would keep running its old code from the cache."""
-    src = Path(sym_kernels.__file__).read_bytes() + Path(__file__).read_bytes()
+    src = b"".join(Path(m.__file__).read_bytes() for m in (sym_kernels, sym_sums))
+    src += Path(__file__).read_bytes()
     return int(hashlib.sha256(src).hexdigest()[:15], 16)
 
 
