@@ -18,6 +18,9 @@ of docs/exact.md ("The median's supported σ"), and the bounds that now cover th
 
 Each bound is checked against the gradient at random points (an oracle: the gradient
 from ``log`` and ``dist``), and shown to be violated when overstated.
+
+The σ floors measured here are those of the opt-in ``median_floor="measured"``; the
+default's proved floor is tested in tests/mechanisms/test_median_proved_floor.py.
 """
 
 from __future__ import annotations
