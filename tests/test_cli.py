@@ -145,16 +145,20 @@ def test_release_of_a_private_median(capsys, sphere_csv):
     )
     code, out, err = run(argv, capsys)
     assert code == 0, err
-    rel = json.loads(out)["release"]
+    doc = json.loads(out)
+    rel = doc["release"]
     assert rel["mechanism"] == "KNG-median" and rel["n"] == 200
     assert rel["opt_outs"] == ["median_floor_measured"]
+    assert doc["options"]["median_floor"] == "measured"
     assert any("measured by an adversarial search, not proved" in m for m in rel["notes"])
     # inside the proof (n eps = 20): the default releases, the bound in the record
     low = release_args(sphere_csv, "--statistic", "median")
     low[low.index("--epsilon") + 1] = "0.1"
     code, out, err = run(low, capsys)
     assert code == 0, err
-    assert any("proved from public facts" in m for m in json.loads(out)["release"]["notes"])
+    doc = json.loads(out)
+    assert any("proved from public facts" in m for m in doc["release"]["notes"])
+    assert doc["options"]["median_floor"] == "proved"
     assert np.isclose(rel["sigma"], 4.0 / 200) and np.isclose(rel["sensitivity"], 2.0 / 200)
     assert S2.dist(NORTH, np.array(rel["value"])) <= 0.4
     mean = json.loads(

@@ -186,7 +186,17 @@ def release(args) -> int:
         manifold=M,
         center=center,
         radius=args.radius,
-        options={"restrict": bool(mech.restricted), "clip": args.clip, "project": args.project},
+        options={
+            "restrict": bool(mech.restricted),
+            "clip": args.clip,
+            "project": args.project,
+            # the median's floor, proved or measured (docs/exact.md): public, as an option
+            **(
+                {"median_floor": mech.median_floor}
+                if getattr(mech, "statistic", None) == "median" and args.sampler == "exact"
+                else {}
+            ),
+        },
         source=source_name(args.data),
     )
     text = json.dumps(doc, indent=2)
