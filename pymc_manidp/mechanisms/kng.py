@@ -92,8 +92,9 @@ class KNGMechanism(Mechanism):
     max_attempts : int, optional
         The exact sampler's cap on envelope proposals per draw (default
         ``laws.exact.DEFAULT_MAX_ATTEMPTS``, 10,000, for the mean; for the median
-        ``laws.median_floor.median_max_attempts(n)``, at least 10⁶ and ``10^10/n``
-        for ``n`` records, when ``max_attempts`` is None). A release that hits it
+        ``laws.median_floor.median_max_attempts(n)``, ``max(10⁶, min(10⁸, 10^10/n))``
+        for ``n`` records, or 10⁶ with ``median_floor="measured"``, when
+        ``max_attempts`` is None: ``self.median_cap(n)``). A release that hits it
         raises ``ExactSamplingError`` and releases nothing, after the data were read
         (a budget's charge stands). The law does not depend on it, only how often a
         release gives up: the median's proved bound on that chance
@@ -272,8 +273,15 @@ class KNGMechanism(Mechanism):
 
     def median_cap(self, n: int) -> int:
         """The median's cap on proposals per draw for ``n`` records: ``max_attempts``,
-        or by default ``laws.median_floor.median_max_attempts(n)``."""
-        return median_max_attempts(n) if self.max_attempts is None else self.max_attempts
+        or by default ``laws.median_floor.median_max_attempts(n)`` (proved floor) or
+        ``laws.exact.DEFAULT_MEDIAN_MAX_ATTEMPTS``, 10⁶ (measured floor: the cap its
+        floors were measured with; a larger one would only run longer on data the
+        envelopes cannot follow)."""
+        if self.max_attempts is not None:
+            return self.max_attempts
+        if self.median_floor == "measured":
+            return exact.DEFAULT_MEDIAN_MAX_ATTEMPTS
+        return median_max_attempts(n)
 
     def median_failure(self, cal):
         """The proved bound (``laws.median_floor.MedianFailureBound``) on the chance an

@@ -255,7 +255,7 @@ def test_so3_median_releases_with_a_record_a_half_turn_from_a_box_center(monkeyp
         "build",
         classmethod(lambda cls, *a, **k: built.append(1) or build(cls, *a, **k)),
     )
-    # n ε = 100: the measured floor's opt-in (the proved one reaches n ε ~ 60 here)
+    # n ε = 100: the measured floor's opt-in (the proved one reaches n ε ~ 48 here)
     mech = pmd.KNGMechanism(
         SO3,
         epsilon=0.5,

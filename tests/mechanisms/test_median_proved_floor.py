@@ -293,10 +293,13 @@ def test_release_many_records_the_bound_per_data_set():
 
 
 def test_default_cap_grows_as_n_shrinks_and_explicit_cap_is_kept():
-    assert median_max_attempts(1) == 10**10
+    assert median_max_attempts(1) == median_max_attempts(100) == 10**8
+    assert median_max_attempts(1000) == 10**7
     assert median_max_attempts(10**4) == median_max_attempts(10**7) == 10**6
-    assert _median(1.0).median_cap(40) == 250_000_000
+    assert _median(1.0).median_cap(40) == 10**8
     assert _median(1.0, max_attempts=5).median_cap(40) == 5
+    # the measured floors keep the cap they were measured with
+    assert _median(1.0, median_floor="measured").median_cap(40) == 10**6
     for bad in (0, -1, 1.5, True, None):
         with pytest.raises((TypeError, ValueError)):
             median_max_attempts(bad)
