@@ -127,12 +127,38 @@ def test_release_writes_public_json_with_provenance_and_never_the_seed(capsys, s
 
 def test_release_of_a_private_median(capsys, sphere_csv):
     # --statistic median reaches KNG: the JSON names the median's mechanism and its
-    # sigma = 4/(n eps), not the mean's 2 * 2r(2 - H)/(n eps)
-    argv = release_args(sphere_csv, "--statistic", "median", "--seed", "5", "--allow-fixed-seed")
+    # sigma = 4/(n eps), not the mean's 2 * 2r(2 - H)/(n eps). n eps = 200 is beyond
+    # the proved floor (n eps <= 52 here, docs/exact.md): refused by default, before the
+    # data are read; --median-floor measured releases it and says so in the record
+    code, out, err = run(release_args(sphere_csv, "--statistic", "median"), capsys)
+    _one_line_error(code, out, err)
+    assert "largest n epsilon proved" in err and "--median-floor measured" in err
+    argv = release_args(
+        sphere_csv,
+        "--statistic",
+        "median",
+        "--median-floor",
+        "measured",
+        "--seed",
+        "5",
+        "--allow-fixed-seed",
+    )
     code, out, err = run(argv, capsys)
     assert code == 0, err
-    rel = json.loads(out)["release"]
+    doc = json.loads(out)
+    rel = doc["release"]
     assert rel["mechanism"] == "KNG-median" and rel["n"] == 200
+    assert rel["opt_outs"] == ["median_floor_measured"]
+    assert doc["options"]["median_floor"] == "measured"
+    assert any("measured by an adversarial search, not proved" in m for m in rel["notes"])
+    # inside the proof (n eps = 20): the default releases, the bound in the record
+    low = release_args(sphere_csv, "--statistic", "median")
+    low[low.index("--epsilon") + 1] = "0.1"
+    code, out, err = run(low, capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert any("proved from public facts" in m for m in doc["release"]["notes"])
+    assert doc["options"]["median_floor"] == "proved"
     assert np.isclose(rel["sigma"], 4.0 / 200) and np.isclose(rel["sensitivity"], 2.0 / 200)
     assert S2.dist(NORTH, np.array(rel["value"])) <= 0.4
     mean = json.loads(
@@ -311,6 +337,15 @@ def test_extreme_epsilon_is_refused_with_the_cause(epsilon, expected, capsys, sp
 IGNORED = {
     "--restrict for kng": ["--restrict"],
     "--statistic for laplace": ["--statistic", "median", "--mechanism", "laplace"],
+    "--median-floor for the mean": ["--median-floor", "measured"],
+    "--median-floor for nuts": [
+        "--median-floor",
+        "proved",
+        "--statistic",
+        "median",
+        "--sampler",
+        "nuts",
+    ],
     "--report for exact": ["--report", "plots"],
     "--skip-diagnostics for exact": ["--skip-diagnostics"],
     "--draws for exact": ["--draws", "10"],

@@ -225,6 +225,8 @@ def check_median(ns):
     assert ns["rel_dist"] <= ns["radius"]
     assert ns["sensitivity"] == pytest.approx(2.0 / ns["n"])
     assert ns["sigma_median"] == pytest.approx(4.0 / ns["n"])
+    # n eps = 113 is past the proved floor: the notebook's opt-in is in the record
+    assert ns["opt_outs"] == ("median_floor_measured",)
     # contamination moves the private mean more than the private median
     err = ns["error_km"]
     assert err[("10% at the edge", "KNG median")] < err[("10% at the edge", "KNG mean")]
@@ -403,6 +405,7 @@ CHECKS = {
         {
             "delta": "rel_median.delta",
             "mechanism": "rel_median.mechanism",
+            "opt_outs": "rel_median.opt_outs",
             "rel_dist": "float(S.dist(center, rel_median.value))",
             "radius": "radius",
             "sensitivity": "rel_median.sensitivity",

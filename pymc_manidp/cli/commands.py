@@ -70,6 +70,10 @@ def _refuse_ignored_options(args) -> None:
         ignored.append("--restrict")
     if args.mechanism == "laplace" and args.statistic is not None:
         ignored.append("--statistic")
+    if args.median_floor is not None and (
+        args.mechanism != "kng" or args.statistic != "median" or args.sampler != "exact"
+    ):
+        ignored.append("--median-floor")
     if args.budget is None:
         for k in ("budget_epsilon", "budget_delta", "composition", "budget_plan", "delta"):
             if getattr(args, k) is not None:
@@ -81,7 +85,8 @@ def _refuse_ignored_options(args) -> None:
         raise ValueError(
             f"{', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect on a "
             f"{args.mechanism} release with the {args.sampler} sampler (--restrict is for "
-            "--mechanism laplace, --statistic for kng; --draws/--tune/--chains/--report/"
+            "--mechanism laplace, --statistic for kng, --median-floor for the kng median's exact "
+            "sampler; --draws/--tune/--chains/--report/"
             "--skip-diagnostics/--delta/--estimate-delta are for --sampler nuts or "
             "metropolis): drop them"
         )
@@ -136,6 +141,7 @@ def release(args) -> int:
             center=center,
             radius=args.radius,
             statistic=args.statistic or "mean",
+            median_floor=args.median_floor or "proved",
         )
     else:
         mech = pmd.LaplaceMechanism(
@@ -180,7 +186,17 @@ def release(args) -> int:
         manifold=M,
         center=center,
         radius=args.radius,
-        options={"restrict": bool(mech.restricted), "clip": args.clip, "project": args.project},
+        options={
+            "restrict": bool(mech.restricted),
+            "clip": args.clip,
+            "project": args.project,
+            # the median's floor, proved or measured (docs/exact.md): public, as an option
+            **(
+                {"median_floor": mech.median_floor}
+                if getattr(mech, "statistic", None) == "median" and args.sampler == "exact"
+                else {}
+            ),
+        },
         source=source_name(args.data),
     )
     text = json.dumps(doc, indent=2)

@@ -138,6 +138,15 @@ def _add_release(sub) -> None:
         help="KNG: release a private Fréchet mean or median (robust to outliers) (default: mean)",
     )
     p.add_argument(
+        "--median-floor",
+        choices=("proved", "measured"),
+        default=None,
+        help="KNG median, exact sampler: accept only where the chance the sampler gives up "
+        "after reading the data is proved at most 2^-64 (proved, the default), or down to "
+        "the floors an adversarial search measured (measured: not proved, recorded in the "
+        "release; docs/exact.md)",
+    )
+    p.add_argument(
         "--sampler",
         default="exact",
         help="exact (pure eps-DP), nuts or metropolis (approximately DP)",

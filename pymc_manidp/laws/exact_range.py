@@ -36,7 +36,10 @@ stop summing to 1 near σ = 1e-13). ``σ_min = 1e-10 r`` keeps that slack below
 ``e^{-0.01}``. A σ that small is a release whose noise is below ``1e-10`` of the ball:
 a larger n or a smaller ε changes nothing a reader could see.
 
-The median's lower end, ``median_sigma_floor``: measured, not proved. Its density
+The median's lower end, ``median_sigma_floor``: measured, not proved; since the proved
+bound of :mod:`pymc_manidp.laws.median_floor` it is the floor of the explicit opt-in
+``KNGMechanism(..., median_floor="measured")`` only (recorded in the release), and the
+default refuses where that bound is above ``2^-64``. Its density
 ``e^{-|grad F|/σ}`` has ``|grad F| <= 1`` on any ball: σ is measured against 1, not
 against r (R^2 at radius 1 and 1,000 accept the same). Its envelopes (shells around
 the computed median, boxes on a grid of a budget of ``5·10^6/n`` gradient
@@ -94,7 +97,9 @@ MEDIAN_MAX_DIM = 6
 
 
 def median_sigma_floor(manifold) -> float:
-    r"""The smallest σ the exact median sampler supports on ``manifold`` (public).
+    r"""The smallest σ the exact median sampler supports on ``manifold`` with
+    ``median_floor="measured"`` (public; the default's floor is proved,
+    :func:`pymc_manidp.laws.median_floor.median_failure_bound`).
 
     Measured, not proved (module docstring): at and above it, every worst placement
     of the records the adversarial search tried (docs/exact.md, "The median's

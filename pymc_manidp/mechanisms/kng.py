@@ -29,7 +29,14 @@ from pymc_manidp._validation import check_positive_int
 from pymc_manidp.geometry.capabilities import BallExit
 from pymc_manidp.laws import exact
 from pymc_manidp.laws.distributions import KNG, STATISTICS
-from pymc_manidp.laws.exact_range import kng_sigma_range, median_sigma_floor
+from pymc_manidp.laws.exact_range import SIGMA_FLOOR, kng_sigma_range, median_sigma_floor
+from pymc_manidp.laws.median_floor import (
+    MEDIAN_FAILURE_LOG2_LIMIT,
+    MEDIAN_FLOOR_CHOICES,
+    median_failure_bound,
+    median_largest_n_epsilon,
+    median_max_attempts,
+)
 from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
 from pymc_manidp.stats import reductions
 from pymc_manidp.stats.frechet import frechet_mean
@@ -39,6 +46,7 @@ __all__ = [
     "MEAN_GRADIENT_ULPS",
     "MEAN_SLACK_SIGMAS",
     "MEDIAN_GROWTH_LIMIT",
+    "MEDIAN_MEASURED_NOTE",
     "MEDIAN_ROUNDING_LIMIT",
     "KNGMechanism",
 ]
@@ -53,6 +61,15 @@ MEDIAN_GROWTH_LIMIT = 2.2
 MEAN_GRADIENT_ULPS = 4096.0
 #: How many σ that error bound may reach (``KNGMechanism.check_precision``).
 MEAN_SLACK_SIGMAS = 8.0
+
+
+#: The note of an exact median release with ``median_floor="measured"``.
+MEDIAN_MEASURED_NOTE = (
+    "exact median sampler with median_floor='measured': its acceptance floor was "
+    "measured by an adversarial search, not proved; the chance it stops at its cap "
+    "after reading the data (publishing that it failed) has no proved bound here "
+    "(docs/exact.md, 'The median's supported sigma')"
+)
 
 
 class KNGMechanism(Mechanism):
@@ -74,13 +91,22 @@ class KNGMechanism(Mechanism):
         sampler: rejection from a piecewise-uniform envelope, docs/exact.md).
     max_attempts : int, optional
         The exact sampler's cap on envelope proposals per draw (default
-        ``laws.exact.DEFAULT_MAX_ATTEMPTS``, 10,000, for the mean;
-        ``laws.exact.DEFAULT_MEDIAN_MAX_ATTEMPTS``, 10⁶, for the median). A release
-        that hits it raises ``ExactSamplingError`` and releases nothing, after the data
-        were read (a budget's charge stands). The law does not depend on it, only how
-        often a release gives up: where the median's σ is supported
-        (``laws.exact_range.median_sigma_floor``) its envelopes accepted at least 5e-5
-        of the proposals on every worst placement measured, hence its larger cap.
+        ``laws.exact.DEFAULT_MAX_ATTEMPTS``, 10,000, for the mean; for the median
+        ``laws.median_floor.median_max_attempts(n)``, ``max(10⁶, min(10⁸, 10^10/n))``
+        for ``n`` records, or 10⁶ with ``median_floor="measured"``, when
+        ``max_attempts`` is None: ``self.median_cap(n)``). A release that hits it
+        raises ``ExactSamplingError`` and releases nothing, after the data were read
+        (a budget's charge stands). The law does not depend on it, only how often a
+        release gives up: the median's proved bound on that chance
+        (``laws.median_floor.median_failure_bound``) shrinks as the cap grows.
+    median_floor : {"proved", "measured"}, default "proved"
+        The median's exact releases: ``"proved"`` accepts only where the chance the
+        sampler gives up after reading the data is proved at most ``2^-64`` from
+        public facts (σ, the ball, the cap; docs/exact.md, "The median's proved
+        failure bound"), and refuses the rest before any charge; ``"measured"``
+        accepts down to the σ floors an adversarial search measured
+        (``laws.exact_range.median_sigma_floor``), not proved: recorded in the
+        release (``opt_outs`` gets ``"median_floor_measured"``, and a note).
 
     Examples
     --------
@@ -103,19 +129,41 @@ class KNGMechanism(Mechanism):
     mcmc_law = KNG
     mcmc_law_kwargs: ClassVar[dict] = {"domain": None}
 
-    def __init__(self, manifold, *, epsilon, center, radius, statistic="mean", max_attempts=None):
+    def __init__(
+        self,
+        manifold,
+        *,
+        epsilon,
+        center,
+        radius,
+        statistic="mean",
+        max_attempts=None,
+        median_floor="proved",
+    ):
         super().__init__(manifold, epsilon=epsilon, center=center, radius=radius)
         if statistic not in STATISTICS:
             raise ValueError(
                 f"statistic must be one of {', '.join(map(repr, STATISTICS))}, got {statistic!r}"
             )
-        if max_attempts is None:
-            max_attempts = (
-                exact.DEFAULT_MEDIAN_MAX_ATTEMPTS
-                if statistic == "median"
-                else exact.DEFAULT_MAX_ATTEMPTS
+        if not isinstance(median_floor, str):
+            raise TypeError(f"median_floor must be a string, got {type(median_floor).__name__}")
+        if median_floor not in MEDIAN_FLOOR_CHOICES:
+            raise ValueError(
+                "median_floor must be one of "
+                f"{', '.join(map(repr, MEDIAN_FLOOR_CHOICES))}, got {median_floor!r}"
             )
-        self.max_attempts = check_positive_int(max_attempts, "max_attempts")
+        if median_floor != "proved" and statistic != "median":
+            raise ValueError(
+                "median_floor is for statistic='median' (the mean's exact sampler has no "
+                "measured floor): drop it"
+            )
+        self.median_floor = median_floor
+        if max_attempts is None and statistic != "median":
+            max_attempts = exact.DEFAULT_MAX_ATTEMPTS
+        # the median's default cap depends on n (median_cap): None until a release
+        self.max_attempts = (
+            None if max_attempts is None else check_positive_int(max_attempts, "max_attempts")
+        )
         self.statistic = statistic
         if statistic == "median":
             # the instance's own: the Release names the statistic it privatizes
@@ -223,11 +271,94 @@ class KNGMechanism(Mechanism):
             "radii')"
         )
 
+    def median_cap(self, n: int) -> int:
+        """The median's cap on proposals per draw for ``n`` records: ``max_attempts``,
+        or by default ``laws.median_floor.median_max_attempts(n)`` (proved floor) or
+        ``laws.exact.DEFAULT_MEDIAN_MAX_ATTEMPTS``, 10⁶ (measured floor: the cap its
+        floors were measured with; a larger one would only run longer on data the
+        envelopes cannot follow)."""
+        if self.max_attempts is not None:
+            return self.max_attempts
+        if self.median_floor == "measured":
+            return exact.DEFAULT_MEDIAN_MAX_ATTEMPTS
+        return median_max_attempts(n)
+
+    def median_failure(self, cal):
+        """The proved bound (``laws.median_floor.MedianFailureBound``) on the chance an
+        exact median release of ``cal`` (its ``n`` and σ) gives up: public."""
+        return median_failure_bound(self.domain, cal.sigma, self.median_cap(cal.n))
+
+    def public_calibration(self, data, sampler: str = "exact"):
+        """As the base; an exact median release with ``median_floor="proved"`` is also
+        refused, before any charge, where the proved bound on the chance its sampler
+        gives up after reading the data is above ``2^-64`` (public: σ, the ball and
+        the cap; docs/exact.md, "The median's proved failure bound")."""
+        cal = super().public_calibration(data, sampler)
+        if sampler in EXACT_SAMPLERS and self._proved_median():
+            self._check_median_failure(cal)
+        return cal
+
+    def _proved_median(self) -> bool:
+        return self.statistic == "median" and self.median_floor == "proved"
+
+    def _check_median_failure(self, cal) -> None:
+        bound = self.median_failure(cal)
+        if bound.log2_failure <= MEDIAN_FAILURE_LOG2_LIMIT:
+            return
+        cap = self.median_cap(cal.n)
+        ne = median_largest_n_epsilon(self.domain, cap)
+        eps = self.epsilon_per_noise
+        where = (
+            f"use epsilon <= {ne / cal.n:.6g} for this n (n epsilon <= {ne:.4g}; a larger "
+            "epsilon or more records make it worse: sigma = 4/(n epsilon) shrinks), "
+            if ne > 0
+            else ""
+        )
+        raise ValueError(
+            f"KNG-median on {self.manifold} (radius {self.domain.radius:.6g}, n epsilon = "
+            f"{cal.n * eps:.6g}, sigma = {cal.sigma:.6g}): the exact median sampler's chance "
+            "of stopping at its cap of "
+            f"{cap} proposals after reading the data (which publishes that it failed) is "
+            + (
+                f"proved only below 2^{bound.log2_failure:.4g}, not below "
+                if bound.log2_failure < 0
+                else "not bounded by the proof below 1, let alone "
+            )
+            + f"2^{MEDIAN_FAILURE_LOG2_LIMIT:g} (pymc_manidp.laws.median_floor; docs/exact.md, "
+            f"'The median's proved failure bound'). The largest n epsilon proved at this "
+            f"space, radius and cap is {ne:.4g}: {where}or sampler='nuts', or "
+            "median_floor='measured' (the floors an adversarial search measured, not "
+            "proved; recorded in the release). A larger cap (KNGMechanism(..., "
+            "max_attempts=...)) helps only logarithmically"
+        )
+
+    def _record(self, value, cal, sampler, notes=(), validated=False, **fields):
+        """As the base; an exact median release records the proved bound on the chance
+        its sampler gives up, or that its floor is measured (``median_floor``)."""
+        if self.statistic == "median" and sampler in EXACT_SAMPLERS:
+            if self.median_floor == "measured":
+                fields["opt_outs"] = (*fields.get("opt_outs", ()), "median_floor_measured")
+                note = MEDIAN_MEASURED_NOTE
+            else:
+                bound = self.median_failure(cal)
+                note = (
+                    "exact median sampler: the chance it stops at its cap of "
+                    f"{bound.max_attempts} proposals (publishing that it failed) is at most "
+                    f"2^{bound.log2_failure:.4g} for every data set in the ball, proved "
+                    "from public facts (docs/exact.md, 'The median's proved failure bound')"
+                )
+            notes = (*notes, note)
+        return super()._record(value, cal, sampler, notes, validated, **fields)
+
     def check_exact_sigma(self, sigma: float) -> None:
         """Refuse a σ outside the exact sampler's range
         (``pymc_manidp.laws.exact_range.kng_sigma_range``): public, so before any
-        charge, naming the ε range that works for this ``n``."""
+        charge, naming the ε range that works for this ``n``. With
+        ``median_floor="proved"`` the median's floor is the proved bound's
+        (:meth:`public_calibration`), not the measured one."""
         lo, hi = kng_sigma_range(self.domain, self.statistic)
+        if self._proved_median():  # only the rounding's lower end (1e-10 r) stays
+            lo = SIGMA_FLOOR * self.domain.radius
         if lo <= sigma <= hi:
             return
         # σ is proportional to 1/ε at fixed n: the ε range this n supports
@@ -317,7 +448,11 @@ class KNGMechanism(Mechanism):
             size,
             rng,
             domain=self.domain,
-            max_attempts=self.max_attempts,
+            max_attempts=(
+                self.median_cap(reductions.n_rows(data))
+                if self.statistic == "median"
+                else self.max_attempts
+            ),
         )
 
     def exact_draws_stack(self, data, n, sigma, rng):

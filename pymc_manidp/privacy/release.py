@@ -24,6 +24,7 @@ __all__ = [
     "FLOATING_POINT_NOTE",
     "MCMC_DELTA_ESTIMATED_NOTE",
     "MCMC_DELTA_NOTE",
+    "OPT_OUTS",
     "RELEASE_FORMAT",
     "RELEASE_VERSION",
     "Calibration",
@@ -65,6 +66,10 @@ EXACT_NOTE = (
 FLOATING_POINT_NOTE = (
     "sampled in floating point: not hardened against least-significant-bit attacks"
 )
+#: The names ``Release.opt_outs`` may hold: the per-record maps and skipped checks a
+#: caller chose (``"median_floor_measured"``: ``KNGMechanism(median_floor="measured")``,
+#: the median's measured, not proved, acceptance floor).
+OPT_OUTS = ("clip", "project", "skip_diagnostics", "median_floor_measured")
 _EXACT_NOTES = (FLOATING_POINT_NOTE, EXACT_NOTE)
 _MCMC_NOTES = (MCMC_DELTA_NOTE, FLOATING_POINT_NOTE)
 _ESTIMATED_NOTES = (MCMC_DELTA_ESTIMATED_NOTE, FLOATING_POINT_NOTE)
@@ -125,7 +130,8 @@ class Release:
         The MCMC run, for the curator only.
     opt_outs : tuple of str
         Names of the checks the caller chose to skip or the per-record maps it chose
-        (``"clip"``, ``"project"``, ``"skip_diagnostics"``), recorded for the audit
+        (``"clip"``, ``"project"``, ``"skip_diagnostics"``, ``"median_floor_measured"``;
+        ``OPT_OUTS``), recorded for the audit
         trail. Only the names: what the skipped check found, or how far records moved,
         depends on the data (it is in ``sampler_info``).
     notes : tuple of str
@@ -434,11 +440,7 @@ def build_release(
     if not isinstance(calibration, Calibration):
         raise TypeError(f"calibration must be a Calibration, got {type(calibration).__name__}")
     for name in opt_outs:
-        if name not in (
-            "clip",
-            "project",
-            "skip_diagnostics",
-        ):  # names only: never data-dependent text
+        if name not in OPT_OUTS:  # names only: never data-dependent text
             raise ValueError(f"unknown opt-out {name!r}")
     notes = (*extra_notes, *_notes(exact, delta_estimate))
     if privacy_note is not None:
@@ -603,10 +605,8 @@ _FIELDS = {  # field: (check, what it must be)
     "sampler": (lambda x: isinstance(x, str), "a string"),
     "seed_policy": (lambda x: isinstance(x, str), "a string"),
     "opt_outs": (
-        lambda x: (
-            isinstance(x, list) and all(v in ("clip", "project", "skip_diagnostics") for v in x)
-        ),
-        "a list of 'clip', 'project' and 'skip_diagnostics'",
+        lambda x: isinstance(x, list) and all(v in OPT_OUTS for v in x),
+        "a list of " + ", ".join(map(repr, OPT_OUTS)),
     ),
     "notes": (
         lambda x: isinstance(x, list) and all(isinstance(v, str) for v in x),

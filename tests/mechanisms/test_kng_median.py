@@ -142,12 +142,16 @@ def test_mechanism_max_attempts_reaches_the_exact_sampler(statistic):
     # the median at n eps <= 1,000: its exact sampler's sigma floor (laws.exact_range)
     kw = dict(epsilon=50.0 if statistic == "mean" else 20.0, center=NORTH, radius=0.5)
     kw["statistic"] = statistic
+    if statistic == "median":  # n ε = 1,000: the measured floor's opt-in
+        kw["median_floor"] = "measured"
     # one proposal per draw cannot give 200 draws at an acceptance rate below 1
     tight = pmd.KNGMechanism(S2, **kw, max_attempts=1)
     with pytest.raises(ExactSamplingError, match=r"max_attempts = 1 proposals per draw"):
         tight.sample(data, 200, random_seed=0)
-    roomy = pmd.KNGMechanism(S2, **kw)  # the default cap: the median's is 10 times larger
-    assert roomy.max_attempts == (1_000_000 if statistic == "median" else 10_000)
+    roomy = pmd.KNGMechanism(S2, **kw)  # the default cap: the median's depends on n
+    assert roomy.max_attempts == (None if statistic == "median" else 10_000)
+    if statistic == "median":  # measured: the 10^6 its floors were measured with
+        assert roomy.median_cap(50) == roomy.median_cap(10**5) == 10**6
     assert roomy.sample(data, 200, random_seed=0).shape == (200, 3)
     for bad in (0, -3, 2.5, "10"):
         with pytest.raises((ValueError, TypeError), match="max_attempts"):
@@ -284,7 +288,8 @@ def test_exact_median_release_over_dask_reads_the_data_in_passes():
     from pymc_manidp.stats import reductions
 
     data = _ball_data(S2, np.random.default_rng(8), 40, 0.5)[1]
-    mech = pmd.KNGMechanism(S2, epsilon=2.0, center=NORTH, radius=0.5, statistic="median")
+    # n ε = 40: inside the proved floor (docs/exact.md, "The median's proved failure bound")
+    mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=0.5, statistic="median")
     lazy = da.from_array(data, chunks=(15, 3))
     before = reductions.pass_count()
     a = mech.sample(lazy, 3, random_seed=4)
@@ -404,7 +409,10 @@ def test_many_copies_of_one_point_release_that_point():
     # weigh their 5.7e-14 ball by e^{k eps/4}; at n = 1,000, eps = 1 it holds the law's mass
     S = pmd.Sphere(dim=2)
     north = np.array([0.0, 0.0, 1.0])
-    mech = pmd.KNGMechanism(S, epsilon=1.0, center=north, radius=np.pi / 8, statistic="median")
+    # n ε = 1,000: the measured floor's opt-in (the proof reaches n ε ~ 40 at n = 1,000)
+    mech = pmd.KNGMechanism(
+        S, epsilon=1.0, center=north, radius=np.pi / 8, statistic="median", median_floor="measured"
+    )
     point = S.exp_coords(north, np.array([0.1, 0.0]))
     many = np.tile(point, (1000, 1))
     out = mech.sample(many, 5, random_seed=2)

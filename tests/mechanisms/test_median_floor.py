@@ -18,6 +18,9 @@ of docs/exact.md ("The median's supported σ"), and the bounds that now cover th
 
 Each bound is checked against the gradient at random points (an oracle: the gradient
 from ``log`` and ``dist``), and shown to be violated when overstated.
+
+The σ floors measured here are those of the opt-in ``median_floor="measured"``; the
+default's proved floor is tested in tests/mechanisms/test_median_proved_floor.py.
 """
 
 from __future__ import annotations
@@ -84,7 +87,9 @@ def test_cluster_at_the_median_releases_at_the_sigma_floor():
     proposals on every seed (data read, ε charged). Now each of three seeded releases
     draws, inside the ball."""
     S = pmd.Sphere(dim=2)
-    mech = pmd.KNGMechanism(S, epsilon=10.0, center=NORTH, radius=0.5, statistic="median")
+    mech = pmd.KNGMechanism(
+        S, epsilon=10.0, center=NORTH, radius=0.5, statistic="median", median_floor="measured"
+    )
     x = _cluster_data(S, NORTH, 0.5)
     assert mech.sigma(100) == pytest.approx(MEDIAN_SIGMA_FLOOR)
     for seed in range(3):
@@ -242,23 +247,37 @@ def test_sigma_just_below_the_floor_is_refused_before_any_charge(M):
     x = np.repeat(center[None], n, axis=0)
     budget = pmd.PrivacyBudget(1e9)
     if not np.isfinite(floor):
-        mech = pmd.KNGMechanism(M, epsilon=1.0, center=center, radius=r, statistic="median")
+        mech = pmd.KNGMechanism(
+            M, epsilon=1.0, center=center, radius=r, statistic="median", median_floor="measured"
+        )
         with pytest.raises(ValueError, match=f"not supported in dimension {M.dim}.*nuts"):
             mech.release(x, random_seed=1, budget=budget)
         assert budget.spent.epsilon == 0 and not budget.entries
         return
     eps = 4.0 / (n * floor)
-    ok = pmd.KNGMechanism(M, epsilon=eps, center=center, radius=r, statistic="median")
+    ok = pmd.KNGMechanism(
+        M, epsilon=eps, center=center, radius=r, statistic="median", median_floor="measured"
+    )
     assert ok.public_calibration(x).sigma == pytest.approx(floor, rel=1e-12)
     mech = pmd.KNGMechanism(
-        M, epsilon=eps * (1 + 1e-9), center=center, radius=r, statistic="median"
+        M,
+        epsilon=eps * (1 + 1e-9),
+        center=center,
+        radius=r,
+        statistic="median",
+        median_floor="measured",
     )
     with pytest.raises(ValueError, match=rf"below {floor:g}, the smallest .*epsilon <= "):
         mech.release(x, random_seed=1, budget=budget)
     assert budget.spent.epsilon == 0 and not budget.entries
     if M.dim >= 3:  # the old floor, where the search found placements that fail
         old = pmd.KNGMechanism(
-            M, epsilon=4.0 / (n * MEDIAN_SIGMA_FLOOR), center=center, radius=r, statistic="median"
+            M,
+            epsilon=4.0 / (n * MEDIAN_SIGMA_FLOOR),
+            center=center,
+            radius=r,
+            statistic="median",
+            median_floor="measured",
         )
         with pytest.raises(ValueError, match="the smallest the exact median sampler supports"):
             old.release(x, random_seed=1, budget=budget)

@@ -108,8 +108,19 @@ def _refusal_cases():
     eps_past = lap.sensitivity(6) / (0.5 * (edge + P.laplace_max_sigma))  # sigma = Delta/eps
     return {
         "median sigma floor": (
-            pmd.KNGMechanism(S, epsilon=1e3, center=north, radius=0.5, statistic="median"),
+            pmd.KNGMechanism(
+                S,
+                epsilon=1e3,
+                center=north,
+                radius=0.5,
+                statistic="median",
+                median_floor="measured",
+            ),
             "smallest the exact median sampler supports",
+        ),
+        "median proved floor": (
+            pmd.KNGMechanism(S, epsilon=100.0, center=north, radius=0.5, statistic="median"),
+            "largest n epsilon proved",
         ),
         "median growth H2": (
             pmd.KNGMechanism(H, epsilon=1.0, center=H.origin, radius=3.0, statistic="median"),
