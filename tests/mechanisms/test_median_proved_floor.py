@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 import pymc_manidp as pmd
-from pymc_manidp.laws import exact, median_floor
+from pymc_manidp.laws import median_floor
+from pymc_manidp.laws.exact import median_cells, median_shells
 from pymc_manidp.laws.median_floor import (
     MEDIAN_FAILURE_LOG2_LIMIT,
     median_failure_bound,
@@ -120,7 +121,7 @@ def _planted_data_envelope(dom, sigma, cap):
     envelope is the law itself) in place of the data-free bound."""
     M = dom.manifold
     data = np.repeat(dom.center[None], 20, axis=0)
-    shells = exact._MedianShells.build(M, data, sigma, dom)
+    shells = median_shells._MedianShells.build(M, data, sigma, dom)
     log_target = -(1 + 1e-9) / sigma + median_floor._log_ball_volume_lower(M, dom.radius)
     log_a = min(0.0, log_target - shells.log_mass(M))
     return median_floor.MedianFailureBound(median_floor._log2_chernoff(log_a, cap), log_a, cap)
@@ -163,11 +164,11 @@ def test_sampler_envelopes_weigh_at_most_the_data_free_mass(which, sigma):
     log_shells = 1e-12 / sigma + _log_unit_ball(d) + d * math.log(t) + G * t
     for data in _placements(M, center, r).values():
         data = dom.check(data)
-        shells = exact._MedianShells.build(M, data, sigma, dom)
+        shells = median_shells._MedianShells.build(M, data, sigma, dom)
         assert shells.log_mass(M) <= log_shells + 1e-9
         # 10^6 draws refine the boxes to their whole budget (seconds in d = 3: d <= 2 only)
         for size in (1, 10**6) if M.dim <= 2 else (1,):
-            cells = exact._MedianCells.build(M, data, sigma, dom, size, ref=shells.x_hat)
+            cells = median_cells._MedianCells.build(M, data, sigma, dom, size, ref=shells.x_hat)
             assert cells.log_mass(M, dom) <= log_cells + 1e-9
 
 
