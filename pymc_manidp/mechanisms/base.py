@@ -48,6 +48,7 @@ from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.geometry.capabilities import Projection
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
+from pymc_manidp.mechanisms.request import ReleaseRequest
 from pymc_manidp.privacy.budget import PrivacyBudget, budget_to_charge, current_budget
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
 from pymc_manidp.privacy.release import (
@@ -387,9 +388,6 @@ class Mechanism:
         sampler="exact",
         random_seed=None,
         settings=None,
-        draws=None,
-        tune=None,
-        chains=None,
         clip=False,
         skip_diagnostics=False,
         estimate_delta=False,
@@ -403,8 +401,8 @@ class Mechanism:
         ``sampler="exact"`` (default): pure ε-DP, ``delta = 0``, the rejection
         statistics in ``Release.sampler_info``; ``"nuts"``/``"metropolis"``: MCMC,
         approximately DP (``delta=None``, see its notes). How long a run samples is
-        one :class:`~pymc_manidp.mcmc.MCMCSettings` (``settings``; ``draws``,
-        ``tune``, ``chains`` override its fields); the defaults are PyMC's (4 chains
+        one :class:`~pymc_manidp.mcmc.MCMCSettings` (``settings``, e.g.
+        ``MCMCSettings(draws=2000, chains=4)``); its defaults are PyMC's (4 chains
         of 1,000 tuning steps and 1,000 draws): thousands of effective draws for the
         gate on the built-in targets (docs/benchmarks.md). The released value is one
         post-tuning draw (inside the public ball when the law is restricted); more
@@ -448,7 +446,8 @@ class Mechanism:
             check_environment_once()
             # every premise is checked before any work on the data
             data = self.manifold.coerce(data)  # e.g. a SciPy Rotation, converted once here
-            if check_bool(project, "project") and not isinstance(self.manifold, Projection):
+            project = check_bool(project, "project")
+            if project and not isinstance(self.manifold, Projection):
                 raise ValueError(
                     f"project=True: {self.manifold} offers no projection (Rotations, Sphere and "
                     "SPD do); pass points of the manifold"
@@ -459,11 +458,11 @@ class Mechanism:
                     "(data.map_blocks(manifold.project)) and release that"
                 )
             is_mcmc = self._check_sampler(sampler)
-            if is_mcmc:
-                settings = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
+            settings = MCMCSettings.resolve(settings)  # type-checked for every sampler
             clip = check_bool(clip, "clip")
             skip_diagnostics = check_bool(skip_diagnostics, "skip_diagnostics")
-            if check_bool(estimate_delta, "estimate_delta") and not is_mcmc:  # issue 17
+            estimate_delta = check_bool(estimate_delta, "estimate_delta")
+            if estimate_delta and not is_mcmc:  # issue 17
                 raise ValueError(
                     "estimate_delta=True is for MCMC samplers: an exact release has delta = 0"
                 )
@@ -475,45 +474,51 @@ class Mechanism:
                     "sampler='exact', which reads it in passes and never gathers it"
                 )
             terms = self._charge_terms(budget, delta, is_mcmc, estimate_delta, sampler)
+            # the δ assumed for a charge (terms: budget, basis, δ charged) is noted
+            notes = () if delta is None else (_assumed_delta_note(terms[2]),)
             # n, σ, the law and the sampler's range are public: refused before any charge
-            cal = self.public_calibration(data, sampler)
+            request = ReleaseRequest(
+                sampler=sampler,
+                calibration=self.public_calibration(data, sampler),
+                rng=rng,
+                seed_policy=policy,
+                random_seed=random_seed,
+                settings=settings if is_mcmc else None,
+                clip=clip,
+                project=project,
+                skip_diagnostics=skip_diagnostics,
+                estimate_delta=estimate_delta,
+                progressbar=shown,
+                notes=notes,
+            )
             budget, charge = self._make_charge(terms, sampler)
         except BaseException:
             # refused before its charge: a ledger made for it is not left behind
             _refused(budget)
             raise
         if budget is None:
-            return self._release_checked(
-                data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=(), cal=cal, project=project, progressbar=shown,
-            )  # fmt: skip
-        notes = () if delta is None else (_assumed_delta_note(charge[1]),)
+            return self._release_checked(data, request)
         try:
-            rel = self._release_checked(
-                data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=notes, cal=cal, project=project, progressbar=shown,
-            )  # fmt: skip
+            rel = self._release_checked(data, request)
         except BaseException as err:
             budget.fail(charge[0], err)
             raise
         budget.settle(charge[0], rel)
         return rel
 
-    def _release_checked(
-        self, data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-        random_seed, notes, cal, project=False, progressbar=False,
-    ) -> Release:  # fmt: skip
-        """The release path after its premises are checked (and any charge is made);
-        ``cal`` is :meth:`public_calibration`'s, computed once; ``progressbar`` a bool."""
-        is_mcmc = sampler not in EXACT_SAMPLERS
-        if progressbar and reductions.is_dask(data):  # a bar per pass over the data
+    def _release_checked(self, data, request: ReleaseRequest) -> Release:
+        """The release path after its premises are checked (and any charge is made):
+        ``request`` holds the checked arguments and the calibration computed once."""
+        if request.progressbar and reductions.is_dask(data):  # a bar per pass over the data
             with reductions.progress():
-                return self._release_checked(
-                    data, sampler, rng, policy, settings, clip, skip_diagnostics,
-                    estimate_delta, random_seed, notes, cal, project=project,
-                )  # fmt: skip
+                return self._release_steps(data, request)
+        return self._release_steps(data, request)
+
+    def _release_steps(self, data, request: ReleaseRequest) -> Release:
+        """Steps 1 to 5 of the release path (the module's docstring) for ``request``."""
+        cal = request.calibration
         projection = None
-        if project:
+        if request.project:
             # each record is moved on its own, by a map fixed in advance (like clip): two
             # data sets that differ in one record still differ in one record after it, so
             # the sensitivity, and the guarantee, hold for the projected data unchanged
@@ -525,36 +530,36 @@ class Mechanism:
                 "records_moved": int(np.count_nonzero(moved)),
                 "max_distance": float(np.max(moved, initial=0.0)),
             }
-        data = self.domain.check(data, clip=clip)
+        data = self.domain.check(data, clip=request.clip)
         if reductions.n_rows(data) != cal.n:  # the data changed since the charge
             raise ValueError(
                 f"the data changed while being released: n was {cal.n} when the release "
                 f"was calibrated and charged, {reductions.n_rows(data)} when checked"
             )
-        opt_outs = ("clip",) * clip + ("project",) * bool(project)
-        fields = {"seed_policy": policy, "opt_outs": opt_outs, "notes": notes}
+        opt_outs = ("clip",) * request.clip + ("project",) * request.project
+        fields = {"seed_policy": request.seed_policy, "opt_outs": opt_outs, "notes": request.notes}
         # how far the records moved depends on the data: for the curator only
         extra = {} if projection is None else {"projection": projection}
-        if not is_mcmc:
-            out = self.exact_draws(data, cal.sigma, 1, rng)
+        if not request.is_mcmc:
+            out = self.exact_draws(data, cal.sigma, 1, request.rng)
             # the rejection statistics depend on the data: for the curator only
             info = {"proposals": out.proposals, **out.info, **extra}
             return self._record(out.points[0], cal, "exact", sampler_info=info, **fields)
         # one pass over the data per leapfrog step: refuse runs that would take hours
-        mcmc.check_mcmc_budget(self.manifold, cal.n, settings)
+        mcmc.check_mcmc_budget(self.manifold, cal.n, request.settings)
         mode, inputs = self.mcmc_inputs(data)
-        idata, info = self._run_mcmc(
-            cal, mode, inputs, sampler, settings, rng, skip_diagnostics, progressbar
-        )
+        idata, info = self._run_mcmc(request, mode, inputs)
         info = {**info, **extra}
         if "failed_checks" in info:
             fields["opt_outs"] = (*fields["opt_outs"], "skip_diagnostics")
-        value = self._pick_draw(idata, rng)
-        if estimate_delta:  # issue 17: the value comes from the chain whose delta is estimated
-            value, fields["delta_estimate"] = self._coupled_draw(
-                mode, cal.sigma, inputs, sampler, settings, random_seed
-            )
-        return self._record(value, cal, sampler, diagnostics=idata, sampler_info=info, **fields)
+        value = self._pick_draw(idata, request.rng)
+        if (
+            request.estimate_delta
+        ):  # issue 17: the value comes from the chain whose delta is estimated
+            value, fields["delta_estimate"] = self._coupled_draw(request, mode, inputs)
+        return self._record(
+            value, cal, request.sampler, diagnostics=idata, sampler_info=info, **fields
+        )
 
     def release_many(
         self, datasets, *, random_seed=None, clip=False, budget=None, progressbar=None
@@ -895,33 +900,32 @@ class Mechanism:
             raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(available)}")
         return sampler not in EXACT_SAMPLERS
 
-    def _run_mcmc(
-        self, cal, mode, inputs, sampler, settings, rng, skip_diagnostics, progressbar=False
-    ):
+    def _run_mcmc(self, request: ReleaseRequest, mode, inputs):
         """Sample the polar model at ``mode`` (compiled once per ``n``), gate the run.
 
         Returns the run (ArviZ ``DataTree``) and the Release's ``sampler_info``.
         """
+        cal, sampler, settings = request.calibration, request.sampler, request.settings
         backend = mcmc.sampler_backend(sampler, settings.backend)
         compiled = self.mcmc_cache.find(cal.n, sampler, backend)
         if compiled is None:
             # the first release of n points: compiling can take longer than sampling
             with progress_status(
                 f"compiling the {sampler} model of {self.name} for n = {cal.n} (once per n)",
-                progressbar,
+                request.progressbar,
             ):
                 model = self._polar_model(mode, cal.sigma, inputs)
                 compiled = self.mcmc_cache.add(
                     cal.n, mcmc.CompiledSampler(model, sampler, backend=backend)
                 )
-        seed = int(rng.integers(2**31 - 1))
+        seed = int(request.rng.integers(2**31 - 1))
         values = mcmc.polar_data(self.manifold, mode, cal.sigma, inputs)
-        idata = compiled.sample(values, settings, random_seed=seed, progressbar=progressbar)
+        idata = compiled.sample(values, settings, random_seed=seed, progressbar=request.progressbar)
         report = check_run(idata)
         # which NUTS implementation drew the run (nutpie or PyMC's): not data-dependent
         info = {"backend": compiled.backend}
         if not report.passed:
-            if not skip_diagnostics:
+            if not request.skip_diagnostics:
                 raise DiagnosticsError(
                     "the MCMC run failed its convergence checks, so nothing is released: "
                     + "; ".join(report.failures)
@@ -949,7 +953,7 @@ class Mechanism:
                 )
         return flat[rng.choice(candidates)]
 
-    def _coupled_draw(self, mode, sigma, inputs, sampler, settings, random_seed):
+    def _coupled_draw(self, request: ReleaseRequest, mode, inputs):
         """The value at time ``tune`` of a fixed coupled kernel and its δ̂ record.
 
         The kernel samples a fresh model of the same data (the cached compiled one
@@ -958,13 +962,13 @@ class Mechanism:
         """
         from pymc_manidp.privacy.coupling import coupled_release
 
-        rng, _ = resolve_rng(random_seed)
+        rng, _ = resolve_rng(request.random_seed)
         rng = np.random.default_rng([int(rng.integers(2**63 - 1)), 17])  # apart from the run's
         value, record = coupled_release(
-            self._polar_model(mode, sigma, inputs),
+            self._polar_model(mode, request.calibration.sigma, inputs),
             epsilon=self.epsilon,
-            t=max(settings.tune, 1),
-            kernel="hmc" if sampler == "nuts" else "rwmh",
+            t=max(request.settings.tune, 1),
+            kernel="hmc" if request.sampler == "nuts" else "rwmh",
             domain=self.domain if self.restricted else None,
             random_seed=rng,
         )

@@ -12,6 +12,7 @@ of each fails if any layer recomputes them. Also here: the deprecated names
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 
@@ -72,7 +73,8 @@ def test_one_mean_one_sensitivity_one_sigma_per_release(kind, counts):
     assert rel.calibration == mech.calibrate(40)
     counts.update(frechet_mean=0, sensitivity=0, sigma=0)
     # a NUTS release that compiles its model, then one that reuses it (other data)
-    kw = dict(sampler="nuts", draws=50, tune=50, chains=2, skip_diagnostics=True)
+    short = mcmc.MCMCSettings(draws=50, tune=50, chains=2)
+    kw = dict(sampler="nuts", settings=short, skip_diagnostics=True)
     mech.release(DATA, random_seed=2, **kw)
     assert counts == {"frechet_mean": 1, "sensitivity": 1, "sigma": 1}, "NUTS, compiling"
     counts.update(frechet_mean=0, sensitivity=0, sigma=0)
@@ -186,13 +188,12 @@ def test_mcmc_settings_have_one_set_of_defaults_and_are_checked():
         MECHS["kng"]().release(DATA, sampler="nuts", settings={"draws": 10})
 
 
-def test_release_keywords_and_settings_reach_the_run():
+def test_the_settings_reach_the_run_and_are_its_only_length():
     mech = MECHS["laplace"]()
     rel = mech.release(
         DATA,
         sampler="nuts",
-        settings=mcmc.MCMCSettings(draws=30, tune=20, chains=3),
-        draws=40,  # a keyword overrides the settings' field
+        settings=mcmc.MCMCSettings(draws=40, tune=20, chains=3),
         random_seed=1,
         skip_diagnostics=True,
     )
@@ -201,6 +202,31 @@ def test_release_keywords_and_settings_reach_the_run():
     rel = mech.release(DATA, sampler="nuts", random_seed=1, skip_diagnostics=True)
     post = rel.diagnostics.posterior
     assert (post.sizes["chain"], post.sizes["draw"]) == (4, 1000)  # the one default
+    # issue 37 item 8: how long a run samples is one MCMCSettings, no keyword beside it
+    for old in ("draws", "tune", "chains"):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):
+            mech.release(DATA, sampler="nuts", random_seed=1, **{old: 10})
+
+
+@pytest.mark.parametrize("sampler", ["exact", "nuts"])
+def test_the_release_path_gets_one_frozen_request(sampler, monkeypatch):
+    """The checked arguments go down as one ReleaseRequest (issue 37 item 8): the
+    calibration computed before the charge, the settings only for MCMC."""
+    from pymc_manidp.mechanisms.request import ReleaseRequest
+
+    mech = MECHS["kng"]()
+    seen = []
+    monkeypatch.setattr(mech, "_release_checked", lambda data, request: seen.append(request))
+    settings = mcmc.MCMCSettings(draws=50, chains=2)
+    mech.release(DATA, sampler=sampler, settings=settings, random_seed=4, clip=True)
+    (req,) = seen
+    assert isinstance(req, ReleaseRequest) and req.sampler == sampler
+    assert req.calibration == mech.calibrate(len(DATA))
+    assert req.settings == (settings if sampler == "nuts" else None)
+    assert req.is_mcmc == (sampler == "nuts")
+    assert (req.clip, req.project, req.seed_policy, req.notes) == (True, False, "fixed seed", ())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        req.clip = False
 
 
 def test_the_calibration_is_recorded():

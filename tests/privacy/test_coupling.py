@@ -402,8 +402,8 @@ def test_release_records_delta_estimate_for_the_curator_only():
     S, _, data = sphere_laplace()
     mech = pmd.KNGMechanism(S, epsilon=1.0, center=[0, 0, 1.0], radius=np.pi / 8)
     rel = mech.release(
-        data, sampler="metropolis", draws=300, tune=200, chains=2, random_seed=14,
-        skip_diagnostics=True, estimate_delta=True, settings=mcmc.MCMCSettings(cores=1),
+        data, sampler="metropolis", random_seed=14, skip_diagnostics=True, estimate_delta=True,
+        settings=mcmc.MCMCSettings(draws=300, tune=200, chains=2, cores=1),
     )  # fmt: skip
     est = rel.delta_estimate
     assert rel.delta is None
