@@ -68,15 +68,6 @@ __all__ = ["EXACT_SAMPLERS", "Mechanism", "available_samplers"]
 
 EXACT_SAMPLERS: tuple[str, ...] = ("exact",)
 
-_warned: set[str] = set()
-
-
-def _deprecated(old: str, message: str) -> None:
-    """Warn ``FutureWarning`` once per process for the deprecated name ``old``."""
-    if old not in _warned:
-        _warned.add(old)
-        warnings.warn(message, FutureWarning, stacklevel=3)
-
 
 def available_samplers(manifold) -> tuple[str, ...]:
     """Samplers of a law on ``manifold``: ``"exact"`` where an exact sampler exists,
@@ -130,9 +121,6 @@ class Mechanism:
         recorded) rather than an ambient value.
     release_notes : tuple of str
         The mechanism's own caveats, first in every Release's notes.
-    last_sampler_info : dict or None
-        Deprecated (warns ``FutureWarning``): the rejection statistics of the last
-        :meth:`sample`; ask ``sample(..., return_info=True)`` for them instead.
     """
 
     name = "mechanism"
@@ -152,23 +140,13 @@ class Mechanism:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "scale" in cls.__dict__ and "sigma" not in cls.__dict__:
-            # written for the old name: its scale(n) is its sigma(n), so that a release
-            # draws with the sigma the subclass means (a silently ignored override
-            # would release with another sigma than the one it claims)
-            warnings.warn(
-                f"{cls.__name__} overrides scale(n), which is renamed sigma(n): "
-                "override sigma instead; scale will be removed",
-                FutureWarning,
-                stacklevel=2,
+        if callable(cls.__dict__.get("scale")) and "sigma" not in cls.__dict__:
+            # sigma(n)'s name before 0.1.0 (docs/changelog.md): an override written for it
+            # would now be ignored, and the subclass release with another sigma than it means
+            raise TypeError(
+                f"{cls.__name__} overrides scale(n), which was renamed sigma(n) in 0.1.0: "
+                "override sigma(n) instead"
             )
-            old = cls.__dict__["scale"]
-
-            def sigma(self, n, _old=old):
-                return _old(self, n)
-
-            sigma._from_scale = True
-            cls.sigma = sigma
 
     # --- the privacy map --------------------------------------------------------------
     def sensitivity(self, n: int) -> float:  # pragma: no cover - abstract
@@ -215,17 +193,6 @@ class Mechanism:
         large or too small for floating point) or the law does not exist.
         """
         return self._sigma_of(self.sensitivity(n))
-
-    def scale(self, n: int) -> float:
-        """Deprecated alias of :meth:`sigma` (warns ``FutureWarning`` once)."""
-        _deprecated("scale", "Mechanism.scale(n) is renamed sigma(n); scale will be removed")
-        # the sigma below any subclass that still overrides scale (reached through its
-        # super().scale(n)); for every other mechanism simply its sigma(n)
-        for klass in type(self).__mro__:
-            own = klass.__dict__.get("sigma")
-            if own is not None and not getattr(own, "_from_scale", False):
-                return own(self, n)
-        raise AssertionError("Mechanism defines sigma")  # pragma: no cover
 
     def calibrate(self, n: int) -> Calibration:
         """``n``, Δ and σ of a release of ``n`` records, each computed once.
@@ -365,21 +332,9 @@ class Mechanism:
         data = self.domain.check(data, clip=clip)
         out = self.exact_draws(data, cal.sigma, math.prod(shape), rng)
         info = {"proposals": out.proposals, **out.info}
-        self._last_sampler_info = info  # only for the deprecated last_sampler_info
         points = np.asarray(out.points)
         points = points.reshape((*shape, *points.shape[1:]))
         return (points, info) if return_info else points
-
-    @property
-    def last_sampler_info(self) -> dict | None:
-        """Deprecated: the rejection statistics of the last :meth:`sample` (state on a
-        long-lived object); use ``sample(..., return_info=True)``."""
-        _deprecated(
-            "last_sampler_info",
-            "Mechanism.last_sampler_info is deprecated and will be removed: call "
-            "sample(..., return_info=True), which returns (draws, info)",
-        )
-        return self.__dict__.get("_last_sampler_info")
 
     def release(
         self,
