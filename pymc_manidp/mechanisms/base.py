@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import numpy as np
 
@@ -48,6 +48,7 @@ from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.geometry.capabilities import Projection
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
+from pymc_manidp.mechanisms import stacks
 from pymc_manidp.mechanisms.request import ReleaseRequest
 from pymc_manidp.privacy.budget import PrivacyBudget, budget_to_charge, current_budget
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
@@ -611,7 +612,7 @@ class Mechanism:
             check_environment_once()
             self._check_sampler("exact")
             clip = check_bool(clip, "clip")
-            groups, total = self._dataset_groups(datasets)
+            groups, total = stacks.dataset_groups(self, datasets)
             if isinstance(random_seed, (list, tuple)):
                 if len(random_seed) != total:
                     raise ValueError(
@@ -643,143 +644,22 @@ class Mechanism:
                 raise
         try:
             with progress_bar(f"{self.name}: release_many", total, progressbar) as advance:
-                made = self._release_groups(groups, total, rng, policy, clip, cals, advance)
+                made = stacks.release_groups(self, groups, total, rng, policy, clip, cals, advance)
         except BaseException as err:  # an interrupt, or a bug: nothing is returned
             for index in charges:
                 budget.fail(index, err)
             raise
         for index, rec in zip(charges, made, strict=False):  # none without a budget
-            if isinstance(rec, _Failed):
+            if isinstance(rec, stacks.Failed):
                 budget.fail(index, rec.error)
             else:
                 budget.settle(index, rec)
         records = Releases(
-            FailedRelease.of(j, rec.n, rec.error) if isinstance(rec, _Failed) else rec
+            FailedRelease.of(j, rec.n, rec.error) if isinstance(rec, stacks.Failed) else rec
             for j, rec in enumerate(made)
         )
         if records.failed:  # never silent: the table holds each reason
             warnings.warn(f"release_many: {records.summary()}", UserWarning, stacklevel=2)
-        return records
-
-    def _dataset_groups(self, datasets):
-        """``([(positions, stack), ...], R)``: the data sets grouped by size, unchecked."""
-        shape = tuple(self.manifold.point_shape)
-        if reductions.is_dask(datasets) or (
-            isinstance(datasets, (list, tuple)) and any(reductions.is_dask(d) for d in datasets)
-        ):
-            raise ValueError(
-                "release_many takes data sets in memory: release a Dask array with "
-                "release(), which reads it in passes"
-            )
-        if isinstance(datasets, (list, tuple)):
-            if not datasets:
-                raise ValueError("datasets is empty: nothing to release")
-            arrays = [np.asarray(self.manifold.coerce(d)) for d in datasets]
-            for j, a in enumerate(arrays):
-                if a.ndim != len(shape) + 1 or a.shape[1:] != shape:
-                    raise ValueError(
-                        f"data set {j} must have shape (n, {', '.join(map(str, shape))}), "
-                        f"got {a.shape}"
-                    )
-            sizes = sorted({len(a) for a in arrays})
-            groups = []
-            for n in sizes:
-                pos = [j for j, a in enumerate(arrays) if len(a) == n]
-                groups.append((np.array(pos), np.stack([arrays[j] for j in pos])))
-            return groups, len(arrays)
-        stack = np.asarray(self.manifold.coerce(datasets))
-        if stack.ndim != len(shape) + 2 or stack.shape[2:] != shape:
-            raise ValueError(
-                f"datasets must be a stack (R, n, {', '.join(map(str, shape))}) or a list of "
-                f"data sets (n, {', '.join(map(str, shape))}), got an array of shape "
-                f"{stack.shape}"
-            )
-        if len(stack) == 0:
-            raise ValueError("datasets is empty: nothing to release")
-        return [(np.arange(len(stack)), stack)], len(stack)
-
-    def _checked_stack(self, positions, stack, clip, records):
-        """The stack's records checked against the public ball in one pass, end to end.
-
-        Returns ``(kept, flat)``: the indices (into ``stack``) of the data sets that
-        pass, and their checked records ``(len(kept) * n, *point_shape)``. A data set
-        that fails gets its :class:`FailedRelease` in ``records`` (at its position
-        in the call), its message naming it."""
-        shape = tuple(self.manifold.point_shape)
-        R, n = stack.shape[:2]
-        try:
-            return np.arange(R), self.domain.check(stack.reshape((R * n, *shape)), clip=clip)
-        except (ValueError, TypeError):
-            pass
-        kept = []
-        for j, data in enumerate(stack):  # which data sets fail, each named
-            try:
-                self.domain.check(data, clip=clip)
-                kept.append(j)
-            except (ValueError, TypeError) as err:
-                where = int(positions[j])
-                records[where] = _Failed(type(err)(f"data set {where} of release_many: {err}"), n)
-        kept = np.array(kept, dtype=int)
-        # the others checked again as one stack: the records a call without them checks
-        return kept, self.domain.check(stack[kept].reshape((len(kept) * n, *shape)), clip=clip)
-
-    def _draw_stack(self, data, n, sigma, source):
-        """:meth:`exact_draws_stack`, the values validated: ``[(point, info) or error]``
-        per data set. When the stacked draw fails, the random sources are rewound and
-        each data set is drawn alone, so that one failing data set fails alone (with
-        a seed per data set, the others' values are those of the stacked draw, up to
-        rounding)."""
-        sources = source if isinstance(source, list) else [source]
-        states = [s.bit_generator.state for s in sources]
-        try:
-            points, infos = self.exact_draws_stack(data, n, sigma, source)
-            if self.value_on_manifold:  # validated as one array, not value by value
-                points = self.manifold.validate(points)
-            return list(zip(points, infos, strict=True))
-        except Exception as err:
-            if len(data) == n:
-                return [err]
-        for s, state in zip(sources, states, strict=True):
-            s.bit_generator.state = state
-        out = []
-        for k, start in enumerate(range(0, len(data), n)):
-            one = [source[k]] if isinstance(source, list) else source
-            out.extend(self._draw_stack(data[start : start + n], n, sigma, one))
-        return out
-
-    def _release_groups(self, groups, total, rng, policy, clip, cals, advance) -> list:
-        """Check every group, then draw each with its calibration (``cals[n]``, computed
-        before the charge): the Releases in input order, a ``_Failed`` for each data
-        set that failed."""
-        records: list = [None] * total
-        per_set = isinstance(rng, list)  # one random source per data set
-        fields = {"opt_outs": ("clip",) if clip else (), "notes": ()}
-        for positions, stack in groups:
-            n = stack.shape[1]
-            kept, data = self._checked_stack(positions, stack, clip, records)
-            advance(len(positions) - len(kept))
-            if not len(kept):
-                continue
-            pos = positions[kept]
-            cal = cals[n]  # once per n: the same public numbers for each
-            source = [rng[j] for j in pos] if per_set else rng
-            for j, drawn in zip(pos, self._draw_stack(data, n, cal.sigma, source), strict=True):
-                j = int(j)
-                try:
-                    if isinstance(drawn, Exception):
-                        raise drawn
-                    records[j] = self._record(
-                        drawn[0],
-                        cal,
-                        "exact",
-                        sampler_info=drawn[1],
-                        validated=True,
-                        seed_policy=policy[j] if per_set else policy,
-                        **fields,
-                    )
-                except Exception as err:
-                    records[j] = _Failed(err, n)
-            advance(len(pos))
         return records
 
     def _charge(self, budget, delta, is_mcmc, estimate_delta, sampler):
@@ -956,13 +836,6 @@ def _refused(budget) -> None:
         budget = current_budget()
     if isinstance(budget, PrivacyBudget):
         budget.refused()
-
-
-class _Failed(NamedTuple):
-    """A data set of ``release_many`` whose release raised ``error`` (``n`` records)."""
-
-    error: Exception
-    n: int
 
 
 def _assumed_delta_note(delta: float) -> str:

@@ -31,6 +31,7 @@ import numpy as np
 
 from pymc_manidp._validation import check_nonnegative_real
 from pymc_manidp.laws.exact import ExactDraws
+from pymc_manidp.mechanisms import stacks
 from pymc_manidp.mechanisms.base import Mechanism, converged_mean
 from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
 from pymc_manidp.stats.gaussian import check_gaussian_delta, gaussian_sigma
@@ -331,7 +332,7 @@ class TangentGaussianMechanism(_TangentMechanism):
         """As :meth:`Mechanism.release_many`; each data set is charged (ε, δ)."""
         target = current_budget() if budget is None else budget
         if isinstance(target, PrivacyBudget):  # the R charges at their delta, up front
-            _, total = self._dataset_groups(datasets)
+            _, total = stacks.dataset_groups(self, datasets)
             target.check_many([(self.epsilon, self.delta)] * total)
         return super().release_many(
             datasets, random_seed=random_seed, clip=clip, budget=budget, progressbar=progressbar
