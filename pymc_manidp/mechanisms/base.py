@@ -509,9 +509,8 @@ class Mechanism:
         if "failed_checks" in info:
             fields["opt_outs"] = (*fields["opt_outs"], "skip_diagnostics")
         value = self._pick_draw(idata, request.rng)
-        if (
-            request.estimate_delta
-        ):  # issue 17: the value comes from the chain whose delta is estimated
+        # issue 17: with estimate_delta, the value comes from the chain whose delta is estimated
+        if request.estimate_delta:
             value, fields["delta_estimate"] = self._coupled_draw(request, mode, inputs)
         return self._record(
             value, cal, request.sampler, diagnostics=idata, sampler_info=info, **fields
