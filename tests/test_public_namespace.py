@@ -4,16 +4,22 @@
 ``__all__``, each name of which resolves to the object of that name. Helpers the
 ``__init__`` needs (``importlib``, ``from __future__ import annotations``) must not leak
 as ``pmd.importlib`` or ``pmd.annotations``. That ``import pymc_manidp`` stays lazy is
-tests/test_layers.py's business.
+tests/test_layers.py's business. The old names removed before 1.0 stay removed, each
+listed in docs/changelog.md with its new name (issue 37, item 7).
 """
 
 from __future__ import annotations
 
+import functools
 import types
+import warnings
+from pathlib import Path
 
 import pytest
 
 import pymc_manidp as pmd
+
+ROOT = Path(__file__).parents[1]
 
 
 def test_dir_is_all():
@@ -53,3 +59,119 @@ def test_module_dict_holds_only_public_names_and_subpackages():
         and not (isinstance(value, types.ModuleType) and value.__name__ == f"pymc_manidp.{key}")
     ]
     assert leaked == []
+
+
+# --- the old names removed before 1.0 (issue 37 item 7; docs/changelog.md) ----------------
+_MOVED_TO_LAWS = (
+    "KNG",
+    "ChartTransform",
+    "ManifoldLaplace",
+    "ManifoldUniform",
+    "NormalizedGaussian",
+    "PolarChart",
+    "kng_logp",
+    "laplace_log_normalizer",
+    "laplace_logp",
+)
+_MOVED_TO_MCMC = (
+    "HMC",
+    "RWMH",
+    "BatchTarget",
+    "draw_chain",
+    "initial_law",
+    "meeting_times",
+    "reflection_maximal",
+    "tune_kernel",
+)
+
+
+def _module_attribute(module, name):
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def _mechanism():
+    return pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=1.0, center=[0, 0, 1.0], radius=0.3)
+
+
+def _chart(**kw):
+    from pymc_manidp.laws import ChartTransform
+
+    return ChartTransform(pmd.Sphere(dim=2), scale=0.2, **kw)
+
+
+def _overrides_scale():
+    class Old(pmd.KNGMechanism):
+        def scale(self, n):
+            return 1.0
+
+    return Old
+
+
+def _fast_extra():
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return pyproject["project"]["optional-dependencies"]["fast"]
+
+
+#: (old name as the changelog writes it, how code reaches it, what that raises, matching)
+REMOVED = [
+    *(
+        (
+            f"`{module}.{name}",
+            functools.partial(_module_attribute, module, name),
+            AttributeError,
+            f"no attribute '{name}'",
+        )
+        for module, name in [
+            *(("pymc_manidp.mechanisms", name) for name in _MOVED_TO_LAWS),
+            *(
+                (where, name)
+                for where in ("pymc_manidp.privacy", "pymc_manidp.privacy.coupling")
+                for name in _MOVED_TO_MCMC
+            ),
+            ("pymc_manidp.stats", "rate"),
+            ("pymc_manidp.stats.sensitivity", "rate"),
+            ("pymc_manidp.io", "MANIFOLDS"),
+        ]
+    ),
+    ("`Mechanism.scale(n)`", lambda: _mechanism().scale, AttributeError, "'scale'"),
+    (
+        "`Mechanism.last_sampler_info`",
+        lambda: _mechanism().last_sampler_info,
+        AttributeError,
+        "'last_sampler_info'",
+    ),
+    (  # the one check kept: ignoring the override would release with another sigma
+        "overrides `scale(n)`",
+        _overrides_scale,
+        TypeError,
+        r"Old overrides scale\(n\), which was renamed sigma\(n\) in 0.1.0: override sigma",
+    ),
+    (
+        "`ChartTransform(manifold, center=..., scale=...)`",
+        lambda: _chart(center=[0, 0, 1.0]),
+        TypeError,
+        "'center'",
+    ),
+    (
+        "`ChartTransform.center`",
+        lambda: _chart(origin=[0, 0, 1.0]).center,
+        AttributeError,
+        "center",
+    ),
+    ('`pip install "pymc-manidp[fast]"`', _fast_extra, KeyError, "fast"),
+]
+
+
+@pytest.mark.parametrize(("old", "reach", "error", "match"), REMOVED, ids=[r[0] for r in REMOVED])
+def test_old_names_are_gone_and_in_the_changelog(old, reach, error, match):
+    """No shim serves an old name any longer, with or without a warning, and the
+    changelog says what to write instead."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a shim that warns fails here too
+        with pytest.raises(error, match=match):
+            reach()
+    assert old in (ROOT / "docs" / "changelog.md").read_text(encoding="utf-8")

@@ -136,7 +136,7 @@ def bench_releases(name, mech_cls, data, data2):
     hidden = mcmc.has_nutpie
     for backend in ("nutpie", "pymc-nuts"):
         if backend == "pymc-nuts":
-            mcmc.has_nutpie = lambda: False  # PyMC's NUTS, as without the [fast] extra
+            mcmc.has_nutpie = lambda: False  # PyMC's NUTS, as without nutpie installed
         try:
             mech = mech_cls(S2, epsilon=EPSILON, center=NORTH, radius=RADIUS)
             for label, d, seed in (("cold, 1st data set", data, 1), ("warm, 2nd", data2, 2)):

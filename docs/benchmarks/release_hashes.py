@@ -24,6 +24,7 @@ import warnings
 import numpy as np
 
 import pymc_manidp as pmd
+from pymc_manidp.mcmc import MCMCSettings
 
 
 def _digest(obj) -> str:
@@ -189,9 +190,7 @@ def cases(mcmc=True):
                             data,
                             sampler="metropolis",
                             random_seed=12,
-                            draws=300,
-                            tune=300,
-                            chains=2,
+                            settings=MCMCSettings(draws=300, tune=300, chains=2),
                             skip_diagnostics=True,
                         ).value
                     )

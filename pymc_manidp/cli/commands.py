@@ -106,6 +106,15 @@ def release(args) -> int:
     from pymc_manidp.stats import reductions
 
     _refuse_ignored_options(args)
+    mcmc = {}
+    if args.sampler != "exact":
+        from pymc_manidp.mcmc.settings import MCMCSettings
+
+        # options not given (None) keep MCMCSettings' defaults, which live in one place;
+        # a bad value is refused here, before any file is read or ledger made
+        mcmc["settings"] = MCMCSettings().with_overrides(
+            **{k: getattr(args, k) for k in MCMC_OPTIONS}
+        )
     out = _check_out(args)
     if args.budget is not None:  # a FIFO, a device, a linked ledger: refused before any read
         from pymc_manidp.io.ledger import check_ledger_path
@@ -147,8 +156,6 @@ def release(args) -> int:
         mech = pmd.LaplaceMechanism(
             M, epsilon=args.epsilon, center=center, radius=args.radius, restrict=args.restrict
         )
-    # options not given are left to the release (None): the defaults live in one place
-    mcmc = {k: getattr(args, k) for k in MCMC_OPTIONS}
     budget = None
     if args.budget is not None:
         from pymc_manidp.io.ledger import open_ledger

@@ -20,8 +20,6 @@ mechanisms can use a polar (direction, log-radius) parametrization instead, see
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytensor.tensor as pt
 from pymc.logprob.transforms import Transform
@@ -56,8 +54,6 @@ class ChartTransform(Transform):
         Origin of the chart (a constant: the footpoint or the Fréchet mean).
     scale : float
         ``c = scale * u``; use the mechanism's ``sigma`` so ``u`` is of order one.
-    center : array, shape ``point_shape``, optional
-        Deprecated name of ``origin`` (a ``FutureWarning``); it will be removed.
 
     Examples
     --------
@@ -75,33 +71,12 @@ class ChartTransform(Transform):
 
     name = "chart"
 
-    def __init__(self, manifold, origin=None, scale: float | None = None, *, center=None):
-        if center is not None:  # the old name, deprecated: a chart has an origin
-            warnings.warn(
-                "ChartTransform(center=...) is renamed origin=...; center will be removed",
-                FutureWarning,
-                stacklevel=2,
-            )
-            if origin is not None:
-                raise TypeError("give the chart's origin once: origin=..., not also center=")
-            origin = center
-        if origin is None or scale is None:
-            raise TypeError("ChartTransform needs an origin (a point) and a scale > 0")
+    def __init__(self, manifold, origin, scale: float):
         self.manifold = manifold
         self.origin = manifold.validate(origin)
         self.scale = check_positive_real(scale, "scale")
         self.ndim_supp = len(manifold.point_shape)
         self._frame = manifold.chart_frame(self.origin)
-
-    @property
-    def center(self) -> np.ndarray:
-        """Deprecated name of the chart's ``origin`` (warns ``FutureWarning``)."""
-        warnings.warn(
-            "ChartTransform.center is renamed origin; center will be removed",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return self.origin
 
     def coords(self, u):
         """Chart coordinates ``c = s u``."""

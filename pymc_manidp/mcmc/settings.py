@@ -1,10 +1,11 @@
 """One value for the settings of an MCMC run, with one set of defaults.
 
-A release, :func:`~pymc_manidp.mcmc.sampling.sample` and
-:meth:`~pymc_manidp.mcmc.sampling.CompiledSampler.sample` all take an
-:class:`MCMCSettings`; the keyword arguments ``draws=``, ``tune=``, ``chains=`` they
-also accept only build one (:meth:`MCMCSettings.with_overrides`), so the defaults live
-here and nowhere else. This module imports no PyMC.
+A release takes only an :class:`MCMCSettings` (``settings=``);
+:func:`~pymc_manidp.mcmc.sampling.sample` and
+:meth:`~pymc_manidp.mcmc.sampling.CompiledSampler.sample` take one too, and the
+keyword arguments ``draws=``, ``tune=``, ``chains=`` they also accept only build one
+(:meth:`MCMCSettings.with_overrides`), so the defaults live here and nowhere else. This
+module imports no PyMC.
 """
 
 from __future__ import annotations

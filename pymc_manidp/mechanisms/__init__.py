@@ -31,33 +31,3 @@ __all__ = [
     "dp_event",
     "opendp_measurement",
 ]
-
-#: names the package exported before the laws got their own folder (issue 22): they
-#: still resolve, with a DeprecationWarning, for one release
-_MOVED_TO_LAWS = (
-    "KNG",
-    "ChartTransform",
-    "ManifoldLaplace",
-    "ManifoldUniform",
-    "NormalizedGaussian",
-    "PolarChart",
-    "kng_logp",
-    "laplace_log_normalizer",
-    "laplace_logp",
-)
-
-
-def __getattr__(name):
-    if name in _MOVED_TO_LAWS:
-        import importlib
-        import warnings
-
-        warnings.warn(
-            f"pymc_manidp.mechanisms.{name} moved to pymc_manidp.laws.{name} "
-            f"(pmd.{name} works too); the old path will be removed",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        # the laws sit below the mechanisms: this import points down
-        return getattr(importlib.import_module("pymc_manidp.laws"), name)
-    raise AttributeError(f"module 'pymc_manidp.mechanisms' has no attribute {name!r}")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import numpy as np
 
@@ -48,6 +48,8 @@ from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.geometry.capabilities import Projection
 from pymc_manidp.laws import exact
 from pymc_manidp.mcmc import MCMCSettings, SamplerCache
+from pymc_manidp.mechanisms import stacks
+from pymc_manidp.mechanisms.request import ReleaseRequest
 from pymc_manidp.privacy.budget import PrivacyBudget, budget_to_charge, current_budget
 from pymc_manidp.privacy.diagnostics import DiagnosticsError, check_run
 from pymc_manidp.privacy.release import (
@@ -66,15 +68,6 @@ from pymc_manidp.stats.sensitivity import calibrated_sigma
 __all__ = ["EXACT_SAMPLERS", "Mechanism", "available_samplers"]
 
 EXACT_SAMPLERS: tuple[str, ...] = ("exact",)
-
-_warned: set[str] = set()
-
-
-def _deprecated(old: str, message: str) -> None:
-    """Warn ``FutureWarning`` once per process for the deprecated name ``old``."""
-    if old not in _warned:
-        _warned.add(old)
-        warnings.warn(message, FutureWarning, stacklevel=3)
 
 
 def available_samplers(manifold) -> tuple[str, ...]:
@@ -129,9 +122,6 @@ class Mechanism:
         recorded) rather than an ambient value.
     release_notes : tuple of str
         The mechanism's own caveats, first in every Release's notes.
-    last_sampler_info : dict or None
-        Deprecated (warns ``FutureWarning``): the rejection statistics of the last
-        :meth:`sample`; ask ``sample(..., return_info=True)`` for them instead.
     """
 
     name = "mechanism"
@@ -151,23 +141,13 @@ class Mechanism:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "scale" in cls.__dict__ and "sigma" not in cls.__dict__:
-            # written for the old name: its scale(n) is its sigma(n), so that a release
-            # draws with the sigma the subclass means (a silently ignored override
-            # would release with another sigma than the one it claims)
-            warnings.warn(
-                f"{cls.__name__} overrides scale(n), which is renamed sigma(n): "
-                "override sigma instead; scale will be removed",
-                FutureWarning,
-                stacklevel=2,
+        if callable(cls.__dict__.get("scale")) and "sigma" not in cls.__dict__:
+            # sigma(n)'s name before 0.1.0 (docs/changelog.md): an override written for it
+            # would now be ignored, and the subclass release with another sigma than it means
+            raise TypeError(
+                f"{cls.__name__} overrides scale(n), which was renamed sigma(n) in 0.1.0: "
+                "override sigma(n) instead"
             )
-            old = cls.__dict__["scale"]
-
-            def sigma(self, n, _old=old):
-                return _old(self, n)
-
-            sigma._from_scale = True
-            cls.sigma = sigma
 
     # --- the privacy map --------------------------------------------------------------
     def sensitivity(self, n: int) -> float:  # pragma: no cover - abstract
@@ -220,17 +200,6 @@ class Mechanism:
         large or too small for floating point) or the law does not exist.
         """
         return self._sigma_of(self.sensitivity(n))
-
-    def scale(self, n: int) -> float:
-        """Deprecated alias of :meth:`sigma` (warns ``FutureWarning`` once)."""
-        _deprecated("scale", "Mechanism.scale(n) is renamed sigma(n); scale will be removed")
-        # the sigma below any subclass that still overrides scale (reached through its
-        # super().scale(n)); for every other mechanism simply its sigma(n)
-        for klass in type(self).__mro__:
-            own = klass.__dict__.get("sigma")
-            if own is not None and not getattr(own, "_from_scale", False):
-                return own(self, n)
-        raise AssertionError("Mechanism defines sigma")  # pragma: no cover
 
     def calibrate(self, n: int) -> Calibration:
         """``n``, Δ and σ of a release of ``n`` records, each computed once.
@@ -370,21 +339,9 @@ class Mechanism:
         data = self.domain.check(data, clip=clip)
         out = self.exact_draws(data, cal.sigma, math.prod(shape), rng)
         info = {"proposals": out.proposals, **out.info}
-        self._last_sampler_info = info  # only for the deprecated last_sampler_info
         points = np.asarray(out.points)
         points = points.reshape((*shape, *points.shape[1:]))
         return (points, info) if return_info else points
-
-    @property
-    def last_sampler_info(self) -> dict | None:
-        """Deprecated: the rejection statistics of the last :meth:`sample` (state on a
-        long-lived object); use ``sample(..., return_info=True)``."""
-        _deprecated(
-            "last_sampler_info",
-            "Mechanism.last_sampler_info is deprecated and will be removed: call "
-            "sample(..., return_info=True), which returns (draws, info)",
-        )
-        return self.__dict__.get("_last_sampler_info")
 
     def release(
         self,
@@ -393,9 +350,6 @@ class Mechanism:
         sampler="exact",
         random_seed=None,
         settings=None,
-        draws=None,
-        tune=None,
-        chains=None,
         clip=False,
         skip_diagnostics=False,
         estimate_delta=False,
@@ -409,8 +363,8 @@ class Mechanism:
         ``sampler="exact"`` (default): pure ε-DP, ``delta = 0``, the rejection
         statistics in ``Release.sampler_info``; ``"nuts"``/``"metropolis"``: MCMC,
         approximately DP (``delta=None``, see its notes). How long a run samples is
-        one :class:`~pymc_manidp.mcmc.MCMCSettings` (``settings``; ``draws``,
-        ``tune``, ``chains`` override its fields); the defaults are PyMC's (4 chains
+        one :class:`~pymc_manidp.mcmc.MCMCSettings` (``settings``, e.g.
+        ``MCMCSettings(draws=2000, chains=4)``); its defaults are PyMC's (4 chains
         of 1,000 tuning steps and 1,000 draws): thousands of effective draws for the
         gate on the built-in targets (docs/benchmarks.md). The released value is one
         post-tuning draw (inside the public ball when the law is restricted); more
@@ -454,7 +408,8 @@ class Mechanism:
             check_environment_once()
             # every premise is checked before any work on the data
             data = self.manifold.coerce(data)  # e.g. a SciPy Rotation, converted once here
-            if check_bool(project, "project") and not isinstance(self.manifold, Projection):
+            project = check_bool(project, "project")
+            if project and not isinstance(self.manifold, Projection):
                 raise ValueError(
                     f"project=True: {self.manifold} offers no projection (Rotations, Sphere and "
                     "SPD do); pass points of the manifold"
@@ -465,11 +420,11 @@ class Mechanism:
                     "(data.map_blocks(manifold.project)) and release that"
                 )
             is_mcmc = self._check_sampler(sampler)
-            if is_mcmc:
-                settings = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
+            settings = MCMCSettings.resolve(settings)  # type-checked for every sampler
             clip = check_bool(clip, "clip")
             skip_diagnostics = check_bool(skip_diagnostics, "skip_diagnostics")
-            if check_bool(estimate_delta, "estimate_delta") and not is_mcmc:  # issue 17
+            estimate_delta = check_bool(estimate_delta, "estimate_delta")
+            if estimate_delta and not is_mcmc:  # issue 17
                 raise ValueError(
                     "estimate_delta=True is for MCMC samplers: an exact release has delta = 0"
                 )
@@ -481,45 +436,51 @@ class Mechanism:
                     "sampler='exact', which reads it in passes and never gathers it"
                 )
             terms = self._charge_terms(budget, delta, is_mcmc, estimate_delta, sampler)
+            # the δ assumed for a charge (terms: budget, basis, δ charged) is noted
+            notes = () if delta is None else (_assumed_delta_note(terms[2]),)
             # n, σ, the law and the sampler's range are public: refused before any charge
-            cal = self.public_calibration(data, sampler)
+            request = ReleaseRequest(
+                sampler=sampler,
+                calibration=self.public_calibration(data, sampler),
+                rng=rng,
+                seed_policy=policy,
+                random_seed=random_seed,
+                settings=settings if is_mcmc else None,
+                clip=clip,
+                project=project,
+                skip_diagnostics=skip_diagnostics,
+                estimate_delta=estimate_delta,
+                progressbar=shown,
+                notes=notes,
+            )
             budget, charge = self._make_charge(terms, sampler)
         except BaseException:
             # refused before its charge: a ledger made for it is not left behind
             _refused(budget)
             raise
         if budget is None:
-            return self._release_checked(
-                data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=(), cal=cal, project=project, progressbar=shown,
-            )  # fmt: skip
-        notes = () if delta is None else (_assumed_delta_note(charge[1]),)
+            return self._release_checked(data, request)
         try:
-            rel = self._release_checked(
-                data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-                random_seed, notes=notes, cal=cal, project=project, progressbar=shown,
-            )  # fmt: skip
+            rel = self._release_checked(data, request)
         except BaseException as err:
             budget.fail(charge[0], err)
             raise
         budget.settle(charge[0], rel)
         return rel
 
-    def _release_checked(
-        self, data, sampler, rng, policy, settings, clip, skip_diagnostics, estimate_delta,
-        random_seed, notes, cal, project=False, progressbar=False,
-    ) -> Release:  # fmt: skip
-        """The release path after its premises are checked (and any charge is made);
-        ``cal`` is :meth:`public_calibration`'s, computed once; ``progressbar`` a bool."""
-        is_mcmc = sampler not in EXACT_SAMPLERS
-        if progressbar and reductions.is_dask(data):  # a bar per pass over the data
+    def _release_checked(self, data, request: ReleaseRequest) -> Release:
+        """The release path after its premises are checked (and any charge is made):
+        ``request`` holds the checked arguments and the calibration computed once."""
+        if request.progressbar and reductions.is_dask(data):  # a bar per pass over the data
             with reductions.progress():
-                return self._release_checked(
-                    data, sampler, rng, policy, settings, clip, skip_diagnostics,
-                    estimate_delta, random_seed, notes, cal, project=project,
-                )  # fmt: skip
+                return self._release_steps(data, request)
+        return self._release_steps(data, request)
+
+    def _release_steps(self, data, request: ReleaseRequest) -> Release:
+        """Steps 1 to 5 of the release path (the module's docstring) for ``request``."""
+        cal = request.calibration
         projection = None
-        if project:
+        if request.project:
             # each record is moved on its own, by a map fixed in advance (like clip): two
             # data sets that differ in one record still differ in one record after it, so
             # the sensitivity, and the guarantee, hold for the projected data unchanged
@@ -531,36 +492,35 @@ class Mechanism:
                 "records_moved": int(np.count_nonzero(moved)),
                 "max_distance": float(np.max(moved, initial=0.0)),
             }
-        data = self.domain.check(data, clip=clip)
+        data = self.domain.check(data, clip=request.clip)
         if reductions.n_rows(data) != cal.n:  # the data changed since the charge
             raise ValueError(
                 f"the data changed while being released: n was {cal.n} when the release "
                 f"was calibrated and charged, {reductions.n_rows(data)} when checked"
             )
-        opt_outs = ("clip",) * clip + ("project",) * bool(project)
-        fields = {"seed_policy": policy, "opt_outs": opt_outs, "notes": notes}
+        opt_outs = ("clip",) * request.clip + ("project",) * request.project
+        fields = {"seed_policy": request.seed_policy, "opt_outs": opt_outs, "notes": request.notes}
         # how far the records moved depends on the data: for the curator only
         extra = {} if projection is None else {"projection": projection}
-        if not is_mcmc:
-            out = self.exact_draws(data, cal.sigma, 1, rng)
+        if not request.is_mcmc:
+            out = self.exact_draws(data, cal.sigma, 1, request.rng)
             # the rejection statistics depend on the data: for the curator only
             info = {"proposals": out.proposals, **out.info, **extra}
             return self._record(out.points[0], cal, "exact", sampler_info=info, **fields)
         # one pass over the data per leapfrog step: refuse runs that would take hours
-        mcmc.check_mcmc_budget(self.manifold, cal.n, settings)
+        mcmc.check_mcmc_budget(self.manifold, cal.n, request.settings)
         mode, inputs = self.mcmc_inputs(data)
-        idata, info = self._run_mcmc(
-            cal, mode, inputs, sampler, settings, rng, skip_diagnostics, progressbar
-        )
+        idata, info = self._run_mcmc(request, mode, inputs)
         info = {**info, **extra}
         if "failed_checks" in info:
             fields["opt_outs"] = (*fields["opt_outs"], "skip_diagnostics")
-        value = self._pick_draw(idata, rng)
-        if estimate_delta:  # issue 17: the value comes from the chain whose delta is estimated
-            value, fields["delta_estimate"] = self._coupled_draw(
-                mode, cal.sigma, inputs, sampler, settings, random_seed
-            )
-        return self._record(value, cal, sampler, diagnostics=idata, sampler_info=info, **fields)
+        value = self._pick_draw(idata, request.rng)
+        # issue 17: with estimate_delta, the value comes from the chain whose delta is estimated
+        if request.estimate_delta:
+            value, fields["delta_estimate"] = self._coupled_draw(request, mode, inputs)
+        return self._record(
+            value, cal, request.sampler, diagnostics=idata, sampler_info=info, **fields
+        )
 
     def release_many(
         self, datasets, *, random_seed=None, clip=False, budget=None, progressbar=None
@@ -657,7 +617,7 @@ class Mechanism:
             check_environment_once()
             self._check_sampler("exact")
             clip = check_bool(clip, "clip")
-            groups, total = self._dataset_groups(datasets)
+            groups, total = stacks.dataset_groups(self, datasets)
             if isinstance(random_seed, (list, tuple)):
                 if len(random_seed) != total:
                     raise ValueError(
@@ -689,143 +649,22 @@ class Mechanism:
                 raise
         try:
             with progress_bar(f"{self.name}: release_many", total, progressbar) as advance:
-                made = self._release_groups(groups, total, rng, policy, clip, cals, advance)
+                made = stacks.release_groups(self, groups, total, rng, policy, clip, cals, advance)
         except BaseException as err:  # an interrupt, or a bug: nothing is returned
             for index in charges:
                 budget.fail(index, err)
             raise
         for index, rec in zip(charges, made, strict=False):  # none without a budget
-            if isinstance(rec, _Failed):
+            if isinstance(rec, stacks.Failed):
                 budget.fail(index, rec.error)
             else:
                 budget.settle(index, rec)
         records = Releases(
-            FailedRelease.of(j, rec.n, rec.error) if isinstance(rec, _Failed) else rec
+            FailedRelease.of(j, rec.n, rec.error) if isinstance(rec, stacks.Failed) else rec
             for j, rec in enumerate(made)
         )
         if records.failed:  # never silent: the table holds each reason
             warnings.warn(f"release_many: {records.summary()}", UserWarning, stacklevel=2)
-        return records
-
-    def _dataset_groups(self, datasets):
-        """``([(positions, stack), ...], R)``: the data sets grouped by size, unchecked."""
-        shape = tuple(self.manifold.point_shape)
-        if reductions.is_dask(datasets) or (
-            isinstance(datasets, (list, tuple)) and any(reductions.is_dask(d) for d in datasets)
-        ):
-            raise ValueError(
-                "release_many takes data sets in memory: release a Dask array with "
-                "release(), which reads it in passes"
-            )
-        if isinstance(datasets, (list, tuple)):
-            if not datasets:
-                raise ValueError("datasets is empty: nothing to release")
-            arrays = [np.asarray(self.manifold.coerce(d)) for d in datasets]
-            for j, a in enumerate(arrays):
-                if a.ndim != len(shape) + 1 or a.shape[1:] != shape:
-                    raise ValueError(
-                        f"data set {j} must have shape (n, {', '.join(map(str, shape))}), "
-                        f"got {a.shape}"
-                    )
-            sizes = sorted({len(a) for a in arrays})
-            groups = []
-            for n in sizes:
-                pos = [j for j, a in enumerate(arrays) if len(a) == n]
-                groups.append((np.array(pos), np.stack([arrays[j] for j in pos])))
-            return groups, len(arrays)
-        stack = np.asarray(self.manifold.coerce(datasets))
-        if stack.ndim != len(shape) + 2 or stack.shape[2:] != shape:
-            raise ValueError(
-                f"datasets must be a stack (R, n, {', '.join(map(str, shape))}) or a list of "
-                f"data sets (n, {', '.join(map(str, shape))}), got an array of shape "
-                f"{stack.shape}"
-            )
-        if len(stack) == 0:
-            raise ValueError("datasets is empty: nothing to release")
-        return [(np.arange(len(stack)), stack)], len(stack)
-
-    def _checked_stack(self, positions, stack, clip, records):
-        """The stack's records checked against the public ball in one pass, end to end.
-
-        Returns ``(kept, flat)``: the indices (into ``stack``) of the data sets that
-        pass, and their checked records ``(len(kept) * n, *point_shape)``. A data set
-        that fails gets its :class:`FailedRelease` in ``records`` (at its position
-        in the call), its message naming it."""
-        shape = tuple(self.manifold.point_shape)
-        R, n = stack.shape[:2]
-        try:
-            return np.arange(R), self.domain.check(stack.reshape((R * n, *shape)), clip=clip)
-        except (ValueError, TypeError):
-            pass
-        kept = []
-        for j, data in enumerate(stack):  # which data sets fail, each named
-            try:
-                self.domain.check(data, clip=clip)
-                kept.append(j)
-            except (ValueError, TypeError) as err:
-                where = int(positions[j])
-                records[where] = _Failed(type(err)(f"data set {where} of release_many: {err}"), n)
-        kept = np.array(kept, dtype=int)
-        # the others checked again as one stack: the records a call without them checks
-        return kept, self.domain.check(stack[kept].reshape((len(kept) * n, *shape)), clip=clip)
-
-    def _draw_stack(self, data, n, sigma, source):
-        """:meth:`exact_draws_stack`, the values validated: ``[(point, info) or error]``
-        per data set. When the stacked draw fails, the random sources are rewound and
-        each data set is drawn alone, so that one failing data set fails alone (with
-        a seed per data set, the others' values are those of the stacked draw, up to
-        rounding)."""
-        sources = source if isinstance(source, list) else [source]
-        states = [s.bit_generator.state for s in sources]
-        try:
-            points, infos = self.exact_draws_stack(data, n, sigma, source)
-            if self.value_on_manifold:  # validated as one array, not value by value
-                points = self.manifold.validate(points)
-            return list(zip(points, infos, strict=True))
-        except Exception as err:
-            if len(data) == n:
-                return [err]
-        for s, state in zip(sources, states, strict=True):
-            s.bit_generator.state = state
-        out = []
-        for k, start in enumerate(range(0, len(data), n)):
-            one = [source[k]] if isinstance(source, list) else source
-            out.extend(self._draw_stack(data[start : start + n], n, sigma, one))
-        return out
-
-    def _release_groups(self, groups, total, rng, policy, clip, cals, advance) -> list:
-        """Check every group, then draw each with its calibration (``cals[n]``, computed
-        before the charge): the Releases in input order, a ``_Failed`` for each data
-        set that failed."""
-        records: list = [None] * total
-        per_set = isinstance(rng, list)  # one random source per data set
-        fields = {"opt_outs": ("clip",) if clip else (), "notes": ()}
-        for positions, stack in groups:
-            n = stack.shape[1]
-            kept, data = self._checked_stack(positions, stack, clip, records)
-            advance(len(positions) - len(kept))
-            if not len(kept):
-                continue
-            pos = positions[kept]
-            cal = cals[n]  # once per n: the same public numbers for each
-            source = [rng[j] for j in pos] if per_set else rng
-            for j, drawn in zip(pos, self._draw_stack(data, n, cal.sigma, source), strict=True):
-                j = int(j)
-                try:
-                    if isinstance(drawn, Exception):
-                        raise drawn
-                    records[j] = self._record(
-                        drawn[0],
-                        cal,
-                        "exact",
-                        sampler_info=drawn[1],
-                        validated=True,
-                        seed_policy=policy[j] if per_set else policy,
-                        **fields,
-                    )
-                except Exception as err:
-                    records[j] = _Failed(err, n)
-            advance(len(pos))
         return records
 
     def _charge(self, budget, delta, is_mcmc, estimate_delta, sampler):
@@ -901,33 +740,32 @@ class Mechanism:
             raise ValueError(f"unknown sampler {sampler!r}; available: {', '.join(available)}")
         return sampler not in EXACT_SAMPLERS
 
-    def _run_mcmc(
-        self, cal, mode, inputs, sampler, settings, rng, skip_diagnostics, progressbar=False
-    ):
+    def _run_mcmc(self, request: ReleaseRequest, mode, inputs):
         """Sample the polar model at ``mode`` (compiled once per ``n``), gate the run.
 
         Returns the run (ArviZ ``DataTree``) and the Release's ``sampler_info``.
         """
+        cal, sampler, settings = request.calibration, request.sampler, request.settings
         backend = mcmc.sampler_backend(sampler, settings.backend)
         compiled = self.mcmc_cache.find(cal.n, sampler, backend)
         if compiled is None:
             # the first release of n points: compiling can take longer than sampling
             with progress_status(
                 f"compiling the {sampler} model of {self.name} for n = {cal.n} (once per n)",
-                progressbar,
+                request.progressbar,
             ):
                 model = self._polar_model(mode, cal.sigma, inputs)
                 compiled = self.mcmc_cache.add(
                     cal.n, mcmc.CompiledSampler(model, sampler, backend=backend)
                 )
-        seed = int(rng.integers(2**31 - 1))
+        seed = int(request.rng.integers(2**31 - 1))
         values = mcmc.polar_data(self.manifold, mode, cal.sigma, inputs)
-        idata = compiled.sample(values, settings, random_seed=seed, progressbar=progressbar)
+        idata = compiled.sample(values, settings, random_seed=seed, progressbar=request.progressbar)
         report = check_run(idata)
         # which NUTS implementation drew the run (nutpie or PyMC's): not data-dependent
         info = {"backend": compiled.backend}
         if not report.passed:
-            if not skip_diagnostics:
+            if not request.skip_diagnostics:
                 raise DiagnosticsError(
                     "the MCMC run failed its convergence checks, so nothing is released: "
                     + "; ".join(report.failures)
@@ -955,7 +793,7 @@ class Mechanism:
                 )
         return flat[rng.choice(candidates)]
 
-    def _coupled_draw(self, mode, sigma, inputs, sampler, settings, random_seed):
+    def _coupled_draw(self, request: ReleaseRequest, mode, inputs):
         """The value at time ``tune`` of a fixed coupled kernel and its δ̂ record.
 
         The kernel samples a fresh model of the same data (the cached compiled one
@@ -964,13 +802,13 @@ class Mechanism:
         """
         from pymc_manidp.privacy.coupling import coupled_release
 
-        rng, _ = resolve_rng(random_seed)
+        rng, _ = resolve_rng(request.random_seed)
         rng = np.random.default_rng([int(rng.integers(2**63 - 1)), 17])  # apart from the run's
         value, record = coupled_release(
-            self._polar_model(mode, sigma, inputs),
+            self._polar_model(mode, request.calibration.sigma, inputs),
             epsilon=self.epsilon,
-            t=max(settings.tune, 1),
-            kernel="hmc" if sampler == "nuts" else "rwmh",
+            t=max(request.settings.tune, 1),
+            kernel="hmc" if request.sampler == "nuts" else "rwmh",
             domain=self.domain if self.restricted else None,
             random_seed=rng,
         )
@@ -1003,13 +841,6 @@ def _refused(budget) -> None:
         budget = current_budget()
     if isinstance(budget, PrivacyBudget):
         budget.refused()
-
-
-class _Failed(NamedTuple):
-    """A data set of ``release_many`` whose release raised ``error`` (``n`` records)."""
-
-    error: Exception
-    n: int
 
 
 def _assumed_delta_note(delta: float) -> str:

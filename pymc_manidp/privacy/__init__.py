@@ -3,9 +3,7 @@ diagnostics gate, the privacy audits and the L-lag coupling estimate of an MCMC
 release's delta.
 
 The coupling estimate runs chains of the MCMC layer (:mod:`pymc_manidp.mcmc`), loaded on
-first use: importing this package loads no PyMC. ``HMC``, ``RWMH``, ``BatchTarget`` and
-``meeting_times``, once exported here, are now :mod:`pymc_manidp.mcmc`'s; the old names
-still work for one release, with a ``DeprecationWarning``.
+first use: importing this package loads no PyMC.
 """
 
 from pymc_manidp.privacy import coupling as _coupling
@@ -82,8 +80,6 @@ def __getattr__(name):
     if name in _FROM_COUPLING:
         value = globals()[name] = getattr(_coupling, name)  # later look-ups skip this
         return value
-    if name in _coupling.MOVED_TO_MCMC:
-        return _coupling.moved_to_mcmc(name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

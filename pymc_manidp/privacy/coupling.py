@@ -51,15 +51,13 @@ The chains themselves — the batched target of any ``pm.Model``, the kernels ``
 ``HMC`` with their coupled steps, the initial law, the meeting times of L-lag pairs and
 the chains run to time ``t`` — are the MCMC layer's (:mod:`pymc_manidp.mcmc.kernels`).
 They load on first use, so that the rest of the privacy layer (the ``Release`` record,
-the audits) runs without PyMC. Their old names here and in :mod:`pymc_manidp.privacy`
-still work for one release, with a ``DeprecationWarning``.
+the audits) runs without PyMC.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,7 +67,7 @@ from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.rng import as_generator
 
 #: Names of :mod:`pymc_manidp.mcmc.kernels` that belong to this module's interface too,
-#: served on first use (``__getattr__``) like the moved names below, without a warning.
+#: served on first use (``__getattr__``).
 _FROM_KERNELS = ("CouplingError",)
 
 __all__ = sorted(
@@ -86,21 +84,6 @@ __all__ = sorted(
     ]
 )
 
-#: The names that moved to :mod:`pymc_manidp.mcmc.kernels` (served here, and by
-#: :mod:`pymc_manidp.privacy`, with a ``DeprecationWarning`` for one release).
-MOVED_TO_MCMC = frozenset(
-    {
-        "HMC",
-        "RWMH",
-        "BatchTarget",
-        "draw_chain",
-        "initial_law",
-        "meeting_times",
-        "reflection_maximal",
-        "tune_kernel",
-    }
-)
-
 
 def _kernels():
     """``pymc_manidp.mcmc.kernels``, imported on first use (the mcmc package loads PyMC)."""
@@ -109,37 +92,11 @@ def _kernels():
     return kernels
 
 
-def moved_to_mcmc(name, where):
-    """The object ``name`` of :mod:`pymc_manidp.mcmc.kernels`, with a ``DeprecationWarning``.
-
-    Parameters
-    ----------
-    name : str
-        One of ``MOVED_TO_MCMC``.
-    where : str
-        The module the caller reached it through (``"pymc_manidp.privacy"``).
-
-    Returns
-    -------
-    object
-        The class or function itself.
-    """
-    warnings.warn(
-        f"{where}.{name} has moved to pymc_manidp.mcmc: import it from there "
-        f"(from pymc_manidp.mcmc import {name}); the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=3,  # the line that read the attribute, past the module's __getattr__
-    )
-    return getattr(_kernels(), name)
-
-
 def __getattr__(name):
     # CouplingError is raised by the kernels' meeting_times: one class, defined there
     if name in _FROM_KERNELS:
         value = globals()[name] = getattr(_kernels(), name)  # later look-ups skip this
         return value
-    if name in MOVED_TO_MCMC:
-        return moved_to_mcmc(name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -21,9 +21,6 @@ from pymc_manidp.stats.sensitivity import (
     median_gradient_sensitivity,
 )
 
-# a deprecated alias of calibrated_sigma (it warns): still importable, no longer listed
-from pymc_manidp.stats.sensitivity import rate as rate
-
 __all__ = [
     "ConvergenceWarning",
     "DataDomain",

@@ -24,7 +24,6 @@ ball (2021, Thm 3) and KNG always make it depend on the footpoint.
 from __future__ import annotations
 
 import math
-import warnings
 from fractions import Fraction
 from functools import cache
 
@@ -42,7 +41,6 @@ __all__ = [
     "kng_sensitivity",
     "laplace_sensitivity",
     "median_gradient_sensitivity",
-    "rate",
 ]
 
 
@@ -284,25 +282,6 @@ def calibrated_sigma(
         while Fraction(sigma) < target:
             sigma = math.nextafter(sigma, math.inf)
     return sigma
-
-
-_warned: set[str] = set()
-
-
-def rate(delta: float, epsilon: float, *, footpoint_free_normalizer: bool = False) -> float:
-    """Deprecated alias of :func:`calibrated_sigma` (σ is a scale, not a rate).
-
-    Warns ``FutureWarning`` once per process and returns the same value.
-    """
-    if "rate" not in _warned:
-        _warned.add("rate")
-        warnings.warn(
-            "stats.sensitivity.rate(delta, epsilon) is renamed calibrated_sigma(sensitivity, "
-            "epsilon): sigma is a scale, not a rate; rate will be removed",
-            FutureWarning,
-            stacklevel=2,
-        )
-    return calibrated_sigma(delta, epsilon, footpoint_free_normalizer=footpoint_free_normalizer)
 
 
 def ambient_radius_spd(r: float) -> float:

@@ -318,7 +318,12 @@ def test_nuts_mechanism_releases(kind, data):
     lands where the law puts its mass: within 10 sigma of the Fréchet mean (the law's
     distance has mean about 2 sigma)."""
     mech = MECHS[kind](R2)
-    rel = mech.release(data, sampler="nuts", draws=800, tune=300, chains=2, random_seed=3)
+    rel = mech.release(
+        data,
+        sampler="nuts",
+        settings=pmd.MCMCSettings(draws=800, tune=300, chains=2),
+        random_seed=3,
+    )
     assert rel.sampler == "nuts" and rel.delta is None
     value = R2.validate(rel.value)
     mean = pmd.frechet_mean(R2, data).mean

@@ -189,28 +189,6 @@ def test_kng_with_identical_data_is_laplace_in_the_polar_chart(name):
     assert pvalue > ALPHA, (name, stat, pvalue, ess)
 
 
-def test_chart_transform_center_keyword_is_deprecated_and_means_the_origin():
-    """``center=`` was the old name of the chart's origin (a private point in a release):
-    it still works for one release, warns, and gives the same chart."""
-    S = pmd.Sphere(dim=2)
-    new = ChartTransform(S, origin=[0.0, 0.6, 0.8], scale=0.2)
-    with pytest.warns(FutureWarning, match="renamed origin"):
-        old = ChartTransform(S, center=[0.0, 0.6, 0.8], scale=0.2)
-    u = pt.as_tensor(np.array([1.0, -2.0]))
-    np.testing.assert_allclose(old.backward(u).eval(), new.backward(u).eval())
-    with pytest.raises(TypeError, match="origin"):
-        ChartTransform(S, scale=0.2)
-
-
-def test_chart_transform_old_attribute_and_both_names():
-    S = pmd.Sphere(dim=2)
-    t = ChartTransform(S, origin=[0.0, 0.6, 0.8], scale=0.2)
-    with pytest.warns(FutureWarning, match="renamed origin"):
-        np.testing.assert_array_equal(t.center, t.origin)
-    with pytest.raises(TypeError, match="once"), pytest.warns(FutureWarning):
-        ChartTransform(S, origin=[0.0, 0.6, 0.8], scale=0.2, center=[0.0, 0.0, 1.0])
-
-
 def _chart_origins():
     from pymc_manidp.geometry.hyperbolic import from_poincare
 

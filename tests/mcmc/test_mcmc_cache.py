@@ -103,16 +103,17 @@ def test_second_release_samples_the_second_data_sets_law(backend):
     mech.release(
         D1,
         sampler="nuts",
-        settings=inproc,
-        draws=50,
-        tune=50,
+        settings=inproc.with_overrides(draws=50, tune=50),
         random_seed=1,
         skip_diagnostics=True,
     )
     compiled = mech.mcmc_cache.find(50, "nuts", backend)
     assert compiled.backend == backend
     rel = mech.release(
-        D2, sampler="nuts", settings=inproc, draws=2000, tune=1000, chains=2, random_seed=2
+        D2,
+        sampler="nuts",
+        settings=inproc.with_overrides(draws=2000, tune=1000, chains=2),
+        random_seed=2,
     )
     assert mech.mcmc_cache.keys() == [(50, "nuts", backend)]
     assert mech.mcmc_cache.find(50, "nuts", backend) is compiled
@@ -132,10 +133,7 @@ def test_cache_is_per_mechanism_and_keyed_on_n_and_sampler():
     other = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
     kw = dict(
         sampler="metropolis",
-        settings=mcmc.MCMCSettings(cores=1),
-        draws=30,
-        tune=30,
-        chains=2,
+        settings=mcmc.MCMCSettings(draws=30, tune=30, chains=2, cores=1),
         skip_diagnostics=True,
     )
     mech.release(D1, random_seed=1, **kw)
@@ -197,12 +195,7 @@ def test_backend_choice_and_record(monkeypatch):
     monkeypatch.delenv(mcmc.BACKEND_ENV)
     mech = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
     rel = mech.release(
-        D1,
-        sampler="nuts",
-        settings=mcmc.MCMCSettings(cores=1),
-        random_seed=3,
-        draws=300,
-        tune=300,
+        D1, sampler="nuts", settings=mcmc.MCMCSettings(draws=300, tune=300, cores=1), random_seed=3
     )
     assert rel.diagnostics.posterior.attrs["sampler_backend"] == "pymc-nuts"
     assert rel.diagnostics.attrs["sampler_backend"] == "pymc-nuts"
@@ -222,8 +215,9 @@ def test_cores_reaches_pymc_sample_and_is_checked(monkeypatch):
 
     monkeypatch.setattr(pm, "sample", spy)
     mech = pmd.LaplaceMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
-    kw = dict(sampler="metropolis", draws=20, tune=20, chains=2, skip_diagnostics=True)
-    a = mech.release(D1, settings=mcmc.MCMCSettings(cores=1), random_seed=4, **kw)
+    short = mcmc.MCMCSettings(draws=20, tune=20, chains=2)
+    kw = dict(sampler="metropolis", skip_diagnostics=True)
+    a = mech.release(D1, settings=short.with_overrides(cores=1), random_seed=4, **kw)
     assert seen == [1]
     with pytest.raises(ValueError, match="cores must be an integer >= 1"):
         mcmc.MCMCSettings(cores=0)
@@ -231,6 +225,6 @@ def test_cores_reaches_pymc_sample_and_is_checked(monkeypatch):
         mcmc.MCMCSettings(cores=True)
     with pytest.raises(TypeError, match="cores must be an integer"):
         mcmc.MCMCSettings(cores=1.5)
-    b = mech.release(D1, random_seed=4, **kw)  # None: PyMC's default, not passed
+    b = mech.release(D1, settings=short, random_seed=4, **kw)  # None: PyMC's default
     assert seen == [1, "absent"]
     np.testing.assert_array_equal(a.value, b.value)  # one seed, one release

@@ -48,11 +48,8 @@ def released():
     return MECH.release(
         DATA,
         sampler="metropolis",
-        settings=INPROC,
+        settings=INPROC.with_overrides(draws=12_000, tune=1500, chains=2),
         random_seed=1,
-        draws=12_000,
-        tune=1500,
-        chains=2,
     )
 
 
@@ -100,11 +97,8 @@ def test_gate_refuses_a_short_metropolis_run():
         MECH.release(
             DATA,
             sampler="metropolis",
-            settings=INPROC,
+            settings=INPROC.with_overrides(draws=50, tune=50, chains=2),
             random_seed=2,
-            draws=50,
-            tune=50,
-            chains=2,
         )
 
 
@@ -112,11 +106,8 @@ def test_gate_opt_out_is_recorded():
     rel = MECH.release(
         DATA,
         sampler="metropolis",
-        settings=INPROC,
+        settings=INPROC.with_overrides(draws=50, tune=50, chains=2),
         random_seed=2,
-        draws=50,
-        tune=50,
-        chains=2,
         skip_diagnostics=True,
     )
     assert rel.opt_outs == ("skip_diagnostics",)  # the name only: no data-dependent numbers

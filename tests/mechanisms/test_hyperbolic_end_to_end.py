@@ -404,7 +404,12 @@ def test_nuts_mechanism_releases_are_gated(kind):
     where the law puts its mass."""
     mech = MECHS[kind]()
     data = _data(40, 8)
-    rel = mech.release(data, sampler="nuts", draws=800, tune=300, chains=2, random_seed=3)
+    rel = mech.release(
+        data,
+        sampler="nuts",
+        settings=pmd.MCMCSettings(draws=800, tune=300, chains=2),
+        random_seed=3,
+    )
     assert rel.sampler == "nuts" and rel.delta is None
     mean = pmd.frechet_mean(H2, data).mean
     assert _acosh_dist(mean, H2.validate(rel.value)) < 15 * mech.sigma(40)

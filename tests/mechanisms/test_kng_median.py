@@ -224,7 +224,9 @@ def test_nuts_median_release_is_gated_and_its_delta_estimated():
     assert 0.0 <= rel.delta_estimate["delta_hat"] <= 1.0
     assert rel.delta_estimate["inside_fraction"] == 1.0
     with pytest.raises(pmd.DiagnosticsError, match="nothing is released"):
-        mech.release(data, sampler="nuts", draws=20, tune=20, random_seed=3)
+        mech.release(
+            data, sampler="nuts", settings=pmd.MCMCSettings(draws=20, tune=20), random_seed=3
+        )
 
 
 def test_quadrature_audit_passes_the_median_and_catches_half_sigma():

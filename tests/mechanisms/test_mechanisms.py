@@ -77,10 +77,8 @@ def test_bad_input_is_rejected_before_sampling():
     mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
     with pytest.raises(ValueError, match="available: exact, nuts, metropolis"):
         mech.release(data, sampler="gibbs")
-    with pytest.raises(TypeError, match="draws must be an integer"):
-        mech.release(data, sampler="nuts", draws=10.5)
-    with pytest.raises(ValueError, match="chains must be an integer >= 2"):
-        mech.release(data, sampler="nuts", chains=1)
+    with pytest.raises(TypeError, match="settings must be an MCMCSettings"):
+        mech.release(data, sampler="nuts", settings={"chains": 1})
     with pytest.raises(ValueError, match="trailing shape"):
         mech.release(np.zeros((30, 2, 2)))  # SPD-shaped data given to a sphere mechanism
     with pytest.raises(pmd.DomainError, match="outside the public ball"):
@@ -97,9 +95,15 @@ def test_diagnostics_gate_refuses_a_short_run_and_records_the_opt_out():
     data = _cap(50)
     mech = pmd.KNGMechanism(S2, epsilon=1.0, center=NORTH, radius=R8)
     with pytest.raises(pmd.DiagnosticsError, match=r"nothing is released.*ESS"):
-        mech.release(data, sampler="nuts", draws=20, tune=20, random_seed=3)
+        mech.release(
+            data, sampler="nuts", settings=pmd.MCMCSettings(draws=20, tune=20), random_seed=3
+        )
     rel = mech.release(
-        data, sampler="nuts", draws=20, tune=20, random_seed=3, skip_diagnostics=True
+        data,
+        sampler="nuts",
+        settings=pmd.MCMCSettings(draws=20, tune=20),
+        random_seed=3,
+        skip_diagnostics=True,
     )
     # published: only the fact of the opt-out; the failed checks (R-hat, ESS: numbers
     # that depend on the data) stay with the curator

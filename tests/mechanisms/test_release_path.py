@@ -12,6 +12,7 @@ of each fails if any layer recomputes them. Also here: the deprecated names
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 
@@ -72,7 +73,8 @@ def test_one_mean_one_sensitivity_one_sigma_per_release(kind, counts):
     assert rel.calibration == mech.calibrate(40)
     counts.update(frechet_mean=0, sensitivity=0, sigma=0)
     # a NUTS release that compiles its model, then one that reuses it (other data)
-    kw = dict(sampler="nuts", draws=50, tune=50, chains=2, skip_diagnostics=True)
+    short = mcmc.MCMCSettings(draws=50, tune=50, chains=2)
+    kw = dict(sampler="nuts", settings=short, skip_diagnostics=True)
     mech.release(DATA, random_seed=2, **kw)
     assert counts == {"frechet_mean": 1, "sensitivity": 1, "sigma": 1}, "NUTS, compiling"
     counts.update(frechet_mean=0, sensitivity=0, sigma=0)
@@ -92,66 +94,18 @@ def test_the_chains_start_one_sigma_from_the_mode(kind):
     assert S2.dist(mean, point) == pytest.approx(mech.sigma(40), rel=1e-6)
 
 
-# --- deprecated names ---------------------------------------------------------------------
-def test_scale_is_a_deprecated_alias_of_sigma(monkeypatch):
-    monkeypatch.setattr(base, "_warned", set())
-    kng, lap = MECHS["kng"](), MECHS["laplace"]()
-    with pytest.warns(FutureWarning, match=r"renamed sigma\(n\)"):
-        old = kng.scale(40)
-    assert old == kng.sigma(40) == kng.calibrate(40).sigma
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # once per process: the second call is silent
-        assert lap.scale(40) == lap.sigma(40)
-
-
-def test_sample_returns_its_rejection_statistics_and_last_sampler_info_is_deprecated(
-    monkeypatch,
-):
+def test_sample_returns_its_rejection_statistics():
     """Issue 37: the statistics come back with the draws, not as state on the
-    long-lived mechanism; the old attribute still answers for one release, warning."""
-    monkeypatch.setattr(base, "_warned", set())
+    long-lived mechanism."""
     kng = MECHS["kng"]()
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new way warns nothing
+        warnings.simplefilter("error")
         draws, info = kng.sample(DATA, 6, random_seed=3, return_info=True)
     np.testing.assert_array_equal(draws, kng.sample(DATA, 6, random_seed=3))
     assert info["proposals"] >= 6 and 0 < info["acceptance_rate"] <= 1
     with pytest.raises(TypeError, match="return_info must be True or False"):
         kng.sample(DATA, 6, random_seed=3, return_info="yes")
-    with pytest.warns(FutureWarning, match=r"return_info=True"):
-        assert kng.last_sampler_info == info
-    assert MECHS["laplace"]().__dict__.get("_last_sampler_info") is None
-
-
-def test_a_subclass_overriding_scale_still_sets_the_released_sigma(monkeypatch):
-    """Old code that overrides scale(n) (e.g. a deliberately broken variant for an
-    audit) warns when defined and keeps its meaning: release, sample and logp use it.
-    A silently ignored override would release with another σ than the one it claims."""
-    with pytest.warns(FutureWarning, match="override sigma instead"):
-
-        class Half(pmd.KNGMechanism):
-            def scale(self, n):
-                return super().scale(n) / 2
-
-    with pytest.warns(FutureWarning, match="override sigma instead"):
-
-        class Quarter(Half):
-            def scale(self, n):
-                return super().scale(n) / 2
-
-    good = MECHS["kng"]()
-    half = Half(S2, epsilon=1.0, center=NORTH, radius=R8)
-    quarter = Quarter(S2, epsilon=1.0, center=NORTH, radius=R8)
-    full = good.sigma(40)
-    monkeypatch.setattr(base, "_warned", set())  # the alias warns once per process: here
-    with pytest.warns(FutureWarning, match=r"Mechanism.scale\(n\) is renamed sigma\(n\)"):
-        assert half.sigma(40) == pytest.approx(full / 2)  # its super().scale(n)
-    assert quarter.sigma(40) == pytest.approx(full / 4)
-    assert half.release(DATA, random_seed=0).sigma == pytest.approx(full / 2)
-    assert quarter.calibrate(40).sigma == pytest.approx(full / 4)
-    # the unnormalized log-density scales with 1/sigma
-    x = DATA[:3]
-    np.testing.assert_allclose(half.logp(x, DATA), 2 * good.logp(x, DATA), rtol=1e-12)
+    assert not any("info" in key for key in vars(kng))  # nothing kept on the object
 
 
 def test_a_subclass_overriding_sigma_sets_the_released_sigma():
@@ -186,13 +140,12 @@ def test_mcmc_settings_have_one_set_of_defaults_and_are_checked():
         MECHS["kng"]().release(DATA, sampler="nuts", settings={"draws": 10})
 
 
-def test_release_keywords_and_settings_reach_the_run():
+def test_the_settings_reach_the_run_and_are_its_only_length():
     mech = MECHS["laplace"]()
     rel = mech.release(
         DATA,
         sampler="nuts",
-        settings=mcmc.MCMCSettings(draws=30, tune=20, chains=3),
-        draws=40,  # a keyword overrides the settings' field
+        settings=mcmc.MCMCSettings(draws=40, tune=20, chains=3),
         random_seed=1,
         skip_diagnostics=True,
     )
@@ -201,6 +154,31 @@ def test_release_keywords_and_settings_reach_the_run():
     rel = mech.release(DATA, sampler="nuts", random_seed=1, skip_diagnostics=True)
     post = rel.diagnostics.posterior
     assert (post.sizes["chain"], post.sizes["draw"]) == (4, 1000)  # the one default
+    # issue 37 item 8: how long a run samples is one MCMCSettings, no keyword beside it
+    for old in ("draws", "tune", "chains"):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):
+            mech.release(DATA, sampler="nuts", random_seed=1, **{old: 10})
+
+
+@pytest.mark.parametrize("sampler", ["exact", "nuts"])
+def test_the_release_path_gets_one_frozen_request(sampler, monkeypatch):
+    """The checked arguments go down as one ReleaseRequest (issue 37 item 8): the
+    calibration computed before the charge, the settings only for MCMC."""
+    from pymc_manidp.mechanisms.request import ReleaseRequest
+
+    mech = MECHS["kng"]()
+    seen = []
+    monkeypatch.setattr(mech, "_release_checked", lambda data, request: seen.append(request))
+    settings = mcmc.MCMCSettings(draws=50, chains=2)
+    mech.release(DATA, sampler=sampler, settings=settings, random_seed=4, clip=True)
+    (req,) = seen
+    assert isinstance(req, ReleaseRequest) and req.sampler == sampler
+    assert req.calibration == mech.calibrate(len(DATA))
+    assert req.settings == (settings if sampler == "nuts" else None)
+    assert req.is_mcmc == (sampler == "nuts")
+    assert (req.clip, req.project, req.seed_policy, req.notes) == (True, False, "fixed seed", ())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        req.clip = False
 
 
 def test_the_calibration_is_recorded():
@@ -219,17 +197,6 @@ def test_the_calibration_is_recorded():
     )
     with pytest.raises(TypeError, match="n must be an integer"):
         mech.calibrate(4.0)
-
-
-def test_the_laws_moved_out_of_mechanisms_still_resolve_with_a_warning():
-    import pymc_manidp.laws as laws
-    import pymc_manidp.mechanisms as mechanisms
-
-    for name in ("KNG", "ManifoldLaplace", "ChartTransform", "laplace_logp"):
-        with pytest.warns(DeprecationWarning, match=f"moved to pymc_manidp.laws.{name}"):
-            assert getattr(mechanisms, name) is getattr(laws, name)
-    with pytest.raises(AttributeError):
-        mechanisms.NoSuchThing  # noqa: B018
 
 
 def test_an_instance_level_sigma_is_the_sigma_released():

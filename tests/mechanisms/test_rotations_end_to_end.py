@@ -333,7 +333,12 @@ def test_nuts_releases_pass_the_gate(cls):
     diagnostics gate and land within 10 sigma of the Fréchet mean."""
     data = _data(40, seed=13)
     mech = cls(M, epsilon=1.0, center=M0, radius=R)
-    rel = mech.release(data, sampler="nuts", draws=800, tune=300, chains=2, random_seed=3)
+    rel = mech.release(
+        data,
+        sampler="nuts",
+        settings=pmd.MCMCSettings(draws=800, tune=300, chains=2),
+        random_seed=3,
+    )
     assert rel.sampler == "nuts" and rel.delta is None
     value = M.validate(rel.value)
     assert M.dist(pmd.frechet_mean(M, data).mean, value) < 10 * mech.sigma(40)

@@ -233,8 +233,7 @@ def test_an_mcmc_release_charges_the_assumed_delta():
         budget=b,
         delta=1e-6,
         random_seed=0,
-        draws=500,
-        tune=500,
+        settings=pmd.MCMCSettings(draws=500, tune=500),
         skip_diagnostics=True,  # about charging, not convergence: robust to a divergence
     )
     assert rel.delta is None  # the release still claims no proved delta

@@ -402,8 +402,8 @@ def test_release_records_delta_estimate_for_the_curator_only():
     S, _, data = sphere_laplace()
     mech = pmd.KNGMechanism(S, epsilon=1.0, center=[0, 0, 1.0], radius=np.pi / 8)
     rel = mech.release(
-        data, sampler="metropolis", draws=300, tune=200, chains=2, random_seed=14,
-        skip_diagnostics=True, estimate_delta=True, settings=mcmc.MCMCSettings(cores=1),
+        data, sampler="metropolis", random_seed=14, skip_diagnostics=True, estimate_delta=True,
+        settings=mcmc.MCMCSettings(draws=300, tune=200, chains=2, cores=1),
     )  # fmt: skip
     est = rel.delta_estimate
     assert rel.delta is None
@@ -437,28 +437,10 @@ def test_release_records_delta_estimate_for_the_curator_only():
     rep.close()
 
 
-# ------------------------------------------------------------------ the names that moved
+# ------------------------------------------------------------------ names served lazily
 
 
-@pytest.mark.parametrize("name", sorted(cp.MOVED_TO_MCMC))
-@pytest.mark.parametrize("where", ["pymc_manidp.privacy", "pymc_manidp.privacy.coupling"])
-def test_moved_names_still_work_with_a_deprecation_warning(name, where):
-    import importlib
-
-    module = importlib.import_module(where)
-    with pytest.warns(DeprecationWarning, match=f"{where}.{name} has moved to pymc_manidp.mcmc"):
-        obj = getattr(module, name)
-    assert obj is getattr(mcmc, name)
-    # the warning points at the line that used the old name, not at the package
-    with pytest.warns(DeprecationWarning) as record:
-        getattr(module, name)
-    assert record[0].filename == __file__
-
-
-def test_from_import_of_an_old_name_warns_and_unknown_names_fail():
-    with pytest.warns(DeprecationWarning, match="privacy.HMC"):
-        from pymc_manidp.privacy import HMC
-    assert HMC is mcmc.HMC
+def test_unknown_names_fail():
     import pymc_manidp.privacy as privacy
 
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):

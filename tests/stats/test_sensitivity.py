@@ -49,18 +49,6 @@ def test_sigma_from_the_sensitivity():
     assert sens.calibrated_sigma(sensitivity=0.3, epsilon=2.0) == pytest.approx(0.3)
 
 
-def test_rate_is_a_deprecated_alias_that_warns_once(monkeypatch):
-    monkeypatch.setattr(sens, "_warned", set())
-    with pytest.warns(FutureWarning, match="calibrated_sigma"):
-        old = sens.rate(0.1, 0.5)
-    assert old == sens.calibrated_sigma(0.1, 0.5) == pytest.approx(0.4)
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a second call is silent
-        assert sens.rate(0.1, 0.5, footpoint_free_normalizer=True) == pytest.approx(0.2)
-
-
 def test_ambient_radii():
     assert sens.ambient_radius_spd(1.5) == pytest.approx(np.e**1.5 - 1)
     # a quarter circle of the unit sphere is a chord of length sqrt(2)
