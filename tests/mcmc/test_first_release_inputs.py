@@ -76,3 +76,51 @@ def test_kng_model_reads_the_records_once_and_one_structure_for_every_n(space):
     assert _inputs(small)["data"][0] == 30
     key = nutpie_cache._structure_key(small)
     assert key is not None and key == nutpie_cache._structure_key(large)
+
+
+def _mechanisms(M, center, r, epsilon=1.0):
+    yield pmd.LaplaceMechanism(M, epsilon=epsilon, center=center, radius=r)
+    yield pmd.KNGMechanism(M, epsilon=epsilon, center=center, radius=r)
+    if (
+        "nuts"
+        in pmd.KNGMechanism(M, epsilon=1.0, center=center, radius=r, statistic="median").samplers
+    ):
+        yield pmd.KNGMechanism(M, epsilon=epsilon, center=center, radius=r, statistic="median")
+
+
+@pytest.mark.parametrize("space", SPACES)
+def test_warm_cache_compiles_the_model_a_later_release_looks_up(space, monkeypatch):
+    """``Mechanism.warm_cache`` compiles, from the public center alone, the model whose
+    structure key a release of other data (other n, ε, ball) looks up on disk."""
+    from pymc_manidp.mechanisms import base
+
+    M, center, r = SPACES[space]
+    compiled = []
+
+    class Recorder:  # stands for CompiledSampler: records what would be compiled
+        def __init__(self, model, sampler, *, backend=None):
+            compiled.append((nutpie_cache._structure_key(model), sampler))
+            self.cache_hits = 0
+
+    monkeypatch.setattr(base.mcmc, "CompiledSampler", Recorder)
+    for mech in _mechanisms(M, center, r):
+        assert mech.warm_cache() == 0
+    # a release elsewhere: another n, epsilon, a smaller ball about another center;
+    # the median's chart is capped at the ball's edge, so its key is the ball's own
+    c2 = M.exp_coords(center, np.full(M.dim, 0.05 * r / np.sqrt(M.dim)))
+    elsewhere = _mechanisms(M, c2, 0.5 * r, 0.3)
+    same_ball = _mechanisms(M, center, r, 0.3)
+    for (key, sampler), other, same in zip(compiled, elsewhere, same_ball, strict=True):
+        assert sampler == "nuts" and key is not None
+        median = getattr(same, "statistic", None) == "median"
+        mech, c, rr = (same, center, r) if median else (other, c2, 0.5 * r)
+        assert key == nutpie_cache._structure_key(mech.model(_data(M, c, rr, 77, 5)))
+        if median:  # the ball enters its model: another ball is another compile
+            assert key != nutpie_cache._structure_key(other.model(_data(M, c2, 0.5 * r, 77, 5)))
+
+
+def test_warm_cache_is_refused_where_there_is_no_nuts():
+    M = pmd.Sphere(dim=2)
+    mech = pmd.TangentLaplaceMechanism(M, epsilon=1.0, center=[0.0, 0.0, 1.0], radius=0.3)
+    with pytest.raises(ValueError, match="no 'nuts' sampler exists"):
+        mech.warm_cache()
