@@ -21,6 +21,21 @@ sampler="nuts")`` with its defaults:
 - ``gate``: the diagnostics (``check_run``); ``release``: the whole call; ``total``:
   from the interpreter's start; ``CPU``: user + sys seconds of the child (all threads).
 
+``--variants`` (comma-separated, default ``nutpie``) runs each case through several
+NUTS paths, each with its own empty folders, cold then warm, one case after the other
+(side by side in one run):
+
+- ``nutpie``: the release's default path (nutpie, numba, the entry points cached by
+  :mod:`pymc_manidp.mcmc.nutpie_cache`);
+- ``pymc-c``: PyMC's own NUTS (``PYMC_MANIDP_NUTS_BACKEND=pymc``) with PyTensor's C
+  backend (``PYTENSOR_FLAGS=linker=cvm``: C modules compiled by the C++ compiler,
+  cached in the new ``base_compiledir``); PyMC compiles inside ``sample``;
+- ``pymc-numba``: PyMC's own NUTS on PyTensor's default (numba) backend;
+- ``nutpie-jax``: ``nutpie.compile_pymc_model(model, backend="jax",
+  gradient_backend="jax", freeze_model=False)``, with JAX's persistent cache of
+  compiled XLA programs in the new folder (``JAX_COMPILATION_CACHE_DIR``); JAX is not
+  a dependency: put it on ``PYTHONPATH``.
+
 With ``--profile`` the cold child also writes a cProfile of the release call and prints
 its 15 costliest functions (own time).
 
@@ -38,6 +53,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
 
 T_START = time.perf_counter()
 PHASES = (
@@ -71,6 +88,44 @@ def _data(space, n):
     coords = rng.normal(size=(n, M.dim)) * 0.25 * radius
     coords *= np.minimum(1.0, 0.9 * radius / np.linalg.norm(coords, axis=-1))[:, None]
     return M, center, radius, M.exp_coords(center, coords)
+
+
+def _use_nutpie_jax(mcmc):
+    """Route the release's NUTS through nutpie's JAX backend (a measurement only: a
+    first release's model holds its own data, so it is sampled as compiled)."""
+    import nutpie
+
+    from pymc_manidp.mcmc import sampling
+
+    class Keys(dict):  # CompiledSampler checks that every pm.Data is read
+        pass
+
+    def compile_jax(model):  # XLA compiles in every process: nothing cached on disk
+        compiled = nutpie.compile_pymc_model(
+            model, backend="jax", gradient_backend="jax", freeze_model=False
+        )
+        object.__setattr__(compiled, "shared_var_keys", {v: v.name for v in model.data_vars})
+        return compiled, 0
+
+    def sample_jax(self, values, s, random_seed, progressbar=False):
+        seed = int(np.random.default_rng(random_seed).integers(2**63 - 1))
+        t0 = time.time()
+        idata = nutpie.sample(
+            self._compiled,
+            draws=s.draws,
+            tune=s.tune,
+            chains=s.chains,
+            seed=seed,
+            save_warmup=False,
+            progress_bar=False,
+            target_accept=s.target_accept,
+        )
+        idata.posterior.attrs["sampling_time"] = time.time() - t0
+        idata.posterior.attrs["tuning_steps"] = s.tune
+        return self._record(idata)
+
+    sampling._compile_nutpie_or_fallback = compile_jax
+    mcmc.CompiledSampler._sample_nutpie = sample_jax
 
 
 def child(case, profile):
@@ -112,6 +167,8 @@ def child(case, profile):
         return timed(name.removesuffix("_wrapper"), cfunc)(src, name, *args, **kwargs)
 
     nutpie_cache._cfunc = by_kind
+    if os.environ.get("BENCH_VARIANT") == "nutpie-jax":
+        _use_nutpie_jax(mcmc)
     t0 = time.perf_counter()
     if profile:
         import cProfile
@@ -164,25 +221,35 @@ def _run(case, env, profile):
     return f"{backend} | {hits} | {' | '.join(numbers)} | {wall:.2f} | {cpu:.2f}"
 
 
-def main(cases, profile):
+_BACKEND = {"nutpie": "nutpie", "nutpie-jax": "nutpie", "pymc-c": "pymc", "pymc-numba": "pymc"}
+
+
+def main(cases, profile, variants=("nutpie",)):
     print(f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
-    head = ["case", "caches", "backend", "cache hits", *PHASES, "total", "tune/draws"]
+    head = ["case", "variant", "caches", "backend", "cache hits", *PHASES, "total", "tune/draws"]
     print("| " + " | ".join([*head, "leapfrogs", "wall", "CPU", "load"]) + " |")
     print("|---" * (len(head) + 4) + "|")
     for case in cases:
-        root = tempfile.mkdtemp(prefix="manidp-first-release-")
-        env = dict(
-            os.environ,
-            HOME=root,
-            XDG_CACHE_HOME=os.path.join(root, "cache"),
-            NUMBA_CACHE_DIR=os.path.join(root, "numba"),
-            PYTENSOR_FLAGS=f"base_compiledir={os.path.join(root, 'pytensor')}",
-            PYMC_MANIDP_NUTS_BACKEND="nutpie",
-        )
-        env.pop("PYMC_MANIDP_CACHE_DIR", None)
-        for label in ("cold", "warm"):
-            row = _run(case, env, profile and label == "cold")
-            print(f"| {case} | {label} | {row} | {os.getloadavg()[0]:.1f} |", flush=True)
+        for variant in variants:
+            root = tempfile.mkdtemp(prefix="manidp-first-release-")
+            flags = f"base_compiledir={os.path.join(root, 'pytensor')}"
+            env = dict(
+                os.environ,
+                HOME=root,
+                XDG_CACHE_HOME=os.path.join(root, "cache"),
+                NUMBA_CACHE_DIR=os.path.join(root, "numba"),
+                PYTENSOR_FLAGS=flags + (",linker=cvm" if variant == "pymc-c" else ""),
+                PYMC_MANIDP_NUTS_BACKEND=_BACKEND[variant],
+                BENCH_VARIANT=variant,
+            )
+            if variant == "nutpie-jax":  # JAX's own persistent cache of XLA programs
+                env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(root, "jax")
+                env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+            env.pop("PYMC_MANIDP_CACHE_DIR", None)
+            for label in ("cold", "warm"):
+                row = _run(case, env, profile and label == "cold")
+                load = os.getloadavg()[0]
+                print(f"| {case} | {variant} | {label} | {row} | {load:.1f} |", flush=True)
 
 
 if __name__ == "__main__":
@@ -191,4 +258,9 @@ if __name__ == "__main__":
         child(argv[1], "--profile" in argv)
     else:
         profile = "--profile" in argv
-        main([a for a in argv if not a.startswith("--")] or ["H2:KNG:1000"], profile)
+        variants = ["nutpie"]
+        if "--variants" in argv:
+            i = argv.index("--variants")
+            variants = argv.pop(i + 1).split(",")
+            argv.pop(i)
+        main([a for a in argv if not a.startswith("--")] or ["H2:KNG:1000"], profile, variants)

@@ -300,6 +300,47 @@ class Mechanism:
         mode, inputs = self.mcmc_inputs(data)
         return self._polar_model(mode, cal.sigma, inputs)
 
+    def warm_cache(self, *, backend=None) -> int:
+        """Compile this mechanism's NUTS model into the on-disk cache, before any data.
+
+        A first NUTS release of a space and law compiles its model (38-46 CPU seconds
+        for KNG on H² or the Laplace on SO(3); docs/benchmarks.md, "Side by side").
+        The compiled entry points are keyed on the model's structure, which depends on
+        the manifold and the law, never on n, ε, σ or the data, nor on the public ball
+        except for KNG on the median, whose chart is capped at the ball's edge
+        (``tests/mcmc/test_first_release_inputs.py``): compiling once here, at install
+        or in a CI job whose cache is kept, makes every later first release of this
+        mechanism's kind (for the median: on this ball), in any process of this user, a
+        warm one.
+
+        It reads no data and charges no budget: the model is built from records all
+        at the public center (a public fact), and nothing is sampled.
+
+        Parameters
+        ----------
+        backend : {"nutpie", "pymc", "auto"}, optional
+            As ``MCMCSettings.backend`` (default: ``PYMC_MANIDP_NUTS_BACKEND``, else
+            nutpie). PyMC's NUTS compiles inside each run and caches nothing here.
+
+        Returns
+        -------
+        int
+            How many of nutpie's two compiled entry points were already in the cache
+            (2: nothing was compiled; 0 with PyMC's NUTS).
+
+        Raises
+        ------
+        ValueError
+            This mechanism has no NUTS sampler on its manifold.
+        """
+        self._check_sampler("nuts")
+        # many records, so that sigma is one any release would use (the law is
+        # normalizable there); their values and number do not enter the cache's key
+        center = np.asarray(self.domain.center, dtype=float)
+        records = np.broadcast_to(center, (1000, *center.shape)).copy()
+        model = self.model(records)
+        return mcmc.CompiledSampler(model, "nuts", backend=backend).cache_hits
+
     # --- what users call --------------------------------------------------------------
     def sample(self, data, size, *, random_seed=None, clip=False, return_info=False):
         """``size`` i.i.d. draws ``(*size, *point_shape)`` of the mechanism's exact law.

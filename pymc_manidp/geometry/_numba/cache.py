@@ -100,7 +100,9 @@ def not_ours_alone(root, subdirs=CACHE_SUBDIRS, *, own_group_may_write=False) ->
     group is the user's own primary group, for a folder another program writes under
     the user's umask (002 with a group per user is a common default): PyTensor's.
     """
-    root = Path(root)
+    # plain strings and os.lstat, no Path per entry: a fresh process walks PyTensor's
+    # whole folder (0.10 -> 0.04 CPU s on 7,482 entries; issue 38 item 6)
+    root = str(Path(root))
     subdirs = [""] if subdirs is None else subdirs
 
     def fail(err):
@@ -109,17 +111,17 @@ def not_ours_alone(root, subdirs=CACHE_SUBDIRS, *, own_group_may_write=False) ->
 
     paths = [root]
     for sub in subdirs:
-        if sub == "":
-            for folder, dirs, files in os.walk(root, onerror=fail):
-                paths += [Path(folder, name) for name in dirs + files]
-        elif os.path.lexists(root / sub):
-            paths.append(root / sub)
-            for folder, dirs, files in os.walk(root / sub, onerror=fail):  # links not followed
-                paths += [Path(folder, name) for name in dirs + files]
+        top = os.path.join(root, sub) if sub else root
+        if sub and not os.path.lexists(top):
+            continue
+        if sub:
+            paths.append(top)
+        for folder, dirs, files in os.walk(top, onerror=fail):  # links not followed
+            paths += [os.path.join(folder, name) for name in dirs + files]
     uid = os.getuid()
-    for path in paths:
+    for i, path in enumerate(paths):
         try:
-            st = path.stat() if path == root else path.lstat()
+            st = os.stat(path) if i == 0 else os.lstat(path)
         except FileNotFoundError:  # a temporary file another process has just renamed
             continue
         if stat.S_ISLNK(st.st_mode):
