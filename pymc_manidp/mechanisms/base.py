@@ -228,8 +228,8 @@ class Mechanism:
         ``n`` and the shape of a record come from the data's shape
         (``DataDomain.public_n``, no value read), then σ (a normal float), the
         law's existence and, for ``sampler="exact"``, the sampler's numerical range
-        (:meth:`check_exact_sigma`). Every refusal here is one a privacy budget is
-        never charged for (docs/privacy-budget.md).
+        (:meth:`~pymc_manidp.mechanisms.Mechanism.check_exact_sigma`). Every refusal
+        here is one a privacy budget is never charged for (docs/privacy-budget.md).
         """
         cal = self.calibrate(self.domain.public_n(data))
         if sampler in EXACT_SAMPLERS:

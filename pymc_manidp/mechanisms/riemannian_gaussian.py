@@ -16,7 +16,7 @@ the antipode, ρ₁ + ρ₂ = 2π − ρ(−y, η₁) − ρ(−y, η₂) ≤ 2�
 ε-DP with ε = Δ(2π − Δ)/(2σ²) (t(2π − t) increases on [0, π]), attained at y = −η₁.
 With δ > 0, the loss is also at most U(s) = min(Δ(2s + Δ), Δ(2π − Δ))/(2σ²) with
 s = ρ(η₁, y) (as ρ₂ ≤ s + Δ), so δ(ε) ≤ ∫ f(s)(1 − e^{ε−U(s)})₊ ds over the radial law
-f, bounded above rigorously by a Riemann sum (:func:`proved_delta`). σ is calibrated
+f, bounded above rigorously by a Riemann sum (``proved_delta``). σ is calibrated
 from these bounds. Jiang et al.'s μ-GDP is computed there by MCMC, not proved;
 here the privacy profile δ(ε) is computed deterministically as a two-dimensional
 integral (:func:`estimated_profile`) and is **estimated**, never charged.
@@ -295,9 +295,9 @@ class RiemannianGaussianMechanism(Mechanism):
 
     Calibrated and charged by **proved** bounds only (Jiang et al. 2023's density).
 
-    ``delta = 0``: pure ε-DP with σ = sqrt(Δ(2π − Δ)/(2ε)) (:func:`proved_epsilon`).
+    ``delta = 0``: pure ε-DP with σ = sqrt(Δ(2π − Δ)/(2ε)) (``proved_epsilon``).
     ``delta > 0``: the smallest σ (to 1e-4 relative, by bisection) at which
-    :func:`proved_delta` is at most δ, or the pure σ if smaller; the release is
+    ``proved_delta`` is at most δ, or the pure σ if smaller; the release is
     (ε, δ)-DP, δ proved. :meth:`estimated_mu` gives the GDP μ of Jiang et al.'s
     accounting by quadrature: **estimated**, never charged.
 

@@ -403,7 +403,7 @@ class PrivacyBudget:
 
         ``mu`` makes it a Gaussian charge: a release that is μ-GDP (and (ε, δ)-DP at
         that μ, refused otherwise), counted by its exact privacy loss in an optimal
-        plan's total (module :mod:`pymc_manidp.privacy.composition`).
+        plan's total (module ``pymc_manidp.privacy.composition``).
 
         A release charges itself (``Mechanism.release(..., budget=b)``, status
         ``"charged"`` until :meth:`settle` or :meth:`fail`); call this for a release
