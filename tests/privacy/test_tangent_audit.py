@@ -118,6 +118,13 @@ def test_tangent_audit_refuses_a_manifold_law():
         A.tangent_audit(kng, A.boundary_pair(kng.domain, N))
 
 
+def test_tangent_audit_refuses_a_two_stage_release():
+    M, c, r = SETTINGS["H2"]
+    two = pmd.TwoStageTangentMechanism(M, epsilon=1.0, delta=1e-6, center=c, radius=r)
+    with pytest.raises(TypeError, match="audit its stages"):
+        A.tangent_audit(two, A.boundary_pair(two.domain, N))
+
+
 def test_tangent_audit_refuses_a_grid_too_large_before_building_it():
     mech = make("k-norm", "SPD2")
     with pytest.raises(ValueError, match=r"choose resolution <= \d+"):

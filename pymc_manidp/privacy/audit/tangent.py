@@ -135,7 +135,18 @@ def _noise(mech) -> str:
             f"pmd.TangentLaplaceMechanism), got {type(mech).__name__}: audit a manifold "
             "law with quadrature_audit"
         )
+    if hasattr(mech, "coarse"):
+        raise TypeError(
+            f"tangent_audit audits one tangent release at a fixed point; {_label(mech)} "
+            "draws its point from the data first (two stages, composed by basic "
+            "composition): audit its stages, mech.coarse (tangent Laplace) and a "
+            "pmd.TangentGaussianMechanism at epsilon_2, separately"
+        )
     return noise
+
+
+def _label(mech) -> str:
+    return getattr(mech, "name", type(mech).__name__)
 
 
 def _frame(shift):
@@ -305,7 +316,7 @@ def tangent_audit(
             best = (score, p, fine[0], errs[0], ok, profile)
     _, pair, worst, err, ok, profile = best
     return TangentAuditResult(
-        mechanism=getattr(mech, "name", type(mech).__name__),
+        mechanism=_label(mech),
         manifold=repr(M),
         noise=noise,
         epsilon=eps,
