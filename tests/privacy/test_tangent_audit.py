@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import pymc_manidp as pmd
 from pymc_manidp.privacy import audit as A
+from pymc_manidp.privacy.audit import neighbours
 from pymc_manidp.stats.gaussian import gaussian_delta
 
 SETTINGS = {
@@ -189,3 +190,11 @@ def test_tangent_audit_epsilon_is_a_positive_real(epsilon):
     else:
         with pytest.raises((TypeError, ValueError), match="epsilon"):
             A.tangent_audit(mech, pair, epsilon=epsilon, resolution=8)
+
+
+def test_tangent_audit_default_pairs_are_the_package_search():
+    mech = make("k-norm", "H2")
+    res = A.tangent_audit(mech, n=N, resolution=16)
+    assert res.pairs_tried == neighbours.pair_count(2, N) and res.n == N
+    # the boundary pair attains Delta; Delta_T is widened by the solver tolerance (1e-8)
+    assert res.passed and 1 - 1e-7 < res.ratio <= 1.0, res.summary()
