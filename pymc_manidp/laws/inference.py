@@ -25,6 +25,22 @@ the release (tested). The released values (and the chart of the default prior) a
 ``pm.Data``: :func:`noise_aware_data` gives their values for new releases of the same
 kind, so ``pm.set_data`` (or one compiled sampler) serves a whole study.
 
+A tangent release (``pmd.TangentGaussianMechanism``, ``pmd.TangentLaplaceMechanism``;
+issue 39) publishes the coordinates ``u = E_p^T Log_p(x_bar) + Z`` at a public point
+``p``; given ``x_bar = eta`` (``rho(p, eta) < inj(p)``) their likelihood is exactly
+
+.. math:: p(u \mid \eta) = (2\pi\sigma^2)^{-d/2}
+          e^{-\|u - E_p^\top \mathrm{Log}_p\eta\|^2/(2\sigma^2)}
+          \quad\text{or}\quad
+          \frac{e^{-\|u - E_p^\top \mathrm{Log}_p\eta\|/\sigma}}
+               {\sigma^d\,\Gamma(d)\,|S^{d-1}|},
+
+Gaussian or K-norm, with no Jacobian (the law is on ``R^d``, not on the manifold): the
+model observes ``u`` (``Release.tangent["coords"]``), not the point ``Exp_p(u)``, whose
+law wraps on curved spaces. Tangent and Laplace releases of the same data mix freely
+(independent noise: the product). A two-stage release is refused: its point ``p`` was
+itself drawn from the data (stage 1), so ``u`` alone gives a partial likelihood.
+
 KNG is refused: the likelihood of a KNG release ``x~`` given the data ``D`` is
 
 .. math:: p(\tilde x \mid D) = e^{-\|\nabla F(\tilde x; D)\|/\sigma} / Z(D),
@@ -53,6 +69,10 @@ from pymc_manidp.laws.restricted import ball_quadrature, restricted_laplace_log_
 __all__ = ["noise_aware_data", "noise_aware_model"]
 
 _LAPLACE = "manifold Laplace"
+#: the tangent mechanisms' names (``Release.mechanism``) and their noise
+_TANGENT = {"tangent Gaussian": "gaussian", "tangent Laplace": "k-norm"}
+_TWO_STAGE = "two-stage tangent Gaussian"
+_SIGMA_RANGE = (1e-150, 1e150)
 _KNG_REASON = (
     "the likelihood of a KNG release is exp(-|grad F(x~; D)|/sigma)/Z(D), with Z(D) the "
     "integral of the numerator over the public ball: it depends on the whole data set D "
@@ -70,6 +90,8 @@ class _Published:
     restricted: bool
     center: np.ndarray | None
     radius: float | None
+    #: a tangent release: ``(p, u, noise)`` (``value`` is then ``Exp_p(u)``)
+    tangent: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -97,12 +119,22 @@ def _read(record, manifold, restricted) -> _Published:
         if record.get("restricted") is None and "restrict" in doc.get("options", {}):
             record["restricted"] = bool(doc["options"]["restrict"])
     mechanism = _get(record, "mechanism")
+    if mechanism == _TWO_STAGE:
+        raise ValueError(
+            "noise-aware inference refuses a two-stage tangent release: its tangent point "
+            "was drawn from the data (stage 1, whose law the record does not carry), so "
+            "the tangent coordinates alone give a partial likelihood; use "
+            "pmd.TangentGaussianMechanism at a public point"
+        )
+    if mechanism in _TANGENT:
+        return _read_tangent(record, manifold, mechanism)
     if mechanism == "KNG":
         raise ValueError(f"noise-aware inference refuses a KNG release: {_KNG_REASON}")
     if mechanism != _LAPLACE:
         raise ValueError(
-            f"noise-aware inference needs a {_LAPLACE!r} release, got {mechanism!r}: its "
-            "likelihood is known only for the manifold Laplace"
+            f"noise-aware inference needs a {_LAPLACE!r} or a tangent release "
+            f"({', '.join(map(repr, _TANGENT))}), got {mechanism!r}: its likelihood is "
+            "known only for these"
         )
     spec = _get(record, "manifold")
     if spec is not None and spec != repr(manifold):
@@ -140,6 +172,113 @@ def _read(record, manifold, restricted) -> _Published:
     return _Published(value, float(_get(record, "sigma")), is_restricted, center, radius)
 
 
+def _read_tangent(record, manifold, mechanism) -> _Published:
+    """A tangent release: its point ``p``, coordinates ``u``, σ and public ball."""
+    spec = _get(record, "manifold")
+    if spec is not None and spec != repr(manifold):
+        raise ValueError(f"the release was made on {spec}, not on {manifold!r}")
+    t = _get(record, "tangent")
+    if not isinstance(t, dict) or t.get("point") is None or t.get("coords") is None:
+        raise ValueError(
+            f"a {mechanism!r} release's likelihood needs its tangent coordinates and "
+            "point ('tangent': {'point': ..., 'coords': ...}), which the record does not "
+            "carry: publish Release.public()"
+        )
+    noise = _TANGENT[mechanism]
+    if t.get("noise", noise) != noise:
+        raise ValueError(f"the record's tangent noise {t.get('noise')!r} is not {mechanism}'s")
+    point = manifold.validate(np.asarray(t["point"], float))
+    if point.shape != tuple(manifold.point_shape):
+        raise ValueError(f"tangent.point must be one point of shape {manifold.point_shape}")
+    coords = _tangent_coords(manifold, t["coords"])
+    sigma = _get(record, "sigma")
+    if isinstance(sigma, bool) or not isinstance(sigma, int | float | np.integer | np.floating):
+        raise TypeError(f"sigma must be a number, got {type(sigma).__name__}")
+    sigma = float(sigma)
+    # 1/sigma^2 and sigma^d must be normal floats for the log-density (a mechanism's
+    # sigma is far inside; a subnormal one made PyTensor's constant folding overflow)
+    if not _SIGMA_RANGE[0] <= sigma <= _SIGMA_RANGE[1]:
+        raise ValueError(
+            f"sigma must be in [{_SIGMA_RANGE[0]:g}, {_SIGMA_RANGE[1]:g}] for a tangent "
+            f"release's likelihood, got {sigma!r}: pass the release's own sigma"
+        )
+    ball = _get(record, "public_ball")
+    center = radius = None
+    if isinstance(ball, dict) and ball.get("center") is not None:
+        center = manifold.validate(np.asarray(ball["center"], float))
+        radius = float(ball["radius"])
+    return _Published(
+        _released_point(manifold, point, coords), sigma, False, center, radius,
+        (point, coords, noise),
+    )  # fmt: skip
+
+
+def _released_point(manifold, point, coords):
+    """``Exp_p(u)``, only to place the default prior's chart: ``p`` itself where ``u``
+    is too long for the manifold's floats (the chart then goes to the ball's center)."""
+    try:
+        with np.errstate(all="ignore"):
+            value = manifold.validate(np.asarray(manifold.exp_coords(point, coords), float))
+    except (ValueError, FloatingPointError, OverflowError):
+        return point
+    return value if np.all(np.isfinite(value)) else point
+
+
+def _tangent_coords(manifold, coords) -> np.ndarray:
+    """Checked tangent coordinates ``u``: ``dim`` finite numbers."""
+    u = np.asarray(coords, dtype=float)
+    if u.shape != (manifold.dim,) or not np.all(np.isfinite(u)):
+        raise ValueError(
+            f"tangent coordinates must be {manifold.dim} finite numbers (the release's "
+            f"Release.tangent['coords']), got shape {u.shape}"
+        )
+    return u
+
+
+def tangent_noise(noise, dim, sigma, size, rng):
+    """``size`` draws ``(size, dim)`` of a tangent mechanism's noise Z: ``N(0, sigma^2 I)``
+    or the K-norm law (a ``Gamma(dim, sigma)`` radius, a uniform direction)."""
+    if noise == "gaussian":
+        return sigma * rng.standard_normal((size, dim))
+    g = rng.standard_normal((size, dim))
+    return rng.gamma(dim, sigma, size=(size, 1)) * g / np.linalg.norm(g, axis=1, keepdims=True)
+
+
+def _tangent_likelihood(obs, manifold, eta, rec, observed):
+    """The observed tangent coordinates: ``u ~ f(u - E_p^T Log_p eta)`` on ``R^d``."""
+    import pytensor.tensor as pt
+    from scipy import special
+
+    point, _, noise = rec.tangent
+    frame = {k: pt.as_tensor_variable(v) for k, v in manifold.chart_frame(point).items()}
+    loc = manifold.pt_log_frame(frame, eta)
+    sigma, d = rec.sigma, int(manifold.dim)
+    if noise == "gaussian":
+        log_z = 0.5 * d * np.log(2 * np.pi * sigma**2)
+    else:  # sigma^d Gamma(d) |S^{d-1}|, |S^{d-1}| = 2 pi^{d/2}/Gamma(d/2)
+        log_z = (
+            d * np.log(sigma) + special.gammaln(d) + np.log(2.0) + 0.5 * d * np.log(np.pi)
+            - special.gammaln(0.5 * d)
+        )  # fmt: skip
+
+    def logp(value, mean):
+        r2 = pt.sum((value - mean) ** 2, axis=-1)
+        if noise == "gaussian":
+            return -0.5 * r2 / sigma**2 - log_z
+        # sqrt has no gradient at 0: the norm's kink is a set of measure zero
+        return -pt.sqrt(r2 + 1e-300) / sigma - log_z
+
+    def random(mean, rng=None, size=None):
+        m = int(np.prod(size)) if size else 1
+        z = tangent_noise(noise, d, sigma, m, rng)
+        shape = tuple(size) if size else ()
+        return (np.asarray(mean) + z.reshape((*shape, d))).reshape((*shape, d))
+
+    return pm.CustomDist(
+        obs, loc, logp=logp, random=random, signature="(d)->(d)", observed=observed
+    )
+
+
 def _chart_origin(manifold, published):
     """Origin and scale of the default prior's polar chart, given the releases.
 
@@ -151,19 +290,24 @@ def _chart_origin(manifold, published):
     (NUTS diverged there: 7 of 2,000 transitions at sigma = 0.3, r = 0.5, 0.1 from the
     edge; none with the center's chart) while the cusp is mild at such a sigma.
     """
-    candidates = [i for i, p in enumerate(published) if p.restricted] or range(len(published))
+    candidates = [i for i, p in enumerate(published) if p.center is not None] or range(
+        len(published)
+    )
     rel = published[min(candidates, key=lambda i: published[i].sigma)]
-    if not rel.restricted:
+    if rel.center is None:
         return rel.value, rel.sigma
     scale = min(rel.sigma, rel.radius / 2)
+    # a tangent release's point Exp_p(u) may lie outside the ball (the noise is not
+    # restricted): then too the center
     if rel.radius - manifold.dist(rel.center, rel.value) < rel.sigma:
         return rel.center, scale
     return rel.value, scale
 
 
 def _ball_of(published):
-    """The public ball of the restricted releases (one ball for all), or None."""
-    balls = [(p.center, p.radius) for p in published if p.restricted]
+    """The public ball of the restricted and tangent releases (one ball for all: the
+    data's Fréchet mean lies in it), or None."""
+    balls = [(p.center, p.radius) for p in published if p.center is not None]
     if not balls:
         return None
     c0, r0 = balls[0]
@@ -269,7 +413,7 @@ def _uniform_prior(name, manifold, ball, chart, dims):
 
 
 def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted=None):
-    r"""PyMC model of the footpoint behind published manifold Laplace release(s).
+    r"""PyMC model of the footpoint behind published manifold Laplace or tangent release(s).
 
     .. math:: \eta \sim \pi, \qquad \tilde x_j \mid \eta \sim
               \mathrm{ManifoldLaplace}(\eta, \sigma_j)\ \text{(observed, independent)},
@@ -281,10 +425,13 @@ def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted
     ----------
     releases : Release, dict or list of them
         What was published: ``Release.public()`` (or the :class:`~pymc_manidp.privacy.Release`,
-        or the CLI's JSON document), with ``value``, ``mechanism`` (must be
-        ``"manifold Laplace"``), ``sigma``, ``restricted`` and, when restricted,
-        ``public_ball``; ``manifold`` is checked when present. A list: several releases
-        of the same data (product likelihood).
+        or the CLI's JSON document), with ``value``, ``mechanism`` (``"manifold
+        Laplace"``, ``"tangent Gaussian"`` or ``"tangent Laplace"``), ``sigma``,
+        ``restricted`` and, when restricted, ``public_ball``; a tangent release needs
+        ``tangent`` (its point and coordinates, observed in place of ``value``) and
+        gives the default prior its ``public_ball``; ``manifold`` is checked when
+        present. A list: several releases of the same data, mechanisms mixed (product
+        likelihood).
     manifold : Manifold
         The manifold the releases live on.
     prior : callable, optional
@@ -312,8 +459,9 @@ def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted
     Raises
     ------
     ValueError
-        A KNG release (its likelihood depends on the whole data set, module
-        docstring), another mechanism, a manifold other than the record's, a record
+        A KNG or a two-stage tangent release (module docstring), another mechanism, a
+        tangent release without its coordinates or with ``sigma`` outside
+        ``[1e-150, 1e150]``, a manifold other than the record's, a record
         that does not say whether it was restricted, a restricted record without its
         ball or outside it, the default prior on a non-compact manifold, or restricted
         releases on different balls with the default prior.
@@ -342,7 +490,9 @@ def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted
     pdims = tuple(dims)
     with pm.Model(coords=dims) as model:
         observed = [
-            pm.Data(f"released{s}", p.value, dims=pdims)
+            pm.Data(f"released{s}", p.tangent[1])
+            if p.tangent is not None
+            else pm.Data(f"released{s}", p.value, dims=pdims)
             for p, s in zip(published, suffixes, strict=True)
         ]
         if prior is None:
@@ -350,7 +500,9 @@ def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted
         else:
             eta = prior(name, dims=pdims)
         for p, s, x in zip(published, suffixes, observed, strict=True):
-            if p.restricted:
+            if p.tangent is not None:
+                _tangent_likelihood(f"release{s}", manifold, eta, p, x)
+            elif p.restricted:
                 _restricted_likelihood(f"release{s}", manifold, eta, p, x, pdims)
             else:
                 ManifoldLaplace(f"release{s}", manifold, eta, p.sigma, observed=x, dims=pdims)
@@ -442,23 +594,32 @@ def noise_aware_data(model, releases) -> dict:
         if isinstance(item, dict) or hasattr(item, "mechanism"):
             p = _read(item, M, old.restricted)
             same = np.isclose(p.sigma, old.sigma) and p.restricted == old.restricted
+            same = same and (p.tangent is None) == (old.tangent is None)
+            if same and p.tangent is not None:
+                same = p.tangent[2] == old.tangent[2] and np.allclose(p.tangent[0], old.tangent[0])
             if same and p.restricted:
                 same = np.allclose(p.center, old.center) and np.isclose(p.radius, old.radius)
             if not same:
                 raise ValueError(
                     "a new release must be of the kind the model was built for (same sigma, "
-                    "restricted or not, same ball): build a new model for it"
+                    "restricted or not, same ball, same tangent point and noise): build a "
+                    "new model for it"
                 )
-            value = p.value
+            new.append(p)
+        elif old.tangent is not None:  # bare tangent coordinates u at the model's point
+            u = _tangent_coords(M, item)
+            value = _released_point(M, old.tangent[0], u)
+            new.append(
+                dataclasses.replace(old, value=value, tangent=(*old.tangent[:1], u, old.tangent[2]))
+            )
         else:
-            value = M.validate(np.asarray(item, float))
-        new.append(value)
+            new.append(dataclasses.replace(old, value=M.validate(np.asarray(item, float))))
     suffixes = [""] if structure.single else [f"_{i}" for i in range(len(new))]
-    values = {f"released{s}": v for s, v in zip(suffixes, new, strict=True)}
+    values = {
+        f"released{s}": p.value if p.tangent is None else p.tangent[1]
+        for s, p in zip(suffixes, new, strict=True)
+    }
     if structure.chart:
-        current = [
-            dataclasses.replace(o, value=v) for o, v in zip(structure.releases, new, strict=True)
-        ]
-        origin, _ = _chart_origin(M, current)
+        origin, _ = _chart_origin(M, new)
         values.update({f"chart_{k}": v for k, v in M.chart_frame(origin).items()})
     return values

@@ -15,6 +15,7 @@ from pymc_manidp.privacy.audit import (
     neighbour_pairs,
     quadrature_audit,
     sample_test,
+    tangent_audit,
 )
 from pymc_manidp.privacy.budget import (
     BudgetExceededError,
@@ -72,6 +73,7 @@ __all__ = [
     "plot_tv_bound",
     "quadrature_audit",
     "sample_test",
+    "tangent_audit",
     "tv_bound",
 ]
 

@@ -6,6 +6,9 @@ of neighbouring datasets ``D, D'`` (same ``n``, exactly one record changed in pl
 - **Quadrature audit** (:func:`quadrature_audit`, :mod:`.quadrature`): both densities
   normalized on a grid, the privacy loss ``sup |log f_D - log f_D'|`` read off it and
   compared with ε (manifolds of dimension 1 to 3).
+- **Tangent-chart audit** (:func:`tangent_audit`, :mod:`.tangent`): the same
+  quadrature for the tangent mechanisms' release ``u`` in ``T_pM`` (the K-norm's loss
+  against ε; the Gaussian's privacy profile against δ and its μ-GDP profile).
 - **Black-box sample test** (:func:`sample_test`, :mod:`.histogram`): a certified
   lower bound on the privacy loss from binned draws (any manifold); it can only ever
   refute a privacy claim, never prove one.
@@ -42,12 +45,14 @@ from pymc_manidp.privacy.audit.quadrature import (
     quadrature_audit,
     with_sigma_divided,
 )
+from pymc_manidp.privacy.audit.tangent import TangentAuditResult, tangent_audit
 
 __all__ = [
     "MIN_RESOLUTION",
     "AuditResult",
     "NeighbourPair",
     "SampleTestResult",
+    "TangentAuditResult",
     "audit_pair",
     "boundary_pair",
     "check_neighbours",
@@ -60,6 +65,7 @@ __all__ = [
     "quadrature_audit",
     "sample_test",
     "sample_test_cost",
+    "tangent_audit",
     "tangent_statistic",
     "with_sigma_divided",
 ]
