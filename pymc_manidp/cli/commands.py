@@ -115,6 +115,12 @@ def release(args) -> int:
         mcmc["settings"] = MCMCSettings().with_overrides(
             **{k: getattr(args, k) for k in MCMC_OPTIONS}
         )
+        from pymc_manidp.mcmc.memory_limit import check_mcmc_memory
+
+        # the trace's size is public: a run that cannot fit is refused before any file
+        # is read (the manifold, from the data's shape, is not known yet: the bound is
+        # for the smallest; the release checks it again with the manifold)
+        check_mcmc_memory(mcmc["settings"])
     out = _check_out(args)
     if args.budget is not None:  # a FIFO, a device, a linked ledger: refused before any read
         from pymc_manidp.io.ledger import check_ledger_path

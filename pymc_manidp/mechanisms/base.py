@@ -494,6 +494,8 @@ class Mechanism:
                 progressbar=shown,
                 notes=notes,
             )
+            if request.is_mcmc:  # the trace's size is public: refused before the charge
+                mcmc.check_mcmc_memory(request.settings, self.manifold)
             budget, charge = self._make_charge(terms, sampler)
         except BaseException:
             # refused before its charge: a ledger made for it is not left behind
