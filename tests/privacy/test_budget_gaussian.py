@@ -315,3 +315,14 @@ def test_gdp_epsilon_is_an_upper_bound(mu, delta):
     if eps > 0:  # and tight: one ulp below it is over delta, or within the margin
         below = math.nextafter(eps, 0)
         assert _mp_delta(below, mu) > delta * (1 - gaussian.DELTA_MARGIN)
+
+
+def test_remaining_delta_zero_after_a_composed_total_still_admits_the_plan():
+    # documented, not changed: a composed total is read at the budget's delta, so the
+    # delta left reads 0 after the first Gaussian charge; the plan's charges still fit
+    charge = _gauss(0.5, 1e-7)
+    budget = PrivacyBudget(1.0, 1e-6, composition="optimal", plan=[charge] * 4)
+    for _ in range(4):
+        budget.charge(charge[0], charge[1], mu=charge[2])
+        assert budget.spent.rule == GDP_RULE and budget.remaining[1] == 0.0
+    assert budget.spent.epsilon == budget.planned.epsilon <= 1.0
