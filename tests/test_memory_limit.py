@@ -80,3 +80,14 @@ def test_the_command_refuses_before_reading_the_file(tmp_path, capsys):
     assert code == 2 and "would hold at least 42 GB" in err and "none.csv" not in err, err
     assert "PYMC_MANIDP_MCMC_MAX_TRACE_BYTES" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_time_limit_too_is_refused_before_the_charge_and_before_reading():
+    # it was checked after the charge: the refusal left a failed charge of 0.5 standing
+    mech = pmd.KNGMechanism(SPHERE, epsilon=0.5, center=[0, 0, 1.0], radius=0.7)
+    data = np.full((20, 3), np.nan)  # read, these would be refused as not on the sphere
+    budget = pmd.PrivacyBudget(1.0, 1e-6)
+    with pmd.options.context(mcmc_max_seconds=1e-9):
+        with pytest.raises(ValueError, match="would take at least"):
+            mech.release(data, sampler="nuts", budget=budget, delta=1e-7)
+    assert budget.spent.epsilon == 0 and budget.entries == []
