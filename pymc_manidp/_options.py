@@ -41,6 +41,7 @@ _OPTIONS = {
         choices=("nutpie", "pymc", "auto"),
     ),
     "cache_dir": _Option("PYMC_MANIDP_CACHE_DIR", "path", None, ""),
+    "mcmc_max_trace_bytes": _Option("PYMC_MANIDP_MCMC_MAX_TRACE_BYTES", "positive real", 2e9, ""),
 }
 
 
@@ -89,6 +90,10 @@ class Options:
                                                                      ``~/.cache``, then
                                                                      ``pymc-manidp``)
     ================== ================================ ============ ==============================
+
+    ``mcmc_max_trace_bytes`` (``PYMC_MANIDP_MCMC_MAX_TRACE_BYTES``, default ``2e9``): the
+    memory limit of an MCMC run's trace in bytes, a finite number > 0
+    (:func:`~pymc_manidp.mcmc.memory_limit.check_mcmc_memory`).
 
     Reading a key gives the value set in Python, else its environment variable's
     (validated when read: a bad one is a ``ValueError`` naming the variable), else the

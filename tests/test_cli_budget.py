@@ -387,3 +387,68 @@ def test_ctrl_c_while_nuts_tunes_exits_130_and_the_charge_stays_failed(tmp_path,
     assert [(e["status"], e["error"], e["epsilon"], e["delta"]) for e in entries] == [
         ("failed", "KeyboardInterrupt", 0.4, 1e-6)
     ]
+
+
+def test_a_gaussian_plan_entry_through_the_installed_command(tmp_path, points):
+    # a ledger made by the CLI can now admit the Gaussian charges of tangent releases
+    # made from Python (issue 39): gaussian:EPS:DELTA declares mechanism.planned_charge
+    pytest.importorskip("dp_accounting")
+    import pymc_manidp as pmd
+    from pymc_manidp.io.ledger import open_ledger
+    from tests.test_cli_speaks_cli import installed
+
+    ledger = tmp_path / "ledger.json"
+    new = ["--budget-epsilon", "1", "--budget-delta", "1e-6", "--composition", "optimal"]
+    plan = "0.4,gaussian:0.3:1e-7,0.2:1e-7:0.04"
+    proc = installed(*release(points, ledger, *new, "--budget-plan", plan), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    mech = pmd.TangentGaussianMechanism(
+        pmd.Sphere(dim=2), epsilon=0.3, delta=1e-7, center=[0, 0, 1.0], radius=0.7
+    )
+    stored = json.loads(ledger.read_text())["budget"]["plan"]
+    assert stored == [[0.4, 0.0], list(mech.planned_charge), [0.2, 1e-7, 0.04]]
+    # the plan's second charge is exactly the tangent Gaussian release's: admitted
+    budget = open_ledger(ledger, data=DATA)
+    mech.release(DATA, budget=budget, random_seed=0)
+    assert len(json.loads(ledger.read_text())["entries"]) == 2
+
+
+_NUMBER_TEXT = st.sampled_from(
+    ["0", "-1", "nan", "inf", "-inf", "1e400", "1e-400", "x", "", " ", "1/3", "True", "None"]
+)
+
+
+@settings(max_examples=40)
+@given(
+    item=st.one_of(
+        # a gaussian entry with a missing, extra or bad number
+        st.lists(_NUMBER_TEXT | st.just("0.3"), min_size=0, max_size=4).map(
+            lambda xs: ":".join(["gaussian", *xs])
+        ),
+        # plain entries with bad numbers or too many fields
+        st.lists(_NUMBER_TEXT, min_size=1, max_size=5).map(":".join),
+        st.lists(st.just("0.1"), min_size=4, max_size=6).map(":".join),
+        st.sampled_from(["gaussian", "gaussian:0.3:2", "gaussian:0.3:1e-301", "Gauss:0.3:1e-7"]),
+        # a Gaussian charge whose mu is not (eps, delta)-DP
+        st.sampled_from(["0.3:1e-7:10", "0.3:1e-7:0", "0.3:0:0.05", "0.3:1e-7:nan"]),
+    )
+)
+def test_a_malformed_plan_entry_is_refused_and_no_ledger_made(tmp_path_factory, item):
+    folder = tmp_path_factory.mktemp("plan")
+    ledger = folder / "ledger.json"
+    new = ["--budget-epsilon", "1", "--budget-delta", "1e-6", "--composition", "optimal"]
+    # no data file: a refused plan must be refused before the data are read
+    argv = release(folder / "none.npy", ledger, *new, "--budget-plan", f"0.1,{item}")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as exc:
+            code = exc.code
+    text = err.getvalue()
+    assert code == 2, (item, text)
+    assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
+    # a well-formed entry (gaussian:0.3:0.3) may be refused as not fitting the budget
+    assert "--budget-plan" in text or "more than the budget" in text, text
+    assert "none.npy" not in text, text
+    assert not ledger.exists() and sorted(p.name for p in folder.iterdir()) == []

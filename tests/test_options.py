@@ -19,7 +19,12 @@ from pymc_manidp._options import options
 from pymc_manidp.geometry._numba.cache import cache_dir
 from pymc_manidp.mcmc.sampling import nuts_backend
 
-ENVS = ("PYMC_MANIDP_MCMC_MAX_SECONDS", "PYMC_MANIDP_NUTS_BACKEND", "PYMC_MANIDP_CACHE_DIR")
+ENVS = (
+    "PYMC_MANIDP_MCMC_MAX_SECONDS",
+    "PYMC_MANIDP_NUTS_BACKEND",
+    "PYMC_MANIDP_CACHE_DIR",
+    "PYMC_MANIDP_MCMC_MAX_TRACE_BYTES",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -33,10 +38,16 @@ def _clean(monkeypatch):
 
 def test_the_public_object_is_the_one_the_layers_read():
     assert pmd.options is options
-    assert list(options) == ["mcmc_max_seconds", "nuts_backend", "cache_dir"]
+    assert list(options) == [
+        "mcmc_max_seconds",
+        "nuts_backend",
+        "cache_dir",
+        "mcmc_max_trace_bytes",
+    ]
     assert [options.env(k) for k in options] == list(ENVS)
     assert options["mcmc_max_seconds"] == 600.0 == mcmc.MCMC_MAX_SECONDS
     assert options["nuts_backend"] == "auto" and options["cache_dir"] is None
+    assert options["mcmc_max_trace_bytes"] == 2e9 == mcmc.MCMC_MAX_TRACE_BYTES
 
 
 @given(

@@ -115,6 +115,12 @@ def release(args) -> int:
         mcmc["settings"] = MCMCSettings().with_overrides(
             **{k: getattr(args, k) for k in MCMC_OPTIONS}
         )
+        from pymc_manidp.mcmc.memory_limit import check_mcmc_memory
+
+        # the trace's size is public: a run that cannot fit is refused before any file
+        # is read (the manifold, from the data's shape, is not known yet: the bound is
+        # for the smallest; the release checks it again with the manifold)
+        check_mcmc_memory(mcmc["settings"])
     out = _check_out(args)
     if args.budget is not None:  # a FIFO, a device, a linked ledger: refused before any read
         from pymc_manidp.io.ledger import check_ledger_path
@@ -315,27 +321,50 @@ def _number(what: str):
     return parse
 
 
+_PLAN_SYNTAX = (
+    "--budget-plan must be EPS[:DELTA], a Gaussian charge EPS:DELTA:MU, or gaussian:EPS:DELTA "
+    "(mu derived as TangentGaussianMechanism(epsilon=EPS, delta=DELTA) declares it), "
+    "separated by commas (e.g. 0.4,0.4:1e-7,gaussian:0.2:1e-7)"
+)
+
+
 def _parse_plan(text):
-    """``--budget-plan EPS[:DELTA],...`` as ``[(epsilon, delta), ...]`` (None: no plan)."""
+    """``--budget-plan`` as ``[(epsilon, delta), (epsilon, delta, mu), ...]`` (None: no plan).
+
+    An item is ``EPS[:DELTA]``, a Gaussian charge ``EPS:DELTA:MU`` as the Python plan
+    takes it, or ``gaussian:EPS:DELTA``: the charge of a tangent Gaussian release at
+    (ε, δ), its μ computed by the same function as the mechanism's ``planned_charge``
+    (``gaussian_mu``), so the ledger's plan matches that release's charge exactly.
+    """
     if text is None:
         return None
     plan = []
-    for item in text.split(","):
-        eps, _, delta = item.strip().partition(":")
+    for i, item in enumerate(text.split(","), start=1):
+        parts = item.strip().split(":")
+        gaussian = parts[0].strip().lower() == "gaussian"
+        numbers = parts[1:] if gaussian else parts
+        if not (
+            (len(numbers) == 2 if gaussian else 1 <= len(numbers) <= 3)
+            and all(n.strip() for n in numbers)
+        ):
+            raise ValueError(f"{_PLAN_SYNTAX}, got {item!r}")
         try:
-            plan.append(
-                (
-                    _decimal(eps, "--budget-plan epsilon"),
-                    _decimal(delta, "--budget-plan delta") if delta else 0.0,
-                )
-            )
+            values = [
+                _decimal(n, f"--budget-plan {what}")
+                for n, what in zip(numbers, ("epsilon", "delta", "mu"), strict=False)
+            ]
         except ValueError as err:
             if "smallest double" in str(err):
                 raise
-            raise ValueError(
-                f"--budget-plan must be EPS[:DELTA] separated by commas (e.g. 0.4,0.4:1e-7), "
-                f"got {item!r}"
-            ) from None
+            raise ValueError(f"{_PLAN_SYNTAX}, got {item!r}") from None
+        if gaussian:
+            from pymc_manidp.stats.gaussian import gaussian_mu
+
+            try:
+                values.append(gaussian_mu(*values))
+            except ValueError as err:
+                raise ValueError(f"--budget-plan item {i} ({item.strip()}): {err}") from None
+        plan.append(tuple(values) if len(values) > 1 else (values[0], 0.0))
     return plan
 
 

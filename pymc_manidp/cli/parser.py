@@ -229,7 +229,9 @@ def _add_release(sub) -> None:
         metavar="EPS[:DELTA],...",
         help="with --composition optimal: every charge the new ledger will admit, in order, "
         "declared before its first release (e.g. 0.4,0.4,0.2); optimal composition holds for "
-        "(epsilon, delta) fixed in advance",
+        "(epsilon, delta) fixed in advance. A Gaussian charge is EPS:DELTA:MU, or "
+        "gaussian:EPS:DELTA for a tangent Gaussian release at (EPS, DELTA) (its mu derived "
+        "as the mechanism declares it)",
     )
     p.add_argument(
         "--delta",

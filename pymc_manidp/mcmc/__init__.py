@@ -20,6 +20,11 @@ from pymc_manidp.mcmc.kernels import (
 
 # meeting_times raises it; one class, documented where users catch it (pymc_manidp.privacy)
 from pymc_manidp.mcmc.kernels import CouplingError as CouplingError
+from pymc_manidp.mcmc.memory_limit import (
+    MAX_TRACE_BYTES_ENV,
+    MCMC_MAX_TRACE_BYTES,
+    check_mcmc_memory,
+)
 from pymc_manidp.mcmc.model import polar_data, polar_model
 from pymc_manidp.mcmc.nutpie_cache import CACHE_ENV, cache_dir, clear_cache, compile_nutpie
 from pymc_manidp.mcmc.sampling import (
@@ -42,7 +47,9 @@ __all__ = [
     "CACHE_ENV",
     "HMC",
     "MAX_SECONDS_ENV",
+    "MAX_TRACE_BYTES_ENV",
     "MCMC_MAX_SECONDS",
+    "MCMC_MAX_TRACE_BYTES",
     "RWMH",
     "SAMPLERS",
     "BatchTarget",
@@ -54,6 +61,7 @@ __all__ = [
     "cache_dir",
     "calibration_study",
     "check_mcmc_budget",
+    "check_mcmc_memory",
     "clear_cache",
     "compile_nutpie",
     "draw_chain",

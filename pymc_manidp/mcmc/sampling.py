@@ -29,6 +29,7 @@ import pytensor
 from pymc_manidp._options import options
 from pymc_manidp._progress import _progress_enabled
 from pymc_manidp.geometry._numba.cache import check_environment_once
+from pymc_manidp.mcmc.memory_limit import check_mcmc_memory
 from pymc_manidp.mcmc.nutpie_cache import _compile_nutpie_or_fallback, _nutpie_with_data
 from pymc_manidp.mcmc.settings import MCMCSettings
 
@@ -379,6 +380,8 @@ class CompiledSampler:
             ``constant_data`` group.
         """
         s = MCMCSettings.resolve(settings, draws=draws, tune=tune, chains=chains)
+        # the model's manifold is not at hand: the bound for the smallest one
+        check_mcmc_memory(s)
         given = set(values)
         if given != self.data_names:
             raise ValueError(

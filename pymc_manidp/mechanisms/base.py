@@ -494,6 +494,10 @@ class Mechanism:
                 progressbar=shown,
                 notes=notes,
             )
+            if request.is_mcmc:  # the trace's size and the run's time (n) are public:
+                # refused before the charge, which would otherwise stand as failed
+                mcmc.check_mcmc_memory(request.settings, self.manifold)
+                mcmc.check_mcmc_budget(self.manifold, request.calibration.n, request.settings)
             budget, charge = self._make_charge(terms, sampler)
         except BaseException:
             # refused before its charge: a ledger made for it is not left behind
@@ -548,8 +552,6 @@ class Mechanism:
             # the rejection statistics depend on the data: for the curator only
             info = {"proposals": out.proposals, **out.info, **extra}
             return self._record(out.points[0], cal, "exact", sampler_info=info, **fields)
-        # one pass over the data per leapfrog step: refuse runs that would take hours
-        mcmc.check_mcmc_budget(self.manifold, cal.n, request.settings)
         mode, inputs = self.mcmc_inputs(data)
         idata, info = self._run_mcmc(request, mode, inputs)
         info = {**info, **extra}

@@ -270,7 +270,14 @@ class PrivacyBudget:
 
     @property
     def remaining(self) -> tuple[float, float]:
-        """``(epsilon, delta)`` left: the budget minus :attr:`spent`."""
+        """``(epsilon, delta)`` left: the budget minus :attr:`spent`.
+
+        Under optimal composition a total composed from Gaussian (or mixed) charges
+        is read at the budget's δ, so δ left is then 0 even when the plan's next
+        charges fit: a planned budget admits its plan, checked whole when declared
+        (:attr:`planned`); this pair is the budget minus one valid statement of the
+        total, not a test of what still fits (docs/privacy-budget.md).
+        """
         state = self._state()
         return _remaining(state, _spend(state))
 

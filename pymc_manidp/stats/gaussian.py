@@ -24,6 +24,7 @@ from pymc_manidp._validation import check_positive_real
 __all__ = [
     "DELTA_MARGIN",
     "MIN_DELTA",
+    "READ_MARGIN",
     "check_gaussian_delta",
     "compose_mu",
     "gaussian_delta",
@@ -39,6 +40,12 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 #: (tests/stats/test_gaussian_calibration.py against 60-digit mpmath), so a μ whose
 #: computed δ is at most ``(1 - DELTA_MARGIN) delta`` has a true δ below ``delta``.
 DELTA_MARGIN = 1e-7
+#: The margin :func:`gdp_epsilon` keeps when it reads a composed μ back as ε: half the
+#: calibration's, still far above the 1e-12 accuracy (so the ε read is an upper
+#: bound), so that what was calibrated at exactly (ε, δ) and composed with μ rounded up
+#: by a few ulps (:func:`compose_mu`) reads as at most ε: with the same margin a plan cut
+#: exactly at its budget read ε = 1.0000000000000007 and was refused.
+READ_MARGIN = DELTA_MARGIN / 2
 
 
 #: The smallest δ calibrated: below it δ(μ) is a subnormal float, with too few bits
@@ -223,8 +230,11 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     r"""The smallest ε at which μ-GDP is (ε, δ)-DP, rounded up (Dong, Roth & Su 2022,
     Cor. 2.13: δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2), decreasing in ε).
 
-    Bisection on ε for :func:`gaussian_delta` at most ``(1 - DELTA_MARGIN) delta``,
-    returning the bracket's upper end: the ε reported is never below the true one.
+    Bisection on ε for :func:`gaussian_delta` at most ``(1 - READ_MARGIN) delta``,
+    returning the bracket's upper end: the ε reported is never below the true one
+    (the margin is far above the computed δ's error), and a μ calibrated at (ε, δ) by
+    :func:`gaussian_mu` (margin ``DELTA_MARGIN``, twice as wide), even rounded up by a
+    few ulps, reads as at most ε.
     ``inf`` when no finite ε up to 1e300 reaches δ, when μ is inf, or when δ is below
     ``MIN_DELTA`` (no bound is claimed there).
 
@@ -253,7 +263,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
         raise ValueError(f"delta must be in [0, 1), got {delta!r}")
     if math.isinf(mu) or delta < MIN_DELTA:
         return math.inf
-    target = delta * (1.0 - DELTA_MARGIN)
+    target = delta * (1.0 - READ_MARGIN)
 
     def fits(eps: float) -> bool:
         try:

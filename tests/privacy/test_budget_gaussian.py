@@ -271,3 +271,58 @@ def test_a_gaussian_release_that_does_not_fit_is_refused_before_the_charge(monke
     with pytest.raises(BudgetExceededError, match="nothing was computed"):
         mech.release(data, budget=basic)
     assert b.entries == [] and basic.entries == []
+
+
+def _mp_delta(eps, mu):
+    """Balle & Wang 2018, Thm 8, in mpmath at 60 digits (no cancellation tricks)."""
+    import mpmath
+
+    with mpmath.workdps(60):
+        eps, mu = mpmath.mpf(eps), mpmath.mpf(mu)
+        return mpmath.ncdf(mu / 2 - eps / mu) - mpmath.e**eps * mpmath.ncdf(-mu / 2 - eps / mu)
+
+
+@given(
+    epsilon=st.sampled_from([1.0, 1 / 3, 0.3333333333333333, 0.1, 2.0, math.nextafter(1.0, 2)]),
+    delta=st.sampled_from([1e-6, 1e-10, 1 / 3, 1e-300, math.nextafter(1e-6, 0)]),
+    k=st.integers(2, 64),
+)
+def test_a_gaussian_plan_cut_exactly_at_the_budget_fits(epsilon, delta, k):
+    # the engineer's report: k charges of mu/sqrt(k), mu calibrated at the budget itself,
+    # read eps = 1.0000000000000007 (compose_mu rounds up, gdp_epsilon kept the same
+    # margin as the calibration) and the plan was refused
+    mu = gaussian_mu(epsilon, delta)
+    plan = [(epsilon, delta, mu / math.sqrt(k))] * k
+    budget = PrivacyBudget(epsilon, delta, composition="optimal", plan=plan)
+    planned = budget.planned
+    assert planned.epsilon <= epsilon and planned.delta <= delta
+    # still an upper bound: the composed mu's true delta at the epsilon read is <= delta
+    import mpmath
+
+    with mpmath.workdps(60):
+        mu_true = mpmath.sqrt(k * mpmath.mpf(mu / math.sqrt(k)) ** 2)  # exact, not rounded
+        assert _mp_delta(planned.epsilon, mu_true) <= delta
+    assert _mp_delta(gaussian.gdp_epsilon(mu, delta), mu) <= delta
+
+
+@given(
+    mu=st.sampled_from([1e-3, 0.1, 0.2367, 1.0, 3.0, 1 / 3]),
+    delta=st.sampled_from([1e-6, 1e-10, 0.01, 1e-300]),
+)
+def test_gdp_epsilon_is_an_upper_bound(mu, delta):
+    eps = gaussian.gdp_epsilon(mu, delta)
+    assert _mp_delta(eps, mu) <= delta
+    if eps > 0:  # and tight: one ulp below it is over delta, or within the margin
+        below = math.nextafter(eps, 0)
+        assert _mp_delta(below, mu) > delta * (1 - gaussian.DELTA_MARGIN)
+
+
+def test_remaining_delta_zero_after_a_composed_total_still_admits_the_plan():
+    # documented, not changed: a composed total is read at the budget's delta, so the
+    # delta left reads 0 after the first Gaussian charge; the plan's charges still fit
+    charge = _gauss(0.5, 1e-7)
+    budget = PrivacyBudget(1.0, 1e-6, composition="optimal", plan=[charge] * 4)
+    for _ in range(4):
+        budget.charge(charge[0], charge[1], mu=charge[2])
+        assert budget.spent.rule == GDP_RULE and budget.remaining[1] == 0.0
+    assert budget.spent.epsilon == budget.planned.epsilon <= 1.0
