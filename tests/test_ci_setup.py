@@ -149,17 +149,23 @@ def test_unknown_argument_is_refused(tmp_path, arg):
     assert log.read_text() == ""  # refused before installing anything
 
 
+PYTEST = "python -m pytest -n 2 --dist worksteal --ignore=tests/test_docs_site.py"
+DOCS = ["python -m sphinx", "python -m pytest tests/test_docs_site.py"]
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
         (["demo", "--quick"], ["setup demo", "pymc-manidp demo --quick"]),
-        (["test", "-m", "not slow"], ["setup test", "python -m pytest"]),
+        (["test"], ["setup test", f"{PYTEST} -m not slow"]),
+        (["test", "-m", "slow"], ["setup test", f"{PYTEST} -m not slow -m slow"]),
         (["docs"], ["setup docs", "python -m sphinx"]),
-        ([], ["setup", "python -m pytest", "python -m sphinx", "python -m pytest"]),
+        ([], ["setup", f"{PYTEST} -m not slow", f"{PYTEST} -m slow", *DOCS]),
     ],
 )
 def test_each_entry_point_sets_up_its_own_needs(tmp_path, args, expected):
-    # .ci/run with a recording .ci/setup: each command asks for its set-up, before it runs
+    # .ci/run with a recording .ci/setup: each command asks for its set-up, before it runs;
+    # `test` runs the default tier (a later -m replaces it), the full run both tiers
     root, log = tmp_path / "repo", tmp_path / "calls.log"
     (root / ".ci").mkdir(parents=True)
     (root / ".venv" / "bin").mkdir(parents=True)
@@ -180,3 +186,34 @@ def test_each_entry_point_sets_up_its_own_needs(tmp_path, args, expected):
     assert len(calls) == len(expected), calls
     assert calls[0] == expected[0], calls  # the set-up first, with exactly this argument
     assert all(c.startswith(e) for c, e in zip(calls[1:], expected[1:], strict=True)), calls
+
+
+# the fake pytest of the slow tier exits with the given code; the others succeed
+SLOW_EXITS = (
+    '#!/bin/sh\necho "python $*" >> "{log}"\ncase "$*" in *"-m slow"*) exit {code};; esac\n'
+)
+
+
+@pytest.mark.parametrize(("code", "runs_on"), [(5, True), (1, False), (0, True)])
+def test_an_empty_slow_tier_is_not_a_failure_but_a_failing_one_is(tmp_path, code, runs_on):
+    # pytest exits 5 when it selects nothing (arguments naming default-tier files only)
+    root, log = tmp_path / "repo", tmp_path / "calls.log"
+    (root / ".ci").mkdir(parents=True)
+    (root / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy(ROOT / ".ci" / "run", root / ".ci" / "run")
+    fakes = {
+        root / ".ci" / "setup": "#!/bin/sh\n",
+        root / ".venv" / "bin" / "python": SLOW_EXITS.format(log=log, code=code),
+    }
+    for path, text in fakes.items():
+        path.write_text(text)
+        path.chmod(0o755)
+    proc = subprocess.run(
+        ["bash", str(root / ".ci" / "run"), "tests/test_layers.py"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    calls = log.read_text()
+    assert ("python -m sphinx" in calls) is runs_on, calls  # the docs come after the tests
+    assert (proc.returncode == 0) is runs_on, proc.stderr

@@ -257,6 +257,9 @@ def _data(rng, n=6, k=3):
     return y
 
 
+# slow tier: C-compiling the graph on a clean clone's cold PyTensor compiledir took 75
+# CPU-s in the worker and 20 in gcc (2026-11-28, the costliest default-tier test)
+@pytest.mark.slow
 def test_c_and_numba_backends_agree():
     rng = np.random.default_rng(3)
     x = _data(rng, 4)

@@ -228,3 +228,33 @@ def test_cores_reaches_pymc_sample_and_is_checked(monkeypatch):
     b = mech.release(D1, settings=short, random_seed=4, **kw)  # None: PyMC's default
     assert seen == [1, "absent"]
     np.testing.assert_array_equal(a.value, b.value)  # one seed, one release
+
+
+def test_the_suite_runs_pymc_chains_in_this_process(monkeypatch):
+    """``tests/conftest.py`` makes ``pm.sample`` run its chains here unless a test passes
+    ``cores``: no chain process is started, even where PyMC's default would start them
+    (``cpu_count() // 2`` cores: 1 on a 2-core machine, so a 4-core one is faked here;
+    the test fails without that fixture)."""
+    import pymc as pm
+    from pymc.sampling import mcmc as pymc_mcmc
+
+    def no_processes(*args, **kwargs):
+        raise AssertionError("pm.sample started chain processes")
+
+    monkeypatch.setattr(pymc_mcmc, "_mp_sample", no_processes)
+    monkeypatch.setattr(pymc_mcmc, "_cpu_count", lambda: 2)
+    with pm.Model():
+        pm.Normal("x")
+        idata = pm.sample(
+            draws=5,
+            tune=5,
+            chains=2,
+            step=pm.Metropolis(),
+            random_seed=0,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    assert idata.posterior.sizes["chain"] == 2
+    with pm.Model(), pytest.raises(AssertionError, match="chain processes"):
+        pm.Normal("x")
+        pm.sample(draws=5, tune=5, chains=2, cores=2, step=pm.Metropolis(), progressbar=False)

@@ -148,6 +148,9 @@ def test_laplace_mechanism_model_samples_the_exact_radial_law():
     assert pvalue > 0.01, (stat, pvalue, ess)  # alpha = 0.01, n = ESS >= 400
 
 
+# slow tier: compiling and sampling NUTS on SPD(2) took 56 CPU-s on a clean clone
+# (2026-11-28, the second costliest default-tier test)
+@pytest.mark.slow
 def test_kng_mechanism_with_identical_data_samples_the_laplace_law():
     P = pmd.SPD(k=2)
     p = np.diag([1.0, 2.0])
