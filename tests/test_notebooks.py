@@ -219,6 +219,18 @@ def check_budget(ns):
     assert ns["basic"] == 3.0 and ns["basic_refused"] == 10 and ns["optimal"] < 2.6
 
 
+def check_directional(ns):
+    # the fit: no divergence, kappa near the moment estimate (1/(1 - R) on S^2 at large
+    # kappa: the mean resultant length is coth(kappa) - 1/kappa)
+    assert ns["divergences"] == 0 and ns["na_divergences"] == 0
+    kappa_moment = 1.0 / (1.0 - ns["resultant"])
+    assert 0.5 * kappa_moment < ns["kappa_mean"] < 2.0 * kappa_moment
+    assert abs(ns["ppc_median"] - ns["obs_median"]) < 0.1
+    # an exact release on its ball; the posterior within a few sigma of it
+    assert ns["delta"] == 0.0 and ns["release_dist"] <= ns["radius"]
+    assert ns["post_to_release"] < 5 * ns["sigma"]
+
+
 def check_median(ns):
     # an exact release of the median, inside the ball, with its own Delta = 2/n
     assert ns["delta"] == 0.0 and ns["mechanism"] == "KNG-median"
@@ -400,6 +412,22 @@ CHECKS = {
             "disc_round_trip": "disc_round_trip",
         },
         check_rotations_and_trees,
+    ),
+    "09_directional_models.ipynb": (
+        {
+            "divergences": "divergences",
+            "na_divergences": "na_divergences",
+            "resultant": "float(resultant)",
+            "kappa_mean": "float(post_kappa.mean())",
+            "ppc_median": "ppc_median",
+            "obs_median": "float(np.median(angle_obs))",
+            "delta": "rel.delta",
+            "release_dist": "float(S.dist(center, np.asarray(published['value'])))",
+            "radius": "radius",
+            "sigma": "published['sigma']",
+            "post_to_release": "float(S.dist(np.asarray(published['value']), post_center))",
+        },
+        check_directional,
     ),
     "07_private_median.ipynb": (
         {

@@ -437,7 +437,12 @@ def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted
     prior : callable, optional
         ``prior(name, **kwargs)`` creates the prior variable of the footpoint inside
         the model (e.g. ``lambda n, **kw: pmd.ManifoldLaplace(n, M, m0, 0.5, **kw)``);
-        ``kwargs`` carry the point's ``dims``. Default: the uniform law, on the whole
+        ``kwargs`` carry the point's ``dims``. On a sphere, a von Mises–Fisher prior
+        for the true mean direction: ``lambda n, **kw: pmd.VonMisesFisher(n, mu0,
+        kappa, **kw)``, with ``mu0`` and ``kappa`` numbers or random variables made
+        in the callable (it runs inside the model; example below). Then the model has
+        those variables too: name the footpoint (``var=name``) in
+        :func:`~pymc_manidp.calibration_study`. Default: the uniform law, on the whole
         compact manifold (as :class:`ManifoldUniform`) or, when a release is restricted,
         on its public ball (the data's Fréchet mean lies in it), sampled in the polar
         chart at the release with the smallest ``sigma`` (capped at the ball's edge).
@@ -479,7 +484,25 @@ def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted
     >>> m2 = noise_aware_model([published, {**published, "sigma": 0.2}], S)
     >>> [v.name for v in m2.observed_RVs]
     ['release_0', 'release_1']
+
+    A von Mises–Fisher prior on the true mean direction, with a random concentration:
+
+    >>> import pymc as pm
+    >>> def vmf_prior(name, **kw):
+    ...     kappa = pm.Gamma("kappa", 2.0, 0.5)
+    ...     return pmd.VonMisesFisher(name, [1.0, 0.0, 0.0], kappa, **kw)
+    >>> m3 = noise_aware_model(published, S, prior=vmf_prior)
+    >>> [v.name for v in m3.free_RVs]
+    ['kappa', 'mean']
     """
+    if prior is not None and not callable(prior):
+        # a law made with .dist() has no name and no dims in this model: refused before
+        # anything is built, with the form that works
+        raise TypeError(
+            f"prior must be a callable prior(name, **kwargs) that creates the footpoint's "
+            f"variable in the model, got {type(prior).__name__}: e.g. "
+            "prior=lambda n, **kw: pmd.VonMisesFisher(n, mu0, kappa, **kw)"
+        )
     single = not isinstance(releases, (list, tuple))
     records = [releases] if single else list(releases)
     if not records:
