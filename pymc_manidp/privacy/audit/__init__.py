@@ -6,6 +6,9 @@ of neighbouring datasets ``D, D'`` (same ``n``, exactly one record changed in pl
 - **Quadrature audit** (:func:`quadrature_audit`, :mod:`.quadrature`): both densities
   normalized on a grid, the privacy loss ``sup |log f_D - log f_D'|`` read off it and
   compared with ε (manifolds of dimension 1 to 3).
+- **Regression audit** (:func:`regression_audit`, :mod:`.regression`): the same on
+  the domain in ``TM`` of the geodesic-regression KNG (dimension 2 or 4), with
+  adversarial neighbours that put the fit on the domain's edge.
 - **Black-box sample test** (:func:`sample_test`, :mod:`.histogram`): a certified
   lower bound on the privacy loss from binned draws (any manifold); it can only ever
   refute a privacy claim, never prove one.
@@ -42,11 +45,17 @@ from pymc_manidp.privacy.audit.quadrature import (
     quadrature_audit,
     with_sigma_divided,
 )
+from pymc_manidp.privacy.audit.regression import (
+    RegressionAuditResult,
+    regression_audit,
+    regression_pairs,
+)
 
 __all__ = [
     "MIN_RESOLUTION",
     "AuditResult",
     "NeighbourPair",
+    "RegressionAuditResult",
     "SampleTestResult",
     "audit_pair",
     "boundary_pair",
@@ -58,6 +67,8 @@ __all__ = [
     "neighbour_pairs",
     "polar_grid",
     "quadrature_audit",
+    "regression_audit",
+    "regression_pairs",
     "sample_test",
     "sample_test_cost",
     "tangent_statistic",
