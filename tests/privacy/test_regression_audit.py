@@ -11,8 +11,12 @@ grid error. The default tier runs the circle (TM of dimension 2, seconds); S^2 p
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import pymc_manidp as pmd
 from pymc_manidp.privacy.audit import check_neighbours, with_sigma_divided
@@ -154,3 +158,38 @@ def test_sphere_audit_passes_sigma_and_catches_sigma_over_2():
     bad = RA.regression_audit(with_sigma_divided(mech, 2.0), X10, resolution=20)
     assert not bad.passed
     assert bad.worst_log_ratio > 1.05 * bad.epsilon
+
+
+BAD_ARGS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([1 / 3, 0.3333333333333333, 5e-324, 1e308, math.inf, math.nan, -4, 0, 3]),
+    st.text(max_size=3),
+)
+
+
+@given(resolution=BAD_ARGS)
+def test_audit_refuses_bad_resolutions_before_any_grid(resolution):
+    with pytest.raises((TypeError, ValueError), match="resolution"):
+        RA.regression_audit(circle_mech(), X10, resolution=resolution)
+
+
+@given(
+    epsilon=st.one_of(
+        st.booleans(),
+        st.sampled_from([math.inf, math.nan, -4, 0, -5e-324, "1"]),
+        st.text(max_size=3),
+    )
+)
+def test_audit_refuses_bad_epsilons(epsilon):
+    with pytest.raises((TypeError, ValueError), match="epsilon"):
+        RA.regression_audit(circle_mech(), X10, epsilon=epsilon)
+
+
+@pytest.mark.parametrize(
+    "x, match",
+    [(np.array([-1.0, 2.0, 0.0]), "covariate"), (np.array([0.0, np.nan]), "finite")],
+)
+def test_audit_checks_the_public_covariates(x, match):
+    with pytest.raises(ValueError, match=match):
+        RA.regression_audit(circle_mech(), x)

@@ -37,7 +37,7 @@ from pymc_manidp.geometry.euclidean import Euclidean
 from pymc_manidp.geometry.sphere import Sphere
 from pymc_manidp.privacy.audit.neighbours import NeighbourPair, audited_epsilon
 from pymc_manidp.privacy.audit.quadrature import _coarse, log_privacy_loss, polar_grid
-from pymc_manidp.stats.regression import geodesic_regression
+from pymc_manidp.stats.regression import check_covariates, geodesic_regression
 
 __all__ = ["RegressionAuditResult", "regression_audit", "regression_pairs"]
 
@@ -89,6 +89,11 @@ def _resolution(resolution, d):
     if isinstance(resolution, (int, np.integer)) and not isinstance(resolution, bool):
         k = check_positive_int(resolution, "resolution", minimum=4)
         return (k,) * (2 * d)
+    if isinstance(resolution, (str, bytes)) or not hasattr(resolution, "__iter__"):
+        raise TypeError(
+            f"resolution must be an int >= 4 or a tuple of {2 * d} ints >= 4 (footpoint "
+            f"axes, then slope axes), got {resolution!r}"
+        )
     counts = tuple(check_positive_int(c, "resolution", minimum=4) for c in resolution)
     if len(counts) != 2 * d:
         raise ValueError(
@@ -338,7 +343,7 @@ def regression_audit(
     eps = audited_epsilon(mech, epsilon)
     _footpoint_radius(mech)
     refine = check_positive_int(refine, "refine")
-    x = np.asarray(x, float)
+    x = check_covariates(x, bound=mech.covariate_bound)
     n = len(x)
     sigma = check_positive_real(mech.sigma(n), "sigma")
     fine = _resolution(resolution, M.dim)
