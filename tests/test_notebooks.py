@@ -277,6 +277,19 @@ def check_rotations_and_trees(ns):
     assert ns["tree_gap"] < 1e-12 and ns["disc_round_trip"] < 1e-12
 
 
+def check_regression(ns):
+    # issue 41: a pure-DP release on TS^2 inside the public domain, charged once; the fit
+    # recovers the design's footpoint within the noise; the public Delta_p exceeds the
+    # paper's data-dependent 2 tau_hat / n
+    p, v = np.asarray(ns["value"])
+    assert ns["delta"] == 0.0 and ns["spent"] == pytest.approx(2.0)
+    assert abs(np.linalg.norm(p) - 1) < 1e-12 and abs(p @ v) < 1e-12
+    assert ns["footpoint_dist"] <= 0.1 + 1e-12 and np.linalg.norm(v) <= 0.9 + 1e-12
+    assert ns["fit_converged"] and ns["fit_error"] < 0.05
+    assert ns["draws_shape"] == (40, 2, 3)
+    assert ns["ratio"] > 5
+
+
 #: notebook -> (expressions evaluated in its kernel after the last cell, checks)
 CHECKS = {
     "01_sphere_mean_direction.ipynb": (
@@ -442,6 +455,19 @@ CHECKS = {
             "error_km": "dict(error_km)",
         },
         check_median,
+    ),
+    "11_private_geodesic_regression.ipynb": (
+        {
+            "value": "rel.value",
+            "delta": "rel.delta",
+            "spent": "budget.spent.epsilon",
+            "footpoint_dist": "float(S.dist(center, p_tilde))",
+            "fit_converged": "bool(fit.converged)",
+            "fit_error": "float(S.dist(p_hat, p_true))",
+            "draws_shape": "draws.shape",
+            "ratio": "delta_p / paper_delta_p",
+        },
+        check_regression,
     ),
 }
 

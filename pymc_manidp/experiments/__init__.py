@@ -20,7 +20,10 @@ paper's statements next to ours) into ``out/<name>/``.
 - ``theorems``: 2021 Thm 3 / 2022 Thm 3 (E ρ² against n, d and ε) and 2021 Thm 4 (the
   D/d inflation of an ambient mechanism);
 - ``median_robustness``: beyond the papers (issue 24), the private Fréchet median (KNG)
-  against the private means under contamination on S², SPD(2) and Kendall shapes.
+  against the private means under contamination on S², SPD(2) and Kendall shapes;
+- ``geodesic_regression``: beyond the papers (issue 41), the private geodesic
+  regression on the S² design of Kulkarni & Soto (2025), errors against n and ε and
+  the paper's data-dependent sensitivity against our public one.
 
 Command line: ``pymc-manidp reproduce <name|all> [--quick] [--replicates N] [--out DIR]
 [--seed S] [--scheduler ADDRESS]``.
@@ -38,6 +41,7 @@ from pymc_manidp._progress import _progress_enabled
 # The submodules keep their names as attributes of this package (each holds a function
 # of the same name: ``EXPERIMENTS[name]``), so ``experiments.theorems.SETTINGS`` works.
 from pymc_manidp.experiments import (
+    geodesic_regression,
     kng2022_fig1,
     kng2022_shapes,
     laplace2021_fig1,
@@ -58,6 +62,7 @@ EXPERIMENTS = {
     "kng2022_shapes": kng2022_shapes.kng2022_shapes,
     "theorems": theorems.theorems,
     "median_robustness": median_robustness.median_robustness,
+    "geodesic_regression": geodesic_regression.geodesic_regression,
 }
 
 

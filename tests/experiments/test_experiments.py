@@ -186,6 +186,7 @@ def test_registry_and_unknown_names():
         "kng2022_shapes",
         "theorems",
         "median_robustness",
+        "geodesic_regression",
     }
     with pytest.raises(ValueError, match="unknown experiment"):
         run("fig9", out=None)
@@ -327,3 +328,47 @@ def test_median_robustness_replicate_contaminates_and_scores_every_mechanism():
     # the outlier cluster sits at the ball's edge, in the ball
     assert 0.99 * np.pi / 8 < float(M.dist(outlier, mechs[mr.LAPLACE].domain.center)) < np.pi / 8
     assert mechs[mr.KNG_MEDIAN].statistic == "median"
+
+
+def test_geodesic_regression_replicate_releases_and_scores_against_the_fit():
+    from pymc_manidp.experiments import geodesic_regression as G
+
+    (row,) = G._chunk(20, 1.0, [(0, np.random.SeedSequence(0))])
+    assert row["status"] == "released"
+    mech = G.mechanism(1.0)
+    # the public bound is the mechanism's, the paper's is 2 tau_hat / n
+    assert row["delta_p"] == mech.sensitivities(20)[0]
+    assert row["paper_delta_p"] == pytest.approx(2 * row["tau_hat"] / 20)
+    assert row["delta_p"] > 10 * row["paper_delta_p"]
+    # the release's footpoint lies in B_R(m) and the fit within the noise of m
+    assert 0.0 <= row["dist_p"] <= G.FOOTPOINT_RADIUS + 0.05
+    assert 0.0 <= row["dist_v"] <= 2 * G.SLOPE_BOUND
+
+
+def test_geodesic_regression_refuses_cells_beyond_the_exact_sampler_before_drawing():
+    from pymc_manidp.experiments import geodesic_regression as G
+
+    (row,) = G._chunk(1000, 1.0, [(0, np.random.SeedSequence(0))])
+    assert row["status"] == G.BEYOND and np.isnan(row["dist_p"]) and np.isnan(row["dist_v"])
+    (row,) = G._chunk(500, 1.0, [(0, np.random.SeedSequence(0))])  # n eps = 500: drawn
+    assert row["status"] == "released" and np.isfinite(row["dist_p"])
+
+
+def test_geodesic_regression_design_and_projection_onto_the_ball():
+    import pymc_manidp as pmd
+    from pymc_manidp.experiments import geodesic_regression as G
+
+    S = pmd.Sphere(dim=2)
+    x, y = G.design(200, np.random.default_rng(1))
+    assert x[0] == -1.0 and x[-1] < 1.0 and np.allclose(np.diff(x), 0.01)
+    np.testing.assert_allclose(np.linalg.norm(y, axis=1), 1.0)
+    z, moved = G.project_onto_ball(y)
+    d0, d1 = S.dist(G.FOOTPOINT, y), S.dist(G.FOOTPOINT, z)
+    far = d0 > G.RADIUS
+    assert moved == far.sum() > 0  # the design leaves a ball below r* = pi/4
+    assert np.all(d1 <= G.RADIUS)
+    np.testing.assert_array_equal(z[~far], y[~far])
+    # moved along the geodesic from the center: the direction of log_m is kept
+    u0 = S.log(np.broadcast_to(G.FOOTPOINT, y[far].shape), y[far])
+    u1 = S.log(np.broadcast_to(G.FOOTPOINT, z[far].shape), z[far])
+    np.testing.assert_allclose(u1 / d1[far, None], u0 / d0[far, None], atol=1e-9)

@@ -1,6 +1,6 @@
 r"""Privacy audits: can a mechanism's privacy loss exceed its ε?
 
-Two audits (one module each; :mod:`.neighbours` builds the pairs), both for a pair
+Four audits (one module each; :mod:`.neighbours` builds the pairs), both for a pair
 of neighbouring datasets ``D, D'`` (same ``n``, exactly one record changed in place):
 
 - **Quadrature audit** (:func:`quadrature_audit`, :mod:`.quadrature`): both densities
@@ -9,6 +9,9 @@ of neighbouring datasets ``D, D'`` (same ``n``, exactly one record changed in pl
 - **Tangent-chart audit** (:func:`tangent_audit`, :mod:`.tangent`): the same
   quadrature for the tangent mechanisms' release ``u`` in ``T_pM`` (the K-norm's loss
   against ε; the Gaussian's privacy profile against δ and its μ-GDP profile).
+- **Regression audit** (:func:`regression_audit`, :mod:`.regression`): the same on
+  the domain in ``TM`` of the geodesic-regression KNG (dimension 2 or 4), with
+  adversarial neighbours that put the fit on the domain's edge.
 - **Black-box sample test** (:func:`sample_test`, :mod:`.histogram`): a certified
   lower bound on the privacy loss from binned draws (any manifold); it can only ever
   refute a privacy claim, never prove one.
@@ -45,12 +48,18 @@ from pymc_manidp.privacy.audit.quadrature import (
     quadrature_audit,
     with_sigma_divided,
 )
+from pymc_manidp.privacy.audit.regression import (
+    RegressionAuditResult,
+    regression_audit,
+    regression_pairs,
+)
 from pymc_manidp.privacy.audit.tangent import TangentAuditResult, tangent_audit
 
 __all__ = [
     "MIN_RESOLUTION",
     "AuditResult",
     "NeighbourPair",
+    "RegressionAuditResult",
     "SampleTestResult",
     "TangentAuditResult",
     "audit_pair",
@@ -63,6 +72,8 @@ __all__ = [
     "neighbour_pairs",
     "polar_grid",
     "quadrature_audit",
+    "regression_audit",
+    "regression_pairs",
     "sample_test",
     "sample_test_cost",
     "tangent_audit",
