@@ -20,7 +20,10 @@ paper's statements next to ours) into ``out/<name>/``.
 - ``theorems``: 2021 Thm 3 / 2022 Thm 3 (E ρ² against n, d and ε) and 2021 Thm 4 (the
   D/d inflation of an ambient mechanism);
 - ``median_robustness``: beyond the papers (issue 24), the private Fréchet median (KNG)
-  against the private means under contamination on S², SPD(2) and Kendall shapes.
+  against the private means under contamination on S², SPD(2) and Kendall shapes;
+- ``tangent_mechanisms``: beyond the papers (issue 39), the tangent Laplace and Gaussian
+  against the manifold Laplace and KNG: pure ε over n, k releases under one budget,
+  the two-stage release, the ICLR 2026 setting.
 
 Command line: ``pymc-manidp reproduce <name|all> [--quick] [--replicates N] [--out DIR]
 [--seed S] [--scheduler ADDRESS]``.
@@ -43,6 +46,7 @@ from pymc_manidp.experiments import (
     laplace2021_fig1,
     laplace2021_sensitivity,
     median_robustness,
+    tangent_mechanisms,
     theorems,
 )
 from pymc_manidp.experiments._common import cluster
@@ -58,6 +62,7 @@ EXPERIMENTS = {
     "kng2022_shapes": kng2022_shapes.kng2022_shapes,
     "theorems": theorems.theorems,
     "median_robustness": median_robustness.median_robustness,
+    "tangent_mechanisms": tangent_mechanisms.tangent_mechanisms,
 }
 
 

@@ -186,6 +186,7 @@ def test_registry_and_unknown_names():
         "kng2022_shapes",
         "theorems",
         "median_robustness",
+        "tangent_mechanisms",
     }
     with pytest.raises(ValueError, match="unknown experiment"):
         run("fig9", out=None)
@@ -327,3 +328,44 @@ def test_median_robustness_replicate_contaminates_and_scores_every_mechanism():
     # the outlier cluster sits at the ball's edge, in the ball
     assert 0.99 * np.pi / 8 < float(M.dist(outlier, mechs[mr.LAPLACE].domain.center)) < np.pi / 8
     assert mechs[mr.KNG_MEDIAN].statistic == "median"
+
+
+# --- issue 39 item 5 (tangent_mechanisms) ----------------------------------------------
+
+
+def test_tangent_budget_shares_are_the_largest_plans_the_ledger_admits():
+    """Oracles: the Gaussian plan's total μ is gaussian_mu(1, 1e-6) (GDP composes as
+    √k μ); each share fits the budget and 1% more does not (maximal); the pure share is
+    never below ε/k and beats it once the PLD pays off (k = 16)."""
+    from pymc_manidp.experiments import tangent_mechanisms as T
+    from pymc_manidp.privacy.budget import PrivacyBudget
+    from pymc_manidp.stats.gaussian import gaussian_mu
+
+    for k in (4, 16):
+        s = T.budget_shares(k)
+        assert s["mu_total"] == pytest.approx(gaussian_mu(1.0, 1e-6), rel=1e-5)
+        assert s["planned_epsilon"] <= 1.0 and s["gauss_delta"] == 1e-6 / k
+        g = lambda e, d=1e-6 / k: (e, d, gaussian_mu(e, d))  # noqa: E731
+        PrivacyBudget(1.0, 1e-6, composition="optimal", plan=[g(s["gauss_epsilon"])] * k)
+        with pytest.raises(ValueError, match="more than the budget"):
+            PrivacyBudget(1.0, 1e-6, composition="optimal", plan=[g(1.01 * s["gauss_epsilon"])] * k)
+        assert s["pure_epsilon"] >= 1.0 / k
+        if s["pure_rule"] != "basic (ε/k)":
+            plan = [(1.01 * s["pure_epsilon"], 0.0)] * k
+            with pytest.raises(ValueError, match="more than the budget"):
+                PrivacyBudget(1.0, 1e-6, composition="optimal", plan=plan)
+    assert T.budget_shares(16)["pure_epsilon"] > 1 / 16
+
+
+def test_tangent_chunk_scores_every_cell_on_the_same_data():
+    from pymc_manidp.experiments import tangent_mechanisms as T
+
+    ss = child_seeds(1, 0, count=1)[0]
+    cells = [(m, {"k": 1, "r": 1.5, "epsilon": 1.0}, (1.0, 1e-6)) for m in (T.TLAP, T.TGAUSS)]
+    rows = T._chunk("pure", "H2", 200, cells, 3, [(0, ss)])
+    assert [r["method"] for r in rows] == [T.TLAP, T.TGAUSS]
+    assert all(np.isfinite(r["dist"]) and 0 < r["dist"] < 1.0 for r in rows)
+    # the two-stage part puts the data 0.8 r from the center, where its mean is
+    cells = [(T.TWO, {"k": 1, "r": 1.0, "epsilon": 1.0}, (1.0, 1e-6, 1.0, 0.2))]
+    (row,) = T._chunk("two_stage", "H2", 100, cells, 2, [(0, ss)])
+    assert row["method"] == T.TWO and 0 < row["dist"] < 1.0
