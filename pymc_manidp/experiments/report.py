@@ -418,7 +418,12 @@ def _tangent(res):
 
     def cell(g, m):
         r = g[g.method == m]
-        return "" if r.empty else f"{r['mean'].iloc[0]:.4f} ± {2 * r.se.iloc[0]:.4f}"
+        if r.empty or not r["count"].iloc[0]:
+            return "no exact draw"
+        return f"{r['mean'].iloc[0]:.4f} ± {2 * r.se.iloc[0]:.4f}"
+
+    def ratio(a, b):
+        return "—" if not np.isfinite(a / b) else f"{a / b:.2f}"
 
     pure = table[table.part == "pure"]
     n_hi = max(pure.n)
@@ -457,19 +462,22 @@ def _tangent(res):
     rows = []
     for (space, k), g in kr.groupby(["space", "k"], sort=False):
         pure_best = g[g.method != T.TGAUSS]["mean"].min()
-        ratio = g[g.method == T.TGAUSS]["mean"].iloc[0] / pure_best
+        gauss = g[g.method == T.TGAUSS]["mean"].iloc[0]
         rows.append((space, k, *(cell(g, m) for m in (T.TLAP, T.LAP, T.KNG, T.TGAUSS)),
-                     f"{ratio:.2f}"))  # fmt: skip
+                     ratio(gauss, pure_best)))  # fmt: skip
     out += _md(["space", "k", T.TLAP, T.LAP, T.KNG, T.TGAUSS, "ratio"], rows)
     ts = table[table.part == "two_stage"]
     out += "\n**Two-stage against one-stage** (H², mean 0.8 r from m0), ± 2 SE:\n\n"
     rows = []
     for (r, n), g in ts.groupby(["r", "n"], sort=False):
-        ratio = g[g.method == T.TWO]["mean"].iloc[0] / g[g.method == T.TGAUSS]["mean"].iloc[0]
-        rows.append((f"{r:g}", n, cell(g, T.TGAUSS), cell(g, T.TWO), f"{ratio:.2f}"))
+        two, one = (g[g.method == m]["mean"].iloc[0] for m in (T.TWO, T.TGAUSS))
+        rows.append((f"{r:g}", n, cell(g, T.TGAUSS), cell(g, T.TWO), ratio(two, one)))
     out += _md(["r", "n", "one stage at m0", T.TWO, "two / one"], rows)
     ic = table[table.part == "iclr"]
-    out += "\n**The ICLR 2026 setting** (n = 40, r = 1.5): tangent / manifold Laplace error:\n\n"
+    out += (
+        "\n**The ICLR 2026 setting** (n = 40, r = 1.5): tangent Laplace error / manifold "
+        "Laplace error (— where the manifold Laplace has no exact draw), and KNG's:\n\n"
+    )
     eps = sorted(set(ic.epsilon))
     rows = []
     for space in dict.fromkeys(ic.space):
@@ -477,9 +485,13 @@ def _tangent(res):
         ratios = []
         for e in eps:
             h = g[g.epsilon == e].set_index("method")["mean"]
-            ratios.append(f"{h[T.TLAP] / h[T.LAP]:.2f}")
-        rows.append((space, *ratios))
-    out += _md(["space", *(f"ε = {e:g}" for e in eps)], rows)
+            ratios.append(ratio(h[T.TLAP], h[T.LAP]))
+        rows.append((space, "/ Laplace", *ratios))
+        kng = [
+            ratio(*(g[g.epsilon == e].set_index("method")["mean"][[T.TLAP, T.KNG]])) for e in eps
+        ]
+        rows.append((space, "/ KNG", *kng))
+    out += _md(["space", "tangent Laplace", *(f"ε = {e:g}" for e in eps)], rows)
     return out + _source("tangent_mechanisms", summary)
 
 
