@@ -198,7 +198,10 @@ def _chunk(part, space, n, cells, draws, jobs):
     M = _space(space)[0]
     rows = []
     for rep, ss in jobs:
-        rng = np.random.default_rng(ss)
+        # one stream for the data and one per cell: a cell skipped after a failure in
+        # this process (or retried in another) leaves the other cells' draws unchanged,
+        # so the table does not depend on the number of workers
+        rng, *cell_rngs = (np.random.default_rng(c) for c in ss.spawn(len(cells) + 1))
         if part == "two_stage":
             r = cells[0][1]["r"]
             m0 = _space(space)[1]
@@ -207,12 +210,12 @@ def _chunk(part, space, n, cells, draws, jobs):
         else:
             x = _uniform(space, n, rng)
         fm = frechet_mean(M, x, tol=1e-12).mean
-        for method, keys, args in cells:
+        for (method, keys, args), crng in zip(cells, cell_rngs, strict=True):
             cell = (space, n, method, *args)
             err = np.nan
             if cell not in _NO_EXACT:
                 try:
-                    err = _errors(_mech(space, method, *args), M, x, fm, draws, rng)
+                    err = _errors(_mech(space, method, *args), M, x, fm, draws, crng)
                 except (ValueError, ExactSamplingError) as e:
                     # a law that is not normalizable (the unrestricted Laplace on H^d at
                     # sigma >= 1/(d - 1)) or whose exact sampler accepts nothing within

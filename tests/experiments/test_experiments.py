@@ -369,3 +369,27 @@ def test_tangent_chunk_scores_every_cell_on_the_same_data():
     cells = [(T.TWO, {"k": 1, "r": 1.0, "epsilon": 1.0}, (1.0, 1e-6, 1.0, 0.2))]
     (row,) = T._chunk("two_stage", "H2", 100, cells, 2, [(0, ss)])
     assert row["method"] == T.TWO and 0 < row["dist"] < 1.0
+
+
+def test_tangent_a_failing_cell_leaves_the_other_cells_draws_unchanged(monkeypatch):
+    """A cell with no exact draw is tried once per process, then skipped: whether it is
+    tried (consuming random numbers before it fails) or skipped must not change the other
+    cells' rows, or the table would depend on how replicates fall on workers."""
+    from pymc_manidp.experiments import tangent_mechanisms as T
+
+    real = T._errors
+
+    def errors(mech, M, x, target, draws, rng):
+        if isinstance(mech, T._mech("H2", T.LAP, 1.0, 1e-6).__class__):
+            rng.random(7)  # a sampler that gives up after drawing
+            raise ValueError("no exact draw")
+        return real(mech, M, x, target, draws, rng)
+
+    monkeypatch.setattr(T, "_errors", errors)
+    monkeypatch.setattr(T, "_NO_EXACT", {})
+    ss = child_seeds(3, 0, count=1)[0]
+    cells = [(m, {"k": 1, "r": 1.5, "epsilon": 1.0}, (1.0, 1e-6)) for m in (T.LAP, T.TLAP)]
+    tried = T._chunk("pure", "H2", 60, cells, 3, [(0, ss)])
+    skipped = T._chunk("pure", "H2", 60, cells, 3, [(0, ss)])  # now cached as failing
+    assert np.isnan(tried[0]["dist"]) and np.isnan(skipped[0]["dist"])
+    assert tried[1]["dist"] == skipped[1]["dist"]
