@@ -201,7 +201,16 @@ def _chunk(part, space, n, cells, draws, jobs):
         # one stream for the data and one per cell: a cell skipped after a failure in
         # this process (or retried in another) leaves the other cells' draws unchanged,
         # so the table does not depend on the number of workers
-        rng, *cell_rngs = (np.random.default_rng(c) for c in ss.spawn(len(cells) + 1))
+        # (the children of ss.spawn on a fresh ss, built without mutating ss: a second
+        # call gives the same streams)
+        rng, *cell_rngs = (
+            np.random.default_rng(
+                np.random.SeedSequence(
+                    ss.entropy, spawn_key=(*ss.spawn_key, j), pool_size=ss.pool_size
+                )
+            )
+            for j in range(len(cells) + 1)
+        )
         if part == "two_stage":
             r = cells[0][1]["r"]
             m0 = _space(space)[1]
