@@ -245,6 +245,22 @@ def check_median(ns):
     assert err[("10% at the edge", "KNG mean")] > err[("clean", "KNG mean")]
 
 
+def check_gaussian_mechanisms(ns):
+    # sixteen Gaussian releases fill the (1, 1e-6) budget by GDP (mu total = mu(1, 1e-6))
+    # and a seventeenth is refused; the shares the ledger admits grow as k grows
+    assert ns["spent"] <= 1.0 and ns["spent"] > 0.99 and ns["proved"] and ns["refused"]
+    assert ns["charges"] == 16 and ns["mu_total"] == pytest.approx(0.23670, abs=1e-4)
+    assert ns["pure_eps"][64] > 1 / 64 and ns["gauss_eps"][64] > 4 * ns["pure_eps"][64]
+    for value in ns["values"]:
+        assert np.isclose(np.linalg.norm(value), 1.0)
+    # the Gaussian's error grows like sqrt(k), the unrestricted pure ones' like k: pure
+    # wins one release, the Gaussian wins 64
+    c = ns["curve"]
+    assert c[("tangent Laplace", 1)] < c[("tangent Gaussian", 1)]
+    assert c[("tangent Gaussian", 64)] < c[("tangent Laplace", 64)]
+    assert c[("tangent Gaussian", 64)] < c[("manifold Laplace", 64)]
+
+
 def check_rotations_and_trees(ns):
     # SO(3): H = r cot r, Laplace sigma = Delta/eps with Delta = 2r(2 - H)/(nH) (2021, Thm 2)
     r, n, eps = ns["radius"], ns["n"], ns["epsilon"]
@@ -401,6 +417,20 @@ CHECKS = {
             "basic_refused": "basic_refused",
         },
         check_budget,
+    ),
+    "10_gaussian_mechanisms.ipynb": (
+        {
+            "spent": "budget.spent.epsilon",
+            "proved": "budget.spent.proved",
+            "refused": "refused",
+            "charges": "len(budget.entries)",
+            "mu_total": "shares[16]['mu_total']",
+            "pure_eps": "{k: s['pure_epsilon'] for k, s in shares.items()}",
+            "gauss_eps": "{k: s['gauss_epsilon'] for k, s in shares.items()}",
+            "values": "[r.value for r in rel_gauss]",
+            "curve": "dict(curve)",
+        },
+        check_gaussian_mechanisms,
     ),
     "06_rotations_and_trees.ipynb": (
         {

@@ -330,7 +330,7 @@ def _add_reproduce(sub) -> None:
     p.add_argument(
         "experiment",
         help="laplace2021_sensitivity, laplace2021_fig1, kng2022_fig1, kng2022_shapes, "
-        "theorems, median_robustness, geodesic_regression, or all",
+        "theorems, median_robustness, geodesic_regression, tangent_mechanisms, or all",
     )
     p.add_argument("--quick", action="store_true", help="scaled-down settings (minutes)")
     p.add_argument("--replicates", type=int, default=None, help="replicates per sample size (>= 2)")

@@ -24,6 +24,9 @@ paper's statements next to ours) into ``out/<name>/``.
 - ``geodesic_regression``: beyond the papers (issue 41), the private geodesic
   regression on the S² design of Kulkarni & Soto (2025), errors against n and ε and
   the paper's data-dependent sensitivity against our public one.
+- ``tangent_mechanisms``: beyond the papers (issue 39), the tangent Laplace and Gaussian
+  against the manifold Laplace and KNG: pure ε over n, k releases under one budget,
+  the two-stage release, the ICLR 2026 setting.
 
 Command line: ``pymc-manidp reproduce <name|all> [--quick] [--replicates N] [--out DIR]
 [--seed S] [--scheduler ADDRESS]``.
@@ -47,6 +50,7 @@ from pymc_manidp.experiments import (
     laplace2021_fig1,
     laplace2021_sensitivity,
     median_robustness,
+    tangent_mechanisms,
     theorems,
 )
 from pymc_manidp.experiments._common import cluster
@@ -63,6 +67,7 @@ EXPERIMENTS = {
     "theorems": theorems.theorems,
     "median_robustness": median_robustness.median_robustness,
     "geodesic_regression": geodesic_regression.geodesic_regression,
+    "tangent_mechanisms": tangent_mechanisms.tangent_mechanisms,
 }
 
 

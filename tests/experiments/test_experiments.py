@@ -187,6 +187,7 @@ def test_registry_and_unknown_names():
         "theorems",
         "median_robustness",
         "geodesic_regression",
+        "tangent_mechanisms",
     }
     with pytest.raises(ValueError, match="unknown experiment"):
         run("fig9", out=None)
@@ -372,3 +373,68 @@ def test_geodesic_regression_design_and_projection_onto_the_ball():
     u0 = S.log(np.broadcast_to(G.FOOTPOINT, y[far].shape), y[far])
     u1 = S.log(np.broadcast_to(G.FOOTPOINT, z[far].shape), z[far])
     np.testing.assert_allclose(u1 / d1[far, None], u0 / d0[far, None], atol=1e-9)
+
+
+# --- issue 39 item 5 (tangent_mechanisms) ----------------------------------------------
+
+
+def test_tangent_budget_shares_are_the_largest_plans_the_ledger_admits():
+    """Oracles: the Gaussian plan's total μ is gaussian_mu(1, 1e-6) (GDP composes as
+    √k μ); each share fits the budget and 1% more does not (maximal); the pure share is
+    never below ε/k and beats it once the PLD pays off (k = 16)."""
+    from pymc_manidp.experiments import tangent_mechanisms as T
+    from pymc_manidp.privacy.budget import PrivacyBudget
+    from pymc_manidp.stats.gaussian import gaussian_mu
+
+    for k in (4, 16):
+        s = T.budget_shares(k)
+        assert s["mu_total"] == pytest.approx(gaussian_mu(1.0, 1e-6), rel=1e-5)
+        assert s["planned_epsilon"] <= 1.0 and s["gauss_delta"] == 1e-6 / k
+        g = lambda e, d=1e-6 / k: (e, d, gaussian_mu(e, d))  # noqa: E731
+        PrivacyBudget(1.0, 1e-6, composition="optimal", plan=[g(s["gauss_epsilon"])] * k)
+        with pytest.raises(ValueError, match="more than the budget"):
+            PrivacyBudget(1.0, 1e-6, composition="optimal", plan=[g(1.01 * s["gauss_epsilon"])] * k)
+        assert s["pure_epsilon"] >= 1.0 / k
+        if s["pure_rule"] != "basic (ε/k)":
+            plan = [(1.01 * s["pure_epsilon"], 0.0)] * k
+            with pytest.raises(ValueError, match="more than the budget"):
+                PrivacyBudget(1.0, 1e-6, composition="optimal", plan=plan)
+    assert T.budget_shares(16)["pure_epsilon"] > 1 / 16
+
+
+def test_tangent_chunk_scores_every_cell_on_the_same_data():
+    from pymc_manidp.experiments import tangent_mechanisms as T
+
+    ss = child_seeds(1, 0, count=1)[0]
+    cells = [(m, {"k": 1, "r": 1.5, "epsilon": 1.0}, (1.0, 1e-6)) for m in (T.TLAP, T.TGAUSS)]
+    rows = T._chunk("pure", "H2", 200, cells, 3, [(0, ss)])
+    assert [r["method"] for r in rows] == [T.TLAP, T.TGAUSS]
+    assert all(np.isfinite(r["dist"]) and 0 < r["dist"] < 1.0 for r in rows)
+    # the two-stage part puts the data 0.8 r from the center, where its mean is
+    cells = [(T.TWO, {"k": 1, "r": 1.0, "epsilon": 1.0}, (1.0, 1e-6, 1.0, 0.2))]
+    (row,) = T._chunk("two_stage", "H2", 100, cells, 2, [(0, ss)])
+    assert row["method"] == T.TWO and 0 < row["dist"] < 1.0
+
+
+def test_tangent_a_failing_cell_leaves_the_other_cells_draws_unchanged(monkeypatch):
+    """A cell with no exact draw is tried once per process, then skipped: whether it is
+    tried (consuming random numbers before it fails) or skipped must not change the other
+    cells' rows, or the table would depend on how replicates fall on workers."""
+    from pymc_manidp.experiments import tangent_mechanisms as T
+
+    real = T._errors
+
+    def errors(mech, M, x, target, draws, rng):
+        if isinstance(mech, T._mech("H2", T.LAP, 1.0, 1e-6).__class__):
+            rng.random(7)  # a sampler that gives up after drawing
+            raise ValueError("no exact draw")
+        return real(mech, M, x, target, draws, rng)
+
+    monkeypatch.setattr(T, "_errors", errors)
+    monkeypatch.setattr(T, "_NO_EXACT", {})
+    ss = child_seeds(3, 0, count=1)[0]
+    cells = [(m, {"k": 1, "r": 1.5, "epsilon": 1.0}, (1.0, 1e-6)) for m in (T.LAP, T.TLAP)]
+    tried = T._chunk("pure", "H2", 60, cells, 3, [(0, ss)])
+    skipped = T._chunk("pure", "H2", 60, cells, 3, [(0, ss)])  # now cached as failing
+    assert np.isnan(tried[0]["dist"]) and np.isnan(skipped[0]["dist"])
+    assert tried[1]["dist"] == skipped[1]["dist"]
