@@ -76,13 +76,18 @@ _HUGE = 1e8
 
 
 def _ive0(x):
-    """``I_0(x) e^{-x}`` for ``x >= 0``, finite for every finite ``x`` (with a gradient)."""
+    """``I_0(x) e^{-x}`` for ``x >= 0``, finite for every finite ``x``, with the gradient of
+    ``I_0(x) e^{-x}`` (``-1`` at 0: PyTensor's ``ive`` is ``I_0(x) e^{-|x|}``, whose
+    gradient at 0 is not that one-sided derivative, and ``x = 0`` is every tie of
+    eigenvalues, as ``F = κ R0``)."""
+    tiny = x < 1.0
     huge = x > _HUGE
-    small = pt.switch(huge, 0.0, x)
+    mid = pt.switch(tiny | huge, 2.0, x)
+    low = pt.switch(tiny, x, 0.0)
     big = pt.switch(huge, x, _HUGE)
     inv = 1 / (8 * big)
     hankel = (1 + inv * (1 + inv * (4.5 + inv * 37.5))) / pt.sqrt(2 * np.pi * big)
-    return pt.switch(huge, hankel, pt.ive(0, small))
+    return pt.switch(tiny, pt.i0(low) * pt.exp(-low), pt.switch(huge, hankel, pt.ive(0, mid)))
 
 
 def _sorted_eigenvalues(a):
