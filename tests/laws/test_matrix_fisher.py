@@ -313,7 +313,7 @@ def test_f_not_finite_or_huge_is_refused(bad):
     f = np.zeros((3, 3), dtype=object if isinstance(bad, int) else float)
     f[0, 2] = bad
     with pytest.raises(
-        ValueError, match=r"F (must be finite|'s singular values may be at most|is too large)"
+        ValueError, match=r"F( must be finite|'s singular values may be at most| is too large)"
     ):
         pmd.MatrixFisher.dist(f)
 
