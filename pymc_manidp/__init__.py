@@ -28,6 +28,8 @@ _PUBLIC = {
     "KNG": "pymc_manidp.laws",
     "ManifoldUniform": "pymc_manidp.laws",
     "VonMisesFisher": "pymc_manidp.laws",
+    "MatrixFisher": "pymc_manidp.laws",
+    "Bingham": "pymc_manidp.laws",
     "noise_aware_data": "pymc_manidp.laws",
     "noise_aware_model": "pymc_manidp.laws",
     "calibration_study": "pymc_manidp.mcmc",

@@ -41,6 +41,8 @@ SESSION = textwrap.dedent(
         "KNG": pmd.KNG.dist(S, data, 0.1, dom, size=2),
         "ManifoldUniform": pmd.ManifoldUniform.dist(S, size=2),
         "VonMisesFisher": pmd.VonMisesFisher.dist(center, 5.0, size=2),
+        "MatrixFisher": pmd.MatrixFisher.dist(5.0 * np.eye(3), size=2),
+        "Bingham": pmd.Bingham.dist(np.diag([0.0, 1.0, 5.0]), size=2),
     }
     for law in laws.values():
         pm.draw(law, random_seed=0)
