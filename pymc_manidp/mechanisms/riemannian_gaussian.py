@@ -331,14 +331,22 @@ class RiemannianGaussianMechanism(Mechanism):
     mcmc_law = None
 
     def __init__(self, manifold, *, epsilon, center, radius, delta=0.0, grad_tol=None):
-        from pymc_manidp.geometry import Sphere
         from pymc_manidp.stats.gaussian import check_gaussian_delta
 
-        if not isinstance(manifold, Sphere):
+        # the privacy bounds below use the unit sphere's diameter pi (Delta (2 pi - Delta)
+        # and the radial law sin^(d-1)): ask for that space by its geometry, not its class,
+        # so a sphere of another radius (diameter pi R) is refused, not under-calibrated
+        if not (
+            tuple(manifold.curvature_bounds) == (1.0, 1.0)
+            and manifold.injectivity_radius == math.pi
+            and manifold.homogeneous
+            and manifold.volume_is_radial
+        ):
             raise TypeError(
-                f"the Riemannian Gaussian is built on the sphere only (its normalizer is "
-                f"free of the mean there), got {type(manifold).__name__}: use pmd.Sphere "
-                "or pmd.TangentGaussianMechanism"
+                "the Riemannian Gaussian is built on the unit sphere S^d only (its bounds use "
+                "the diameter pi and its normalizer is free of the mean there), got "
+                f"{manifold!r}: use pmd.Sphere(dim) with radius 1, or "
+                "pmd.TangentGaussianMechanism"
             )
         if isinstance(delta, bool):
             raise TypeError("delta must be a real number, got bool")

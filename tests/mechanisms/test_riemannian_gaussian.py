@@ -201,3 +201,22 @@ def test_constructor_contract(epsilon, delta, manifold):
             )
             <= mech.delta
         )
+
+
+@pytest.mark.parametrize(
+    "manifold, center",
+    [
+        (pmd.Sphere(dim=2, radius=2.0), [0.0, 0.0, 2.0]),  # diameter 2 pi, not pi
+        (pmd.Sphere(dim=2, radius=0.5), [0.0, 0.0, 0.5]),
+        (pmd.KendallShape(k_landmarks=3), None),  # constant curvature 4, not 1
+        (pmd.Rotations(), None),
+    ],
+)
+def test_only_the_unit_sphere_is_accepted(manifold, center):
+    """The bounds use the unit sphere's diameter pi: a sphere of radius 2 was accepted
+    with the unit sphere's sigma before (under-calibrated: its pure-epsilon loss is
+    Delta (4 pi - Delta) / (2 sigma^2)); now it is refused with what to use."""
+    # the space is refused before the center is read, so any center will do here
+    center = [0.0, 0.0, 1.0] if center is None else center
+    with pytest.raises(TypeError, match="unit sphere"):
+        pmd.RiemannianGaussianMechanism(manifold, epsilon=1.0, center=center, radius=0.3)
