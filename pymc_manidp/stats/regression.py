@@ -99,20 +99,21 @@ def check_covariates(x, n: int | None = None, bound: float | None = None) -> np.
         )
     if len(arr) < 2:
         raise ValueError(f"geodesic regression needs at least 2 records, got {len(arr)}")
-    if np.ptp(arr) == 0:
-        raise ValueError(
-            "the covariates take a single value: the slope is not identifiable (the Gram "
-            "matrix of (1, x) is singular); use records with at least two distinct covariates"
-        )
     if np.max(np.abs(arr)) > MAX_COVARIATE:
         raise ValueError(
             f"covariates must have |x| <= {MAX_COVARIATE:g}, got {float(np.max(np.abs(arr))):.6g}: "
             "their squares would overflow; rescale them by a public constant"
         )
+    if arr.min() == arr.max():  # not np.ptp: no subtraction to overflow
+        raise ValueError(
+            "the covariates take a single value: the slope is not identifiable (the Gram "
+            "matrix of (1, x) is singular); use records with at least two distinct covariates"
+        )
     G = covariate_gram(arr)
     # the relative determinant is the squared spread over the scale: below it the slope
     # is fixed by rounding, not by the data
-    if np.linalg.det(G) <= GRAM_RTOL * (1.0 + G[1, 1]) ** 2:
+    scale = 1.0 + G[1, 1]  # divided twice, not squared: (1 + G11)^2 overflows at |x| ~ 1e77
+    if np.linalg.det(G) / scale / scale <= GRAM_RTOL:
         raise ValueError(
             "the covariates barely vary (their spread is below 1e-6 of their size): the "
             "slope is not identifiable in floating point; center or rescale them by public "

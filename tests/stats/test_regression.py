@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import pymc_manidp as pmd
@@ -216,6 +216,9 @@ def test_bad_covariates_are_refused_by_message(x, err, match):
         geodesic_regression(S, x, y)
 
 
+# the two inputs CI's run found: a spread that overflows (np.ptp) and (1 + G11)^2 that does
+@example([1 / 3, 1e308, -7.976931348623158e307])
+@example([1 / 3, 1 / 3, 2.0055778167358104e77])
 @given(
     st.lists(
         st.one_of(
