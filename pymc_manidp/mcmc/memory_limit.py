@@ -79,7 +79,7 @@ def check_mcmc_memory(settings, manifold=None, *, max_bytes=None) -> int:
     Returns
     -------
     int
-        The bound of :func:`trace_bytes`, when it is within the limit.
+        The bound of ``trace_bytes``, when it is within the limit.
 
     Raises
     ------

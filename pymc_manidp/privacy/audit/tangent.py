@@ -229,7 +229,7 @@ def tangent_audit(
     n : int
         Records per dataset for the default pairs.
     epsilon : float, optional
-        ε to audit against (default ``mech.epsilon``).
+        The ε to audit against (default ``mech.epsilon``).
     resolution : int
         Midpoint nodes per axis of the fine grid (even, ``>= 8``); the error estimate
         halves it. The grid has ``resolution^d`` nodes.
@@ -241,6 +241,9 @@ def tangent_audit(
     Returns
     -------
     TangentAuditResult
+        The largest privacy loss (K-norm) or privacy profile (Gaussian) found over the
+        pairs (``worst``), its grid error, and ``passed``: whether the mechanism's
+        claim survives.
 
     Raises
     ------
