@@ -724,9 +724,13 @@ class Mechanism:
         budget, basis, charged = terms
         if budget is None:
             return None, None
+        # a Gaussian mechanism's plan entry carries its mu: an optimal plan then counts
+        # the charge by its exact privacy loss (mu-GDP)
+        plan_entry = self.planned_charge
         index = budget.charge(
             self.epsilon,
             charged,
+            mu=plan_entry[2] if len(plan_entry) > 2 else None,
             delta_basis=basis,
             mechanism=self.name,
             sampler=sampler,

@@ -348,22 +348,6 @@ class TangentGaussianMechanism(_TangentMechanism):
             return None, None, None
         return budget, "proved", self.delta
 
-    def _make_charge(self, terms, sampler):
-        budget, basis, charged = terms
-        if budget is None:
-            return None, None
-        # a Gaussian charge: an optimal plan counts it by its exact privacy loss (mu-GDP)
-        index = budget.charge(
-            self.epsilon,
-            charged,
-            mu=self.planned_charge[2],
-            delta_basis=basis,
-            mechanism=self.name,
-            sampler=sampler,
-            status="charged",
-        )
-        return budget, (index, charged)
-
 
 #: the default share of ε spent on the coarse point: docs/tangent.md ("Two-stage
 #: release") chose it before any data, from the error bounds and a simulation on H^2
@@ -498,9 +482,6 @@ class TwoStageTangentMechanism(TangentGaussianMechanism):
     def mu(self, n: int) -> None:
         """None: the release as a whole is (ε, δ)-DP, not μ-GDP (stage 1 is pure ε)."""
         return None
-
-    def _make_charge(self, terms, sampler):
-        return Mechanism._make_charge(self, terms, sampler)
 
     def _record_privacy(self) -> dict:
         return {"proved_delta": self.delta, "privacy_note": TWO_STAGE_NOTE}
