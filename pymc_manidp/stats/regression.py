@@ -30,7 +30,8 @@ from pymc_manidp._validation import (
 )
 from pymc_manidp.geometry.base import check_manifold
 from pymc_manidp.geometry.jacobi import has_regression_terms, regression_terms, transport
-from pymc_manidp.stats.frechet import ConvergenceWarning, frechet_mean
+from pymc_manidp.stats import reductions
+from pymc_manidp.stats.frechet import ConvergenceWarning, frechet_mean, validated_data
 
 #: the largest covariate magnitude (its square and the Gram matrix stay finite)
 MAX_COVARIATE = 1e100
@@ -146,7 +147,9 @@ def regression_gradient(manifold, p, v, x, y):
     p, v : array, shape ``point_shape``
         Footpoint and slope (a tangent vector at ``p``).
     x : array, shape ``(n,)``
-    y : array, shape ``(n, *point_shape)``
+    y : array or dask.array.Array, shape ``(n, *point_shape)``
+        Validated responses; a Dask array is read in one pass
+        (:func:`pymc_manidp.stats.reductions.regression_sums`), never gathered.
 
     Returns
     -------
@@ -165,8 +168,8 @@ def regression_gradient(manifold, p, v, x, y):
     >>> float(E), gp.tolist(), gv.tolist()  # residuals 0 and 1
     (0.25, [-0.5], [-0.5])
     """
-    rho2, gp, gv = regression_terms(manifold, p, v, x, y)
-    return 0.5 * float(np.mean(rho2)), -np.mean(gp, axis=0), -np.mean(gv, axis=0)
+    E, gp, gv = reductions.regression_sums(manifold, p, v, x, y)
+    return float(E), gp, gv
 
 
 def regression_energy(manifold, p, v, x, y) -> float:
@@ -197,8 +200,11 @@ def geodesic_regression(
         ``Rotations``, ``KendallShape``).
     x : array_like, shape ``(n,)``
         Real covariates, at least two distinct values.
-    y : array_like, shape ``(n, *point_shape)``
-        Responses, points of the manifold.
+    y : array_like or dask.array.Array, shape ``(n, *point_shape)``
+        Responses, points of the manifold. A Dask array chunked along ``n`` is never
+        gathered: each evaluation of the energy and gradients is one pass
+        (:mod:`pymc_manidp.stats.reductions`), as in :func:`~pymc_manidp.frechet_mean`;
+        what ``DataDomain.check`` returned is not validated again.
     tol, atol : float
         Stop when :math:`\|(\nabla_pE, \nabla_vE)\| \le \max(\mathrm{tol}\cdot s,
         \mathrm{atol})`, :math:`s = \sqrt{2E}` the root mean square residual (the
@@ -230,10 +236,10 @@ def geodesic_regression(
     M = check_manifold(manifold)
     if not has_regression_terms(M):
         regression_terms(M, None, None, None, None)  # raises, naming the spaces
-    y = M.validate(M.coerce(y))
-    if y.ndim != len(M.point_shape) + 1:
-        raise ValueError(f"responses must have shape (n, *{M.point_shape}), got {y.shape}")
-    x = check_covariates(x, n=len(y))
+    if not reductions.is_dask(y) and not isinstance(y, reductions.CheckedData):
+        y = M.coerce(y)
+    y, _, n = validated_data(M, y, "geodesic regression")
+    x = check_covariates(np.asarray(x) if reductions.is_dask(x) else x, n=n)
     tol = check_tol(tol)
     atol = check_nonnegative_real(atol, "atol")
     max_iter = check_positive_int(max_iter, "max_iter")

@@ -25,9 +25,9 @@ mean starts from the public center with the gradient the check already summed.
 
 The passes, by what they compute (one file each): running a pass (``passes.py``), the
 check record and its pass (``checked.py``), the Fréchet mean's and KNG's sums
-(``gradients.py``), the Fréchet median's (``median_sums.py``). This package re-exports
-their public names; a test that wraps a private one (``_run_pass``) wraps it in the
-module that reads it.
+(``gradients.py``), the Fréchet median's (``median_sums.py``), geodesic regression's
+(``regression_sums.py``). This package re-exports their public names; a test that
+wraps a private one (``_run_pass``) wraps it in the module that reads it.
 
 Examples
 --------
@@ -73,6 +73,7 @@ from pymc_manidp.stats.reductions.passes import (
     progress,
     rows_per_block,
 )
+from pymc_manidp.stats.reductions.regression_sums import regression_sums
 
 __all__ = [
     "BLOCK_ELEMENTS",
@@ -92,6 +93,7 @@ __all__ = [
     "n_rows",
     "pass_count",
     "progress",
+    "regression_sums",
     "rows_per_block",
     "scan_domain",
     "turn_rate",
