@@ -41,6 +41,7 @@ _PUBLIC = {
     "LaplaceMechanism": "pymc_manidp.mechanisms",
     "KNGMechanism": "pymc_manidp.mechanisms",
     "RegressionKNGMechanism": "pymc_manidp.mechanisms",
+    "SequentialRegressionKNGMechanism": "pymc_manidp.mechanisms",
     "options": "pymc_manidp._options",
     "TangentGaussianMechanism": "pymc_manidp.mechanisms",
     "TangentLaplaceMechanism": "pymc_manidp.mechanisms",

@@ -9,6 +9,7 @@ from pymc_manidp.mechanisms.interop import dp_event, opendp_measurement
 from pymc_manidp.mechanisms.kng import KNGMechanism
 from pymc_manidp.mechanisms.laplace import LaplaceMechanism
 from pymc_manidp.mechanisms.regression import RegressionKNGMechanism
+from pymc_manidp.mechanisms.regression_sequential import SequentialRegressionKNGMechanism
 from pymc_manidp.mechanisms.riemannian_gaussian import RiemannianGaussianMechanism
 from pymc_manidp.mechanisms.tangent import (
     TangentGaussianMechanism,
@@ -25,6 +26,7 @@ __all__ = [
     "ProjectedLaplace",
     "RegressionKNGMechanism",
     "RiemannianGaussianMechanism",
+    "SequentialRegressionKNGMechanism",
     "TangentGaussianMechanism",
     "TangentLaplaceMechanism",
     "TwoStageTangentMechanism",
