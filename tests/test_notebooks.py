@@ -304,6 +304,10 @@ def check_regression(ns):
     assert ns["fit_converged"] and ns["fit_error"] < 0.05
     assert ns["draws_shape"] == (40, 2, 3)
     assert ns["ratio"] > 5
+    # the sequential release: one charge of the same epsilon, footpoint in the data ball
+    p, v = np.asarray(ns["seq_value"])
+    assert ns["seq_spent"] == pytest.approx(2.0) and ns["seq_dist"] <= 0.78 + 1e-12
+    assert abs(p @ v) < 1e-12 and np.linalg.norm(v) <= 0.9 + 1e-12
 
 
 #: notebook -> (expressions evaluated in its kernel after the last cell, checks)
@@ -496,6 +500,9 @@ CHECKS = {
             "fit_error": "float(S.dist(p_hat, p_true))",
             "draws_shape": "draws.shape",
             "ratio": "delta_p / paper_delta_p",
+            "seq_value": "rel_seq.value",
+            "seq_spent": "budget_seq.spent.epsilon",
+            "seq_dist": "float(S.dist(center, p_seq))",
         },
         check_regression,
     ),

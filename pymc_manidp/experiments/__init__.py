@@ -22,8 +22,9 @@ paper's statements next to ours) into ``out/<name>/``.
 - ``median_robustness``: beyond the papers (issue 24), the private Fréchet median (KNG)
   against the private means under contamination on S², SPD(2) and Kendall shapes;
 - ``geodesic_regression``: beyond the papers (issue 41), the private geodesic
-  regression on the S² design of Kulkarni & Soto (2025), errors against n and ε and
-  the paper's data-dependent sensitivity against our public one.
+  regression, joint and sequential, on the S² design of Kulkarni & Soto (2025), SPD(2)
+  and Kendall's triangle shapes: errors against n and ε and the paper's
+  data-dependent sensitivity against our public one.
 - ``tangent_mechanisms``: beyond the papers (issue 39), the tangent Laplace and Gaussian
   against the manifold Laplace and KNG: pure ε over n, k releases under one budget,
   the two-stage release, the ICLR 2026 setting.

@@ -334,25 +334,63 @@ def test_median_robustness_replicate_contaminates_and_scores_every_mechanism():
 def test_geodesic_regression_replicate_releases_and_scores_against_the_fit():
     from pymc_manidp.experiments import geodesic_regression as G
 
-    (row,) = G._chunk(20, 1.0, [(0, np.random.SeedSequence(0))])
-    assert row["status"] == "released"
+    joint, seq = G._chunk(20, 1.0, [(0, np.random.SeedSequence(0))])
+    assert (joint["method"], seq["method"]) == (G.JOINT, G.SEQUENTIAL)
+    assert joint["status"] == seq["status"] == "released"
     mech = G.mechanism(1.0)
     # the public bound is the mechanism's, the paper's is 2 tau_hat / n
-    assert row["delta_p"] == mech.sensitivities(20)[0]
-    assert row["paper_delta_p"] == pytest.approx(2 * row["tau_hat"] / 20)
-    assert row["delta_p"] > 10 * row["paper_delta_p"]
-    # the release's footpoint lies in B_R(m) and the fit within the noise of m
-    assert 0.0 <= row["dist_p"] <= G.FOOTPOINT_RADIUS + 0.05
-    assert 0.0 <= row["dist_v"] <= 2 * G.SLOPE_BOUND
+    assert joint["delta_p"] == mech.sensitivities(20)[0]
+    assert joint["paper_delta_p"] == pytest.approx(2 * joint["tau_hat"] / 20)
+    assert joint["delta_p"] > 10 * joint["paper_delta_p"]
+    # the joint release's footpoint lies in B_R(m), the sequential one's in B_r(m); the
+    # fit within the noise of m
+    assert 0.0 <= joint["dist_p"] <= G.FOOTPOINT_RADIUS + 0.05
+    assert 0.0 <= seq["dist_p"] <= G.RADIUS + 0.05
+    for row in (joint, seq):
+        assert 0.0 <= row["dist_v"] <= 2 * G.SLOPE_BOUND
 
 
 def test_geodesic_regression_refuses_cells_beyond_the_exact_sampler_before_drawing():
     from pymc_manidp.experiments import geodesic_regression as G
 
-    (row,) = G._chunk(1000, 1.0, [(0, np.random.SeedSequence(0))])
-    assert row["status"] == G.BEYOND and np.isnan(row["dist_p"]) and np.isnan(row["dist_v"])
-    (row,) = G._chunk(500, 1.0, [(0, np.random.SeedSequence(0))])  # n eps = 500: drawn
-    assert row["status"] == "released" and np.isfinite(row["dist_p"])
+    joint, seq = G._chunk(1000, 1.0, [(0, np.random.SeedSequence(0))])
+    assert joint["status"] == G.BEYOND and np.isnan(joint["dist_p"]) and np.isnan(joint["dist_v"])
+    assert seq["status"] == "released" and np.isfinite(seq["dist_v"])  # n eps <= 2000
+    joint, _ = G._chunk(500, 1.0, [(0, np.random.SeedSequence(0))])  # n eps = 500: drawn
+    assert joint["status"] == "released" and np.isfinite(joint["dist_p"])
+
+
+@pytest.mark.parametrize("space", ["SPD(2)", "Kendall(3)"])
+def test_geodesic_regression_other_spaces_release_inside_their_public_domains(space):
+    from pymc_manidp.experiments import geodesic_regression as G
+
+    D = G.DESIGNS[space]
+    M = D.manifold
+    _, y = G.design(20, np.random.default_rng(2), space)
+    assert np.all(M.dist(D.footpoint, y) < D.radius)  # the design fits its public ball
+    joint, seq = G._chunk(20, 1.0, [(0, np.random.SeedSequence(1))], space)
+    assert joint["status"] == seq["status"] == "released"
+    assert joint["delta_p"] == G.mechanism(1.0, space).sensitivities(20)[0]
+    assert 0 <= joint["dist_p"] <= D.footpoint_radius + 0.2  # the fit is near m
+    assert 0 <= seq["dist_p"] <= D.radius + 0.2
+    for row in (joint, seq):
+        assert 0 <= row["dist_v"] <= 2 * D.slope_bound + 0.5
+
+
+def test_geodesic_regression_slope_error_aligns_representatives_of_a_shape():
+    # a Kendall shape and its slope rotated in the plane are the same (p, v): error 0;
+    # without the alignment the rotation alone would show as an error
+    from pymc_manidp.experiments import geodesic_regression as G
+
+    D = G.DESIGNS["Kendall(3)"]
+    M = D.manifold
+    p, v = D.footpoint, D.slope
+    c, s = np.cos(0.7), np.sin(0.7)
+    rot = np.array([[c, -s], [s, c]])
+    assert G._slope_error(M, p, v, p @ rot, v @ rot, quotient=True) == pytest.approx(0, abs=1e-9)
+    assert G._slope_error(M, p, v, p @ rot, v @ rot, quotient=False) > 0.1
+    w = 0.1 * M.tangent_basis(p)[1]
+    assert G._slope_error(M, p, v + w, p, v, quotient=True) == pytest.approx(0.1, rel=1e-9)
 
 
 def test_geodesic_regression_design_and_projection_onto_the_ball():
