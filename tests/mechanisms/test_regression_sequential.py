@@ -12,11 +12,16 @@ Oracles (docs/regression.md, "The sequential release"):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats
 
 import pymc_manidp as pmd
+from pymc_manidp.laws.exact import ExactSamplingError
 from pymc_manidp.laws.regression_fibre import sample_fibre_kng_uniform
 from pymc_manidp.privacy import PrivacyBudget
 from pymc_manidp.stats.regression import regression_sensitivity
@@ -185,3 +190,41 @@ def test_the_joint_density_is_not_offered():
     x, y = sphere_problem()
     with pytest.raises(NotImplementedError, match="no joint density"):
         sphere_mechanism().logp(np.zeros((2, 3)), x, y)
+
+
+ADVERSARIAL = st.one_of(
+    st.sampled_from(
+        [1 / 3, 0.3333333333333333, math.nextafter(1 / 3, 0), 5e-324, 1e308, 10**400, 0, -1.0]
+    ),
+    st.sampled_from([math.nan, math.inf, -math.inf, True, "0.5", None, [0.5], np.array([0.5])]),
+    st.floats(min_value=1e-3, max_value=3.0),
+    st.floats(min_value=1e-3, max_value=0.999),
+)
+
+
+@given(split=ADVERSARIAL, X=ADVERSARIAL, V=ADVERSARIAL)
+def test_constructor_and_release_contract(split, X, V):
+    # a mechanism whose release is refused before the charge or charged exactly once, or
+    # TypeError/ValueError naming the argument or the premise; never a traceback
+    x, y = sphere_problem(n=8)
+    try:
+        mech = pmd.SequentialRegressionKNGMechanism(
+            pmd.Sphere(dim=2), epsilon=2.0, center=[1.0, 0, 0], radius=0.5,
+            covariate_bound=X, slope_bound=V, split=split,
+        )  # fmt: skip
+    except (TypeError, ValueError) as err:
+        words = ("split", "covariate_bound", "slope_bound", "injectivity radius", "epsilon")
+        assert any(k in str(err) for k in words), err
+        return
+    assert 0 < mech.epsilon_1 and 0 < mech.epsilon_2 and mech.epsilon_1 + mech.epsilon_2 <= 2.0
+    assert 1.0 + mech.covariate_bound * mech.slope_bound < math.pi
+    budget = PrivacyBudget(5.0)
+    try:
+        rel = mech.release(x, y, budget=budget, random_seed=0)
+    except ValueError as err:  # public facts: nothing charged
+        assert budget.spent.epsilon == 0, err
+        return
+    except ExactSamplingError:  # after the data were read: the charge stands
+        assert budget.spent.epsilon == 2.0
+        return
+    assert budget.spent.epsilon == 2.0 and np.all(np.isfinite(rel.value))
