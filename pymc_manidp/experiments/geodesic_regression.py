@@ -232,7 +232,7 @@ def geodesic_regression(
     workers=None,
     scheduler=None,
 ):
-    """Errors of the private geodesic regression, joint and sequential (issue 41).
+    """Measure the errors of the private geodesic regression, joint and sequential (issue 41).
 
     Parameters
     ----------
@@ -244,9 +244,13 @@ def geodesic_regression(
         Writes ``geodesic_regression/`` with ``geodesic_regression.png``, ``table.csv``
         and ``summary.json``.
     seed : int
+        The root of every replicate's seed (each cell and replicate its own child).
     progress : bool
+        Show a progress bar.
     workers : int, optional
+        Dask's local worker processes (default ``C.default_workers()``).
     scheduler : None, str or distributed.Client, optional
+        Where the replicates run (docs/reproduction.md).
 
     Returns
     -------

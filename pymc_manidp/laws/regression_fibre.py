@@ -52,8 +52,11 @@ def sample_fibre_kng_flat(
     curvature : float
         :math:`c = \overline{x^2} > 0`.
     sigma, slope_bound : float
+        The law's scale and the slope ball's radius ``V``.
     size : int
+        Number of draws.
     rng : numpy.random.Generator
+        The source of randomness.
     max_attempts : int
         Proposals per draw before giving up (``ExactSamplingError``).
 
@@ -104,8 +107,11 @@ def sample_fibre_kng_uniform(
         ``grad_norm(c) -> float`` for slope coordinates ``c`` ``(d,)`` in an orthonormal
         frame: :math:`\|\nabla_vE(\tilde p, v)\| \ge 0`.
     sigma, slope_bound : float
+        The law's scale and the slope ball's radius ``V``.
     size : int
+        Number of draws.
     rng : numpy.random.Generator
+        The source of randomness.
     max_attempts : int
         Evaluations of ``grad_norm`` per draw before giving up (``ExactSamplingError``).
 

@@ -65,8 +65,10 @@ def regression_sums(M, p, v, x, y):
     Returns
     -------
     energy : float
+        :math:`E(p, v) = \frac1{2n}\sum_i \rho^2(\hat y_i, y_i)`.
     grad_p, grad_v : ndarray, shape ``point_shape``
-        Both in :math:`T_pM` (docs/regression.md, Theorem 1).
+        The horizontal and vertical gradients, both in :math:`T_pM`
+        (docs/regression.md, Theorem 1).
 
     Examples
     --------
