@@ -41,7 +41,7 @@ NUTS paths, each with its own empty folders, cold then warm, one case after the 
   a dependency: put it on ``PYTHONPATH``.
 
 With ``--profile`` the cold child also writes a cProfile of the release call and prints
-its 15 costliest functions (own time); ``--profile-warm`` does so for the warm child.
+its 15 costliest functions (own CPU time); ``--profile-warm`` does so for the warm child.
 
 ``--warm ROOT`` (with ``--variants`` and one case) only runs warm children, each
 variant in turn, ``--rounds`` times (default 3), on the folders ``ROOT`` a cold run
@@ -190,7 +190,7 @@ def child(case, profile):
         import cProfile
         import pstats
 
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)  # CPU: the machine is shared
         rel = prof.runcall(mech.release, data, sampler="nuts", random_seed=1)
         timings["release"] = time.perf_counter() - t0
         path = os.path.join(tempfile.gettempdir(), f"first_release_{space}_{mechanism}.prof")
