@@ -1,5 +1,5 @@
 """Profile (issue 38 item 6): where the first NUTS release of a process goes, with every
-cache empty (cold) and then warm, on H² and SO(3).
+cache empty (cold) and then warm, on H², SO(3), S² and SPD(2).
 
 Each case runs twice, each time in a new Python process: first with empty caches (a new
 temporary ``HOME`` and ``XDG_CACHE_HOME``, so the package's cache of nutpie's entry
@@ -19,7 +19,8 @@ sampler="nuts")`` with its defaults:
 - ``sample``: ``CompiledSampler.sample``, of which ``nuts`` is nutpie's own time
   (tuning and draws; ``tune_share`` = the tuning steps' share of the leapfrog steps);
 - ``gate``: the diagnostics (``check_run``); ``release``: the whole call; ``total``:
-  from the interpreter's start; ``CPU``: user + sys seconds of the child (all threads).
+  from the interpreter's start; ``release CPU``: the release call's CPU seconds (all
+  threads of the child); ``CPU``: user + sys seconds of the whole child (all threads).
 
 ``--variants`` (comma-separated, default ``nutpie``) runs each case through several
 NUTS paths, each with its own empty folders, cold then warm, one case after the other
@@ -30,6 +31,9 @@ NUTS paths, each with its own empty folders, cold then warm, one case after the 
 - ``pymc-c``: PyMC's own NUTS (``PYMC_MANIDP_NUTS_BACKEND=pymc``) with PyTensor's C
   backend (``PYTENSOR_FLAGS=linker=cvm``: C modules compiled by the C++ compiler,
   cached in the new ``base_compiledir``); PyMC compiles inside ``sample``;
+- ``nutpie-nodask``: ``nutpie`` with ``dask`` hidden from the child, as on an install
+  without the ``[dask]`` extra (xarray imports ``dask.array`` at its first
+  ``DataArray`` when it can: nutpie's conversion of the draws);
 - ``pymc-numba``: PyMC's own NUTS on PyTensor's default (numba) backend;
 - ``nutpie-jax``: ``nutpie.compile_pymc_model(model, backend="jax",
   gradient_backend="jax", freeze_model=False)``, with JAX's persistent cache of
@@ -37,12 +41,16 @@ NUTS paths, each with its own empty folders, cold then warm, one case after the 
   a dependency: put it on ``PYTHONPATH``.
 
 With ``--profile`` the cold child also writes a cProfile of the release call and prints
-its 15 costliest functions (own time).
+its 15 costliest functions (own CPU time); ``--profile-warm`` does so for the warm child.
+
+``--warm ROOT`` (with ``--variants`` and one case) only runs warm children, each
+variant in turn, ``--rounds`` times (default 3), on the folders ``ROOT`` a cold run
+filled (its ``manidp-first-release-*`` folder): side by side on one warm cache.
 
 Run::
 
     PYTHONPATH=$PWD .venv/bin/python docs/benchmarks/profile_first_release.py \\
-        H2:KNG:1000 SO3:Laplace:23648 [--profile]
+        H2:KNG:1000 SO3:Laplace:23648 [--profile | --profile-warm]
 """
 
 from __future__ import annotations
@@ -83,8 +91,12 @@ def _data(space, n):
         M, center, radius = pmd.Hyperbolic(dim=2), np.array([1.0, 0.0, 0.0]), 1.0
     elif space == "SO3":
         M, center, radius = pmd.Rotations(), np.eye(3), 0.5
+    elif space == "S2":
+        M, center, radius = pmd.Sphere(dim=2), np.array([0.0, 0.0, 1.0]), 0.5
+    elif space == "SPD2":
+        M, center, radius = pmd.SPD(2), np.eye(2), 1.0
     else:
-        raise SystemExit(f"unknown space {space}: H2 or SO3")
+        raise SystemExit(f"unknown space {space}: H2, SO3, S2 or SPD2")
     coords = rng.normal(size=(n, M.dim)) * 0.25 * radius
     coords *= np.minimum(1.0, 0.9 * radius / np.linalg.norm(coords, axis=-1))[:, None]
     return M, center, radius, M.exp_coords(center, coords)
@@ -129,6 +141,10 @@ def _use_nutpie_jax(mcmc):
 
 
 def child(case, profile):
+    if os.environ.get("BENCH_VARIANT") == "nutpie-nodask":
+        # as on an install without the [dask] extra: xarray's first DataArray (nutpie's
+        # conversion of the draws) imports dask.array when it can
+        sys.modules["dask"] = None
     timings = {}
     t0 = time.perf_counter()
     import nutpie.compile_pymc
@@ -169,12 +185,12 @@ def child(case, profile):
     nutpie_cache._cfunc = by_kind
     if os.environ.get("BENCH_VARIANT") == "nutpie-jax":
         _use_nutpie_jax(mcmc)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     if profile:
         import cProfile
         import pstats
 
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)  # CPU: the machine is shared
         rel = prof.runcall(mech.release, data, sampler="nuts", random_seed=1)
         timings["release"] = time.perf_counter() - t0
         path = os.path.join(tempfile.gettempdir(), f"first_release_{space}_{mechanism}.prof")
@@ -184,6 +200,7 @@ def child(case, profile):
     else:
         rel = mech.release(data, sampler="nuts", random_seed=1)
         timings["release"] = time.perf_counter() - t0
+    release_cpu = time.process_time() - cpu0
     post = rel.diagnostics.posterior
     timings["nuts"] = float(post.attrs.get("sampling_time", float("nan")))
     tune, draws = int(post.attrs.get("tuning_steps", 0)), post.sizes["draw"]
@@ -196,6 +213,7 @@ def child(case, profile):
         rel.sampler_info["backend"],
         hits,
         " ".join(f"{timings.get(p, float('nan')):.2f}" for p in PHASES),
+        f"{release_cpu:.2f}",
         f"{total:.2f}",
         f"{tune}/{draws}",
         f"{steps:.0f}",
@@ -221,35 +239,63 @@ def _run(case, env, profile):
     return f"{backend} | {hits} | {' | '.join(numbers)} | {wall:.2f} | {cpu:.2f}"
 
 
-_BACKEND = {"nutpie": "nutpie", "nutpie-jax": "nutpie", "pymc-c": "pymc", "pymc-numba": "pymc"}
+_BACKEND = {
+    "nutpie": "nutpie",
+    "nutpie-nodask": "nutpie",
+    "nutpie-jax": "nutpie",
+    "pymc-c": "pymc",
+    "pymc-numba": "pymc",
+}
 
 
-def main(cases, profile, variants=("nutpie",)):
+def main(cases, profile, variants=("nutpie",), warm=None, rounds=3):
     print(f"{os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.2f}")
-    head = ["case", "variant", "caches", "backend", "cache hits", *PHASES, "total", "tune/draws"]
+    head = [
+        "case",
+        "variant",
+        "caches",
+        "backend",
+        "cache hits",
+        *PHASES,
+        "release CPU",
+        "total",
+        "tune/draws",
+    ]
     print("| " + " | ".join([*head, "leapfrogs", "wall", "CPU", "load"]) + " |")
     print("|---" * (len(head) + 4) + "|")
+    if warm is not None:  # warm children only, the variants interleaved, on one cache
+        for _ in range(rounds):
+            for variant in variants:
+                row = _run(cases[0], _env(warm, variant), profile == "warm")
+                load = os.getloadavg()[0]
+                print(f"| {cases[0]} | {variant} | warm | {row} | {load:.1f} |", flush=True)
+        return
     for case in cases:
         for variant in variants:
-            root = tempfile.mkdtemp(prefix="manidp-first-release-")
-            flags = f"base_compiledir={os.path.join(root, 'pytensor')}"
-            env = dict(
-                os.environ,
-                HOME=root,
-                XDG_CACHE_HOME=os.path.join(root, "cache"),
-                NUMBA_CACHE_DIR=os.path.join(root, "numba"),
-                PYTENSOR_FLAGS=flags + (",linker=cvm" if variant == "pymc-c" else ""),
-                PYMC_MANIDP_NUTS_BACKEND=_BACKEND[variant],
-                BENCH_VARIANT=variant,
-            )
-            if variant == "nutpie-jax":  # JAX's own persistent cache of XLA programs
-                env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(root, "jax")
-                env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-            env.pop("PYMC_MANIDP_CACHE_DIR", None)
+            env = _env(tempfile.mkdtemp(prefix="manidp-first-release-"), variant)
             for label in ("cold", "warm"):
-                row = _run(case, env, profile and label == "cold")
+                row = _run(case, env, profile == label)
                 load = os.getloadavg()[0]
                 print(f"| {case} | {variant} | {label} | {row} | {load:.1f} |", flush=True)
+
+
+def _env(root, variant):
+    """The child's environment: every cache in the folder ``root``."""
+    flags = f"base_compiledir={os.path.join(root, 'pytensor')}"
+    env = dict(
+        os.environ,
+        HOME=root,
+        XDG_CACHE_HOME=os.path.join(root, "cache"),
+        NUMBA_CACHE_DIR=os.path.join(root, "numba"),
+        PYTENSOR_FLAGS=flags + (",linker=cvm" if variant == "pymc-c" else ""),
+        PYMC_MANIDP_NUTS_BACKEND=_BACKEND[variant],
+        BENCH_VARIANT=variant,
+    )
+    if variant == "nutpie-jax":  # JAX's own persistent cache of XLA programs
+        env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(root, "jax")
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    env.pop("PYMC_MANIDP_CACHE_DIR", None)
+    return env
 
 
 if __name__ == "__main__":
@@ -257,10 +303,17 @@ if __name__ == "__main__":
     if "--child" in argv:
         child(argv[1], "--profile" in argv)
     else:
-        profile = "--profile" in argv
+        profile = "cold" if "--profile" in argv else "warm" if "--profile-warm" in argv else ""
         variants = ["nutpie"]
         if "--variants" in argv:
             i = argv.index("--variants")
             variants = argv.pop(i + 1).split(",")
             argv.pop(i)
-        main([a for a in argv if not a.startswith("--")] or ["H2:KNG:1000"], profile, variants)
+        opts = {}
+        for flag, kind in (("--warm", str), ("--rounds", int)):
+            if flag in argv:
+                i = argv.index(flag)
+                opts[flag[2:]] = kind(argv.pop(i + 1))
+                argv.pop(i)
+        cases = [a for a in argv if not a.startswith("--")] or ["H2:KNG:1000"]
+        main(cases, profile, variants, **opts)
