@@ -424,11 +424,11 @@ def test_tangent_a_failing_cell_leaves_the_other_cells_draws_unchanged(monkeypat
 
     real = T._errors
 
-    def errors(mech, M, x, target, draws, rng):
+    def errors(mech, M, x, target, draws, rng, **kw):
         if isinstance(mech, T._mech("H2", T.LAP, 1.0, 1e-6).__class__):
             rng.random(7)  # a sampler that gives up after drawing
             raise ValueError("no exact draw")
-        return real(mech, M, x, target, draws, rng)
+        return real(mech, M, x, target, draws, rng, **kw)
 
     monkeypatch.setattr(T, "_errors", errors)
     monkeypatch.setattr(T, "_NO_EXACT", {})
