@@ -462,11 +462,11 @@ def test_tangent_a_failing_cell_leaves_the_other_cells_draws_unchanged(monkeypat
 
     real = T._errors
 
-    def errors(mech, M, x, target, draws, rng):
+    def errors(mech, M, x, target, draws, rng, **kw):
         if isinstance(mech, T._mech("H2", T.LAP, 1.0, 1e-6).__class__):
             rng.random(7)  # a sampler that gives up after drawing
             raise ValueError("no exact draw")
-        return real(mech, M, x, target, draws, rng)
+        return real(mech, M, x, target, draws, rng, **kw)
 
     monkeypatch.setattr(T, "_errors", errors)
     monkeypatch.setattr(T, "_NO_EXACT", {})
@@ -476,3 +476,85 @@ def test_tangent_a_failing_cell_leaves_the_other_cells_draws_unchanged(monkeypat
     skipped = T._chunk("pure", "H2", 60, cells, 3, [(0, ss)])  # now cached as failing
     assert np.isnan(tried[0]["dist"]) and np.isnan(skipped[0]["dist"])
     assert tried[1]["dist"] == skipped[1]["dist"]
+
+
+def test_gdp_epsilon_pure_is_the_largest_pure_epsilon_implying_mu_gdp():
+    """Oracle: the ε-DP trade-off function max(0, 1 − e^ε α, e^−ε (1 − α)) lies above
+    G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) on a grid at ε(μ), and not at 1.01 ε(μ); the math
+    note's values (μ = 0.1, 0.5, 1, 2: ε = 0.080, 0.400, 0.807, 1.668)."""
+    from scipy.stats import norm
+
+    from pymc_manidp.experiments import tangent_mechanisms as T
+
+    alpha = np.linspace(0, 1, 20001)
+    for mu, note in ((0.1, 0.080), (0.5, 0.400), (1.0, 0.807), (2.0, 1.668)):
+        e = T.gdp_epsilon_pure(mu)
+        assert round(e, 3) == note
+        g = norm.cdf(norm.ppf(1 - alpha) - mu)
+
+        def f(eps):
+            return np.maximum.reduce(
+                [0 * alpha, 1 - np.exp(eps) * alpha, np.exp(-eps) * (1 - alpha)]
+            )
+
+        assert np.all(f(e) >= g - 1e-12)
+        assert np.any(f(1.01 * e) < g - 1e-6)
+
+
+@pytest.mark.parametrize("d, sigma", [(2, 0.2), (3, 0.375)])
+def test_ball_laplace_draws_match_the_package_restricted_sampler(d, sigma):
+    """The experiment's sampler of the restricted Laplace on H^d (polar at m0) against
+    the package's exact one (polar at the footpoint), where both draw: two-sample KS
+    of ρ(η, y) and ρ(m0, y), α = 0.01, 2,000 draws each, seed fixed; 1.5 σ is caught."""
+    from scipy import stats
+
+    from pymc_manidp.experiments import tangent_mechanisms as T
+    from pymc_manidp.laws.exact.laplace import sample_laplace
+    from pymc_manidp.stats.domain import DataDomain
+
+    rng = np.random.default_rng(5)
+    M = __import__("pymc_manidp").Hyperbolic(dim=d)
+    c = np.eye(d + 1)[0]
+    eta = M.exp_coords(c, np.r_[0.4, np.zeros(d - 1)])
+    ours = T.ball_laplace_draws(M, c, 1.5, eta, sigma, 2000, rng)
+    ref = sample_laplace(M, eta, sigma, 2000, rng, domain=DataDomain(M, c, 1.5)).points
+    wrong = T.ball_laplace_draws(M, c, 1.5, eta, 1.5 * sigma, 2000, rng)
+    assert np.all(M.dist(c, ours) <= 1.5)
+    for ref_point in (eta, c):
+        assert stats.ks_2samp(M.dist(ref_point, ours), M.dist(ref_point, ref)).pvalue > 0.01
+    assert stats.ks_2samp(M.dist(eta, wrong), M.dist(eta, ref)).pvalue < 0.01
+
+
+def test_rg_sigma_for_mu_gives_the_estimated_mu_asked_for():
+    """(S³, n = 100, μ = 1: the jiang cell the next test draws, so the cached σ is shared.)"""
+    from pymc_manidp.experiments import tangent_mechanisms as T
+    from pymc_manidp.mechanisms.riemannian_gaussian import estimated_mu
+
+    sens = T._mech("S3", T.RG_EST, 1.0, 1e-6).sensitivity(100)
+    sigma = T.rg_sigma_for_mu(3, sens, 1.0)
+    assert estimated_mu(3, sigma, sens) <= 1.0 < estimated_mu(3, sigma * (1 - 2e-4), sens)
+
+
+def test_tangent_gdp_parts_score_every_method_with_its_mu():
+    """The iclr_gdp and jiang cells: a row per method with its μ, all drawn (the
+    restricted Laplace on H^15 at μ = 0.1 too, where the package's sampler is stuck)."""
+    from pymc_manidp.experiments import tangent_mechanisms as T
+
+    ss = child_seeds(2, 0, count=1)[0]
+    for part, space, n, mu in (("iclr_gdp", "H15", 40, 0.1), ("jiang", "S3", 100, 1.0)):
+        e = T.gdp_epsilon_pure(mu)
+        cells = [
+            (m, {"k": 1, "r": 1.0, "epsilon": e, "mu": mu},
+             (1.0, 1e-6) if m in (T.TGAUSS, T.RG_EST) else (e, 1e-6))
+            for m in T.GDP_METHODS[part]
+        ]  # fmt: skip
+        rows = T._chunk(part, space, n, cells, 2, [(0, ss)])
+        assert [r["method"] for r in rows] == list(T.GDP_METHODS[part])
+        assert all(r["mu"] == mu for r in rows)
+        drawn = {r["method"]: r["dist"] for r in rows if np.isfinite(r["dist"])}
+        assert T.TGAUSS in drawn and T.TLAP in drawn
+        if part == "iclr_gdp":
+            assert T.RLAP in drawn and 0 < drawn[T.RLAP] <= 3.0
+            assert T.LAP not in drawn  # the unrestricted law is not normalizable there
+        else:
+            assert set(drawn) == set(T.GDP_METHODS[part])
