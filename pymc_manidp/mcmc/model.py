@@ -19,8 +19,9 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_manidp.laws.charts import PolarChart, chart_coords, point_dims
+from pymc_manidp.laws.regression import regression_chart_logp
 
-__all__ = ["point_dims", "polar_data", "polar_model"]
+__all__ = ["point_dims", "polar_data", "polar_model", "regression_data", "regression_model"]
 
 
 def polar_data(manifold, mode, sigma, inputs=None) -> dict:
@@ -152,4 +153,46 @@ def polar_model(
         )
         c = pm.Deterministic("chart_coords", chart_coords(manifold, frame, x), dims="coord")
         pm.Deterministic("distance", pt.sqrt(pt.sum(c**2, axis=-1)))
+    return model
+
+
+def regression_data(x, y, sigma) -> dict:
+    """The values of every ``pm.Data`` of :func:`regression_model`: ``scale`` (σ),
+    ``covariates`` ``(n,)`` and ``responses`` ``(n, *point_shape)``."""
+    return {
+        "scale": np.asarray(float(sigma)),
+        "covariates": np.asarray(x, float),
+        "responses": np.asarray(y, float),
+    }
+
+
+def regression_model(
+    manifold, center, footpoint_radius, slope_bound, x, y, sigma, *, name="release"
+):
+    """The ``pm.Model`` of geodesic regression's KNG law on ``TM`` (issue 41).
+
+    The free variable ``tm`` ``(2 dim,)`` is the unconstrained chart of
+    :func:`~pymc_manidp.laws.regression.regression_chart_logp` (normal coordinates at
+    the public ``center`` for the footpoint, the transported frame for the slope,
+    each capped at its public radius), its density a ``pm.Potential``. Everything
+    that depends on the data is a ``pm.Data`` (:func:`regression_data`), so one
+    compiled model serves every data set of the same size. Deterministics: ``name``
+    ``(2, *point_shape)`` (footpoint, slope), ``chart_coords`` ``(2 dim,)`` and
+    ``distance`` (their norm), which the diagnostics gate monitors.
+    """
+    d = manifold.dim
+    dims = point_dims(manifold)
+    coords = {"tm_coord": np.arange(2 * d), "tm_part": np.arange(2), **dims}
+    values = regression_data(x, y, sigma)
+    with pm.Model(coords=coords, check_bounds=False) as model:
+        v = {key: pm.Data(key, val) for key, val in values.items()}
+        z = pm.Flat("tm", dims="tm_coord")
+        logp, p, slope, c = regression_chart_logp(
+            manifold, center, footpoint_radius, slope_bound, z,
+            v["covariates"], v["responses"], v["scale"],
+        )  # fmt: skip
+        pm.Potential("kng", logp)
+        pm.Deterministic(name, pt.stack([p, slope]), dims=("tm_part", *dims))
+        c = pm.Deterministic("chart_coords", c, dims="tm_coord")
+        pm.Deterministic("distance", pt.sqrt(pt.sum(c**2)))
     return model
