@@ -157,8 +157,23 @@ def polar_model(
 
 
 def regression_data(x, y, sigma) -> dict:
-    """The values of every ``pm.Data`` of :func:`regression_model`: ``scale`` (σ),
-    ``covariates`` ``(n,)`` and ``responses`` ``(n, *point_shape)``."""
+    """The values of every ``pm.Data`` of :func:`regression_model`.
+
+    Parameters
+    ----------
+    x : array_like, shape ``(n,)``
+        The covariates.
+    y : array_like, shape ``(n, *point_shape)``
+        The responses.
+    sigma : float
+        The law's σ.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``"scale"`` (σ, a 0-d array), ``"covariates"`` and ``"responses"``:
+        :meth:`CompiledSampler.sample` takes this dict.
+    """
     return {
         "scale": np.asarray(float(sigma)),
         "covariates": np.asarray(x, float),
@@ -176,9 +191,34 @@ def regression_model(
     the public ``center`` for the footpoint, the transported frame for the slope,
     each capped at its public radius), its density a ``pm.Potential``. Everything
     that depends on the data is a ``pm.Data`` (:func:`regression_data`), so one
-    compiled model serves every data set of the same size. Deterministics: ``name``
-    ``(2, *point_shape)`` (footpoint, slope), ``chart_coords`` ``(2 dim,)`` and
-    ``distance`` (their norm), which the diagnostics gate monitors.
+    compiled model serves every data set of the same size.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        ``Euclidean``, ``Sphere`` or ``Hyperbolic`` (the spaces whose regression
+        gradient has a PyTensor twin).
+    center : array, shape ``point_shape``
+        The public center ``m``: the chart's origin.
+    footpoint_radius : float or None
+        ``R``: footpoints in ``B_R(m)``; ``None`` on flat spaces (no cap).
+    slope_bound : float
+        ``V``: slopes ``|v| <= V``.
+    x : array, shape ``(n,)``
+        The covariates (checked by the caller).
+    y : array, shape ``(n, *point_shape)``
+        The responses (checked by the caller).
+    sigma : float
+        The law's σ.
+    name : str
+        Name of the released deterministic.
+
+    Returns
+    -------
+    pm.Model
+        With the deterministics ``name`` ``(2, *point_shape)`` (footpoint, slope),
+        ``chart_coords`` ``(2 dim,)`` and ``distance`` (their norm), which the
+        diagnostics gate monitors.
     """
     d = manifold.dim
     dims = point_dims(manifold)
