@@ -17,6 +17,8 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats
 
 import pymc_manidp as pmd
@@ -27,6 +29,7 @@ from pymc_manidp.mcmc import MCMCSettings
 from pymc_manidp.privacy import PrivacyBudget
 from pymc_manidp.stats.regression import regression_gradient
 from tests.mechanisms.test_regression_mechanism import (
+    ADVERSARIAL,
     ALPHA,
     flat_mechanism,
     flat_problem,
@@ -226,6 +229,26 @@ def test_nuts_time_limit_is_checked_before_the_charge():
     with pmd.options.context(mcmc_max_seconds=1e-9):
         with pytest.raises(ValueError, match="would take at least"):
             flat_mechanism().release(x, y, sampler="nuts", budget=budget, delta=1e-6)
+    assert budget.spent.epsilon == 0 and budget.entries == []
+
+
+@given(
+    sampler=st.sampled_from(["nuts", "NUTS", "metropolis", "", None, 1, True]),
+    delta=st.one_of(st.none(), ADVERSARIAL),
+    flags=st.sampled_from([True, False, 0, 1, "True", None, np.bool_(True)]),
+)
+def test_nuts_release_contract(sampler, delta, flags):
+    # every combination is refused before the charge (TypeError/ValueError, the budget
+    # untouched): a run that every other check lets through meets a time limit of 1e-9 s,
+    # which is checked before the charge too, so nothing ever samples here
+    x, y = flat_problem()
+    budget = PrivacyBudget(3.0)
+    with pmd.options.context(mcmc_max_seconds=1e-9):
+        with pytest.raises((TypeError, ValueError)):
+            flat_mechanism().release(
+                x, y, sampler=sampler, delta=delta, budget=budget,
+                skip_diagnostics=flags, estimate_delta=flags,
+            )  # fmt: skip
     assert budget.spent.epsilon == 0 and budget.entries == []
 
 
