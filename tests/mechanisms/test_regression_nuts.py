@@ -302,3 +302,20 @@ def test_sphere_nuts_release_matches_the_quadrature_of_its_density():
     assert stats.kstest(speed, cdf_s).pvalue > ALPHA
     wrong_t, wrong_s = sphere_law_marginals(x, y, 1.3 * sigma, 0.5, 0.5)
     assert min(stats.kstest(rho, wrong_t).pvalue, stats.kstest(speed, wrong_s).pvalue) < ALPHA
+
+
+@pytest.mark.slow  # the coupling estimate: 60-120 s (200 coupled pairs) with the model warm
+def test_nuts_release_with_estimated_delta_is_charged_as_estimated():
+    # as the mean's: the value is the coupled kernel's draw, its delta-hat is recorded for
+    # the curator (labelled an estimate) and the budget's entry has the basis "estimated"
+    x, y = flat_problem()
+    budget = PrivacyBudget(3.0)
+    rel = flat_mechanism().release(
+        x, y, sampler="nuts", random_seed=3, budget=budget, estimate_delta=True
+    )
+    assert rel.delta is None and "ESTIMATE" in rel.delta_estimate["label"]
+    assert 0.0 <= rel.delta_estimate["delta_hat"] <= 1.0
+    assert "delta_estimate" not in rel.public()
+    entry = budget.entries[-1]
+    assert entry["delta_basis"] == "estimated" and entry["status"] == "released"
+    assert budget.spent.epsilon == 1.0
