@@ -15,11 +15,20 @@ conditioned on it: rejection is exact.
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
+import numpy as np
+import pytensor.tensor as pt
+
+from pymc_manidp.geometry.jacobi_twins import pt_regression_gradient, pt_tm_chart
 from pymc_manidp.laws.exact import ExactDraws, ExactSamplingError
 
-__all__ = ["sample_flat_regression_kng", "sample_regression_kng_uniform"]
+__all__ = [
+    "capped_ball",
+    "regression_chart_logp",
+    "sample_flat_regression_kng",
+    "sample_regression_kng_uniform",
+]
 
 
 def sample_flat_regression_kng(
@@ -158,3 +167,68 @@ def _uniform_ball(rng, m, d, radius):
     u = rng.standard_normal((m, d))
     u /= np.sqrt(np.sum(u * u, axis=1, keepdims=True))
     return radius * rng.uniform(size=(m, 1)) ** (1.0 / d) * u
+
+
+# --- the law in a chart of TM, for NUTS -------------------------------------------------
+def capped_ball(z, cap):
+    r"""The open ``cap``-ball of :math:`\mathbb R^d` from all of it: ``(c, log|dc/dz|)``.
+
+    ``c = h(|z|) z/|z|`` with ``h(s) = cap tanh(s/cap)``: the identity to first order
+    near 0, so a law well inside the ball sees almost a linear chart; the radial map
+    has Jacobian ``h'(s) (h(s)/s)^(d-1)``. Written in ``q = |z|^2/cap^2`` with series
+    near 0, so value and gradient are finite at ``z = 0``. ``cap = inf``: ``c = z``.
+    """
+    z = pt.as_tensor_variable(z)
+    if math.isinf(cap):
+        return z, pt.constant(0.0)
+    d = z.shape[-1]
+    q = pt.sum(z**2, axis=-1) / cap**2
+    small = q < 1e-4
+    qs = pt.switch(small, 1.0, q)
+    y = pt.sqrt(qs)
+    # tanh(y)/y and log sech^2(y), even in y: series in q near 0
+    ratio = pt.switch(small, 1.0 - q / 3.0 + 2.0 * q**2 / 15.0, pt.tanh(y) / y)
+    log_dh = pt.switch(
+        small,
+        -q + q**2 / 6.0,
+        2.0 * (np.log(2.0) - y - pt.log1p(pt.exp(-2.0 * y))),
+    )
+    return ratio * z, log_dh + (d - 1) * pt.log(ratio)
+
+
+def regression_chart_logp(manifold, center, footpoint_radius, slope_bound, z, x, y, sigma):
+    r"""The regression KNG law as a log-density of ``z`` in :math:`\mathbb R^{2d}`.
+
+    ``z = (z_a, z_b)``: the footpoint's normal coordinates at ``center``
+    ``a = capped_ball(z_a, R)`` (``R = footpoint_radius``; ``None``: uncapped, flat
+    spaces only) and the slope's coordinates ``b = capped_ball(z_b, V)`` in the frame
+    transported from ``center`` (:func:`~pymc_manidp.geometry.jacobi_twins.pt_tm_chart`),
+    so ``z`` covers exactly the open public domain. The density with respect to
+    Lebesgue measure in ``z`` is
+
+    .. math:: e^{-\|(\nabla_pE, \nabla_vE)\|/\sigma}\,J(a)\,
+              \Big|\frac{\partial a}{\partial z_a}\Big|\Big|\frac{\partial b}{\partial z_b}\Big|,
+
+    ``J`` the exp chart's volume density: the chart's Jacobian with respect to the
+    Sasaki volume (docs/regression.md, "NUTS on TM").
+
+    Returns
+    -------
+    logp : scalar tensor
+    p, v : tensors ``point_shape``
+        The footpoint and slope of ``z``.
+    coords : tensor ``(2 d,)``
+        ``(a, b)``.
+    """
+    M = manifold
+    d = M.dim
+    cap_a = math.inf if footpoint_radius is None else float(footpoint_radius)
+    a, log_ja = capped_ball(z[:d], cap_a)
+    b, log_jb = capped_ball(z[d:], float(slope_bound))
+    basis = M.tangent_basis(np.asarray(center, float))
+    p, v = pt_tm_chart(M, center, basis, a, b)
+    gp, gv = pt_regression_gradient(M, p, v, x, y)
+    # the Minkowski products of tangent vectors are >= 0 up to rounding
+    norm = pt.sqrt(pt.maximum(M.pt_inner(p, gp, gp) + M.pt_inner(p, gv, gv), 0.0))
+    logp = -norm / sigma + M.pt_log_volume_density(a) + log_ja + log_jb
+    return logp, p, v, pt.concatenate([a, b])

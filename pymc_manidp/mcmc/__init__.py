@@ -25,7 +25,7 @@ from pymc_manidp.mcmc.memory_limit import (
     MCMC_MAX_TRACE_BYTES,
     check_mcmc_memory,
 )
-from pymc_manidp.mcmc.model import polar_data, polar_model
+from pymc_manidp.mcmc.model import polar_data, polar_model, regression_data, regression_model
 from pymc_manidp.mcmc.nutpie_cache import CACHE_ENV, cache_dir, clear_cache, compile_nutpie
 from pymc_manidp.mcmc.sampling import (
     BACKEND_ENV,
@@ -72,6 +72,8 @@ __all__ = [
     "polar_data",
     "polar_model",
     "reflection_maximal",
+    "regression_data",
+    "regression_model",
     "sample",
     "sampler_backend",
     "tune_kernel",

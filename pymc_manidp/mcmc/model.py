@@ -19,8 +19,9 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_manidp.laws.charts import PolarChart, chart_coords, point_dims
+from pymc_manidp.laws.regression import regression_chart_logp
 
-__all__ = ["point_dims", "polar_data", "polar_model"]
+__all__ = ["point_dims", "polar_data", "polar_model", "regression_data", "regression_model"]
 
 
 def polar_data(manifold, mode, sigma, inputs=None) -> dict:
@@ -152,4 +153,86 @@ def polar_model(
         )
         c = pm.Deterministic("chart_coords", chart_coords(manifold, frame, x), dims="coord")
         pm.Deterministic("distance", pt.sqrt(pt.sum(c**2, axis=-1)))
+    return model
+
+
+def regression_data(x, y, sigma) -> dict:
+    """The values of every ``pm.Data`` of :func:`regression_model`.
+
+    Parameters
+    ----------
+    x : array_like, shape ``(n,)``
+        The covariates.
+    y : array_like, shape ``(n, *point_shape)``
+        The responses.
+    sigma : float
+        The law's σ.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``"scale"`` (σ, a 0-d array), ``"covariates"`` and ``"responses"``:
+        :meth:`CompiledSampler.sample` takes this dict.
+    """
+    return {
+        "scale": np.asarray(float(sigma)),
+        "covariates": np.asarray(x, float),
+        "responses": np.asarray(y, float),
+    }
+
+
+def regression_model(
+    manifold, center, footpoint_radius, slope_bound, x, y, sigma, *, name="release"
+):
+    """The ``pm.Model`` of geodesic regression's KNG law on ``TM`` (issue 41).
+
+    The free variable ``tm`` ``(2 dim,)`` is the unconstrained chart of
+    :func:`~pymc_manidp.laws.regression.regression_chart_logp` (normal coordinates at
+    the public ``center`` for the footpoint, the transported frame for the slope,
+    each capped at its public radius), its density a ``pm.Potential``. Everything
+    that depends on the data is a ``pm.Data`` (:func:`regression_data`), so one
+    compiled model serves every data set of the same size.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        ``Euclidean``, ``Sphere`` or ``Hyperbolic`` (the spaces whose regression
+        gradient has a PyTensor twin).
+    center : array, shape ``point_shape``
+        The public center ``m``: the chart's origin.
+    footpoint_radius : float or None
+        ``R``: footpoints in ``B_R(m)``; ``None`` on flat spaces (no cap).
+    slope_bound : float
+        ``V``: slopes ``|v| <= V``.
+    x : array, shape ``(n,)``
+        The covariates (checked by the caller).
+    y : array, shape ``(n, *point_shape)``
+        The responses (checked by the caller).
+    sigma : float
+        The law's σ.
+    name : str
+        Name of the released deterministic.
+
+    Returns
+    -------
+    pm.Model
+        With the deterministics ``name`` ``(2, *point_shape)`` (footpoint, slope),
+        ``chart_coords`` ``(2 dim,)`` and ``distance`` (their norm), which the
+        diagnostics gate monitors.
+    """
+    d = manifold.dim
+    dims = point_dims(manifold)
+    coords = {"tm_coord": np.arange(2 * d), "tm_part": np.arange(2), **dims}
+    values = regression_data(x, y, sigma)
+    with pm.Model(coords=coords, check_bounds=False) as model:
+        v = {key: pm.Data(key, val) for key, val in values.items()}
+        z = pm.Flat("tm", dims="tm_coord")
+        logp, p, slope, c = regression_chart_logp(
+            manifold, center, footpoint_radius, slope_bound, z,
+            v["covariates"], v["responses"], v["scale"],
+        )  # fmt: skip
+        pm.Potential("kng", logp)
+        pm.Deterministic(name, pt.stack([p, slope]), dims=("tm_part", *dims))
+        c = pm.Deterministic("chart_coords", c, dims="tm_coord")
+        pm.Deterministic("distance", pt.sqrt(pt.sum(c**2)))
     return model

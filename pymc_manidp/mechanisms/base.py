@@ -65,7 +65,13 @@ from pymc_manidp.stats.domain import DataDomain
 from pymc_manidp.stats.frechet import frechet_mean
 from pymc_manidp.stats.sensitivity import calibrated_sigma
 
-__all__ = ["EXACT_SAMPLERS", "Mechanism", "available_samplers"]
+__all__ = [
+    "EXACT_SAMPLERS",
+    "Mechanism",
+    "assumed_delta_note",
+    "available_samplers",
+    "gate_run",
+]
 
 EXACT_SAMPLERS: tuple[str, ...] = ("exact",)
 
@@ -478,7 +484,7 @@ class Mechanism:
                 )
             terms = self._charge_terms(budget, delta, is_mcmc, estimate_delta, sampler)
             # the δ assumed for a charge (terms: budget, basis, δ charged) is noted
-            notes = () if delta is None else (_assumed_delta_note(terms[2]),)
+            notes = () if delta is None else (assumed_delta_note(terms[2]),)
             # n, σ, the law and the sampler's range are public: refused before any charge
             request = ReleaseRequest(
                 sampler=sampler,
@@ -808,21 +814,7 @@ class Mechanism:
         seed = int(request.rng.integers(2**31 - 1))
         values = mcmc.polar_data(self.manifold, mode, cal.sigma, inputs)
         idata = compiled.sample(values, settings, random_seed=seed, progressbar=request.progressbar)
-        report = check_run(idata)
-        # which NUTS implementation drew the run (nutpie or PyMC's): not data-dependent
-        info = {"backend": compiled.backend}
-        if not report.passed:
-            if not request.skip_diagnostics:
-                raise DiagnosticsError(
-                    "the MCMC run failed its convergence checks, so nothing is released: "
-                    + "; ".join(report.failures)
-                    + ". Run longer (more draws/tune) or more chains; skip_diagnostics=True "
-                    "releases anyway and records that choice."
-                )
-            # the failures quote data-dependent numbers (R-hat, ESS): the curator keeps
-            # them; the published record says only that the check was skipped
-            info["failed_checks"] = list(report.failures)
-        return idata, info
+        return idata, gate_run(idata, compiled.backend, request.skip_diagnostics)
 
     def _pick_draw(self, idata, rng):
         """One uniformly random post-tuning draw (inside the public ball if restricted)."""
@@ -881,6 +873,28 @@ class Mechanism:
         )
 
 
+def gate_run(idata, backend, skip_diagnostics) -> dict:
+    """The diagnostics gate of an MCMC run (every MCMC release passes it): raise
+    ``DiagnosticsError`` unless the run passes ``check_run`` or the caller skipped the
+    checks; returns the Release's ``sampler_info`` (the backend, and the failed checks
+    when skipped)."""
+    report = check_run(idata)
+    # which NUTS implementation drew the run (nutpie or PyMC's): not data-dependent
+    info = {"backend": backend}
+    if not report.passed:
+        if not skip_diagnostics:
+            raise DiagnosticsError(
+                "the MCMC run failed its convergence checks, so nothing is released: "
+                + "; ".join(report.failures)
+                + ". Run longer (more draws/tune) or more chains; skip_diagnostics=True "
+                "releases anyway and records that choice."
+            )
+        # the failures quote data-dependent numbers (R-hat, ESS): the curator keeps
+        # them; the published record says only that the check was skipped
+        info["failed_checks"] = list(report.failures)
+    return info
+
+
 def _refused(budget) -> None:
     """A release refused before its charge: tell its budget (``budget=`` or the one
     entered), which removes a ledger file made for it and still unused."""
@@ -890,7 +904,8 @@ def _refused(budget) -> None:
         budget.refused()
 
 
-def _assumed_delta_note(delta: float) -> str:
+def assumed_delta_note(delta: float) -> str:
+    """The note of an MCMC release charged with a δ the curator assumes."""
     return (
         f"charged to a privacy budget with delta = {delta:g}: the curator's assumption, "
         "not a proof (an MCMC release has no proved delta)"

@@ -22,14 +22,18 @@ import math
 
 import numpy as np
 
-from pymc_manidp._validation import check_positive_int, check_positive_real
+from pymc_manidp import mcmc
+from pymc_manidp._progress import _progress_enabled, progress_status
+from pymc_manidp._validation import check_bool, check_positive_int, check_positive_real
 from pymc_manidp.geometry._numba.cache import check_environment_once
 from pymc_manidp.geometry.jacobi import REGRESSION_SPACES, has_regression_terms, transport
+from pymc_manidp.geometry.jacobi_twins import has_regression_twin
 from pymc_manidp.laws.regression import (
     sample_flat_regression_kng,
     sample_regression_kng_uniform,
 )
-from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism
+from pymc_manidp.mcmc import MCMCSettings
+from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism, assumed_delta_note, gate_run
 from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
 from pymc_manidp.rng import resolve_rng
 from pymc_manidp.stats.regression import (
@@ -78,11 +82,14 @@ class RegressionKNGMechanism(Mechanism):
     Notes
     -----
     The released value is an array ``(2, *point_shape)``: row 0 the footpoint
-    :math:`\tilde p`, row 1 the slope :math:`\tilde v \in T_{\tilde p}M`. Both
-    samplers are exact (pure ε-DP): on flat spaces the K-norm law around the
-    least-squares fit; elsewhere rejection from the uniform law of the domain (the
-    density is at most 1), whose acceptance falls as ``n epsilon`` grows (at most
-    ``max_attempts`` gradient evaluations per draw, then ``ExactSamplingError``).
+    :math:`\tilde p`, row 1 the slope :math:`\tilde v \in T_{\tilde p}M`. The exact
+    samplers (pure ε-DP): on flat spaces the K-norm law around the least-squares fit;
+    elsewhere rejection from the uniform law of the domain (the density is at most 1),
+    whose acceptance falls as ``n epsilon`` grows (at most ``max_attempts`` gradient
+    evaluations per draw, then ``ExactSamplingError``). ``sampler="nuts"`` on
+    ``Euclidean``, ``Sphere`` and ``Hyperbolic``: the same law in a chart of ``TM``
+    (normal coordinates at ``center``, the slope in the transported frame), gated and
+    charged as the mean's MCMC releases are (docs/regression.md, "NUTS on TM").
 
     Examples
     --------
@@ -185,8 +192,13 @@ class RegressionKNGMechanism(Mechanism):
 
     @property
     def samplers(self) -> tuple[str, ...]:
-        """``("exact",)``: the K-norm law around the least-squares fit on flat spaces,
-        rejection from the domain's uniform law elsewhere (docs/regression.md)."""
+        """``("exact", "nuts")`` where the gradient has a PyTensor twin (``Euclidean``,
+        ``Sphere``, ``Hyperbolic``: :mod:`pymc_manidp.geometry.jacobi_twins`), else
+        ``("exact",)``. Exact: the K-norm law around the least-squares fit on flat
+        spaces, rejection from the domain's uniform law elsewhere; NUTS: the law in a
+        chart of ``TM`` (docs/regression.md)."""
+        if has_regression_twin(self.manifold):
+            return (*EXACT_SAMPLERS, "nuts")
         return EXACT_SAMPLERS
 
     # --- the law --------------------------------------------------------------------------
@@ -280,11 +292,19 @@ class RegressionKNGMechanism(Mechanism):
             f"{self.name} releases one data set at a time: call release(x, y) for each"
         )
 
-    def model(self, *args, **kwargs):
-        """Not offered: the law is drawn exactly (no MCMC model yet)."""
-        raise NotImplementedError(
-            f"{self.name} has no MCMC model yet: its releases are exact (release(x, y))"
-        )
+    def model(self, x, y):
+        """The ``pm.Model`` a NUTS release samples (:func:`~pymc_manidp.mcmc.regression_model`):
+        the law on ``TM`` in the chart at the public center, for checked ``x``, ``y``."""
+        self._check_sampler("nuts")
+        x, cal = self._public(x, y)
+        y = self.domain.check(y)
+        return self._model(x, y, cal.sigma)
+
+    def _model(self, x, y, sigma):
+        return mcmc.regression_model(
+            self.manifold, self.domain.center, self.footpoint_radius, self.slope_bound,
+            x, y, sigma,
+        )  # fmt: skip
 
     def sample(self, x, y, size, *, random_seed=None, return_info=False):
         """``size`` i.i.d. draws ``(size, 2, *point_shape)`` of the exact law (for tests and
@@ -302,21 +322,54 @@ class RegressionKNGMechanism(Mechanism):
         points, info = self.exact_draws_xy(x, y, cal.sigma, size, rng)
         return (points, info) if return_info else points
 
-    def release(self, x, y, *, sampler="exact", random_seed=None, budget=None):
+    def release(
+        self,
+        x,
+        y,
+        *,
+        sampler="exact",
+        random_seed=None,
+        settings=None,
+        skip_diagnostics=False,
+        estimate_delta=False,
+        budget=None,
+        delta=None,
+        progressbar=None,
+    ):
         """Release ``(p, v)`` privately: a :class:`~pymc_manidp.Release` whose value is
         ``(2, *point_shape)``.
 
         Every public premise (the covariates against ``covariate_bound``, the shapes,
-        ``n``, σ, the sampler) is checked before ``budget`` (or the one entered with
-        ``with budget:``) is charged; then the responses are checked against the public
-        ball and the law is drawn exactly (pure ε-DP, ``delta = 0``).
+        ``n``, σ, the sampler, for NUTS the run's memory and time) is checked before
+        ``budget`` (or the one entered with ``with budget:``) is charged; then the
+        responses are checked against the public ball and the law is drawn.
+
+        ``sampler="exact"`` (default): pure ε-DP, ``delta = 0``. ``sampler="nuts"``
+        (on ``Euclidean``, ``Sphere``, ``Hyperbolic``): the law in a chart of ``TM``,
+        approximately DP like every MCMC release (``delta = None``), released only from
+        a run that passes the diagnostics gate (``skip_diagnostics=True`` opts out,
+        recorded); ``estimate_delta=True`` draws the value from a coupled kernel and
+        records its δ̂ for the curator; charging a budget needs ``delta=`` (assumed) or
+        ``estimate_delta=True`` (estimated), as for the mean's MCMC releases.
+        ``settings``, ``progressbar``: as :meth:`Mechanism.release`.
         """
         try:
             check_environment_once()
-            self._check_sampler(sampler)
+            is_mcmc = self._check_sampler(sampler)
+            settings = MCMCSettings.resolve(settings)
+            skip_diagnostics = check_bool(skip_diagnostics, "skip_diagnostics")
+            estimate_delta = check_bool(estimate_delta, "estimate_delta")
+            if estimate_delta and not is_mcmc:
+                raise ValueError(
+                    "estimate_delta=True is for MCMC samplers: an exact release has delta = 0"
+                )
+            shown = _progress_enabled(progressbar)
             rng, policy = resolve_rng(random_seed)
-            terms = self._charge_terms(budget, None, False, False, sampler)
+            terms = self._charge_terms(budget, delta, is_mcmc, estimate_delta, sampler)
             x, cal = self._public(x, y)
+            if is_mcmc:  # the trace's size and the run's time are public: before the charge
+                mcmc.check_mcmc_memory(settings, self.manifold)
+                mcmc.check_mcmc_budget(self.manifold, cal.n, settings)
             budget, charge = self._make_charge(terms, sampler)
         except BaseException:
             entered = budget if budget is not None else current_budget()
@@ -325,10 +378,16 @@ class RegressionKNGMechanism(Mechanism):
             raise
         try:
             y = self.domain.check(y)
-            points, info = self.exact_draws_xy(x, y, cal.sigma, 1, rng)
-            rel = self._record(
-                points[0], cal, sampler, sampler_info=info, seed_policy=policy, opt_outs=()
-            )
+            if is_mcmc:
+                rel = self._mcmc_release(
+                    x, y, cal, rng, policy, settings, skip_diagnostics, estimate_delta,
+                    random_seed, shown, terms[2],
+                )  # fmt: skip
+            else:
+                points, info = self.exact_draws_xy(x, y, cal.sigma, 1, rng)
+                rel = self._record(
+                    points[0], cal, sampler, sampler_info=info, seed_policy=policy, opt_outs=()
+                )
         except BaseException as err:
             if budget is not None:
                 budget.fail(charge[0], err)
@@ -336,3 +395,43 @@ class RegressionKNGMechanism(Mechanism):
         if budget is not None:
             budget.settle(charge[0], rel)
         return rel
+
+    def _mcmc_release(
+        self, x, y, cal, rng, policy, settings, skip, estimate_delta, seed, shown, charged
+    ):
+        """NUTS on ``TM`` for checked data, compiled once per ``n``, gated as the
+        mean's MCMC releases are (:func:`~pymc_manidp.mechanisms.base.gate_run`)."""
+        backend = mcmc.sampler_backend("nuts", settings.backend)
+        compiled = self.mcmc_cache.find(cal.n, "nuts", backend)
+        if compiled is None:
+            with progress_status(
+                f"compiling the NUTS model of {self.name} for n = {cal.n} (once per n)", shown
+            ):
+                compiled = self.mcmc_cache.add(
+                    cal.n, mcmc.CompiledSampler(self._model(x, y, cal.sigma), backend=backend)
+                )
+        values = mcmc.regression_data(x, y, cal.sigma)
+        run_seed = int(rng.integers(2**31 - 1))
+        idata = compiled.sample(values, settings, random_seed=run_seed, progressbar=shown)
+        info = gate_run(idata, compiled.backend, skip)
+        opt_outs = ("skip_diagnostics",) if "failed_checks" in info else ()
+        # the chart covers exactly the public domain: every draw is in it
+        flat = np.asarray(idata.posterior["release"].values)
+        flat = flat.reshape((-1, 2, *self.manifold.point_shape))
+        value = flat[rng.integers(len(flat))]
+        fields = {}
+        if estimate_delta:
+            from pymc_manidp.privacy.coupling import coupled_release
+
+            coupled_rng, _ = resolve_rng(seed)
+            coupled_rng = np.random.default_rng([int(coupled_rng.integers(2**63 - 1)), 17])
+            value, fields["delta_estimate"] = coupled_release(
+                self._model(x, y, cal.sigma), epsilon=self.epsilon,
+                t=max(settings.tune, 1), kernel="hmc", random_seed=coupled_rng,
+            )  # fmt: skip
+            value = np.asarray(value)
+        notes = () if charged in (None, 0.0) else (assumed_delta_note(charged),)
+        return self._record(
+            value, cal, "nuts", notes=notes, diagnostics=idata, sampler_info=info,
+            seed_policy=policy, opt_outs=opt_outs, **fields,
+        )  # fmt: skip
