@@ -7,8 +7,11 @@ measure sin β dα dβ dγ, no quaternions) and by Haar draws; the gradient of l
 E[R] (the same quadrature); the law of the rotation angle of exact draws at diagonal F
 against its density by quadrature, and at F = U S Vᵀ the angle of UᵀRV against the same
 law (KS, α = 0.01, n = 3000, fixed seeds) — a wrong scale and a transposed F are refuted;
-NUTS (PyMC and nutpie) recovers R0 and κ of F = κ R0. SciPy has no matrix Fisher law;
-its ``Rotation`` checks our quaternion map.
+PyMC's compiled dlogp against finite differences at F = κ R0 (repeated eigenvalues of
+M(F): the NaN gradient that biased NUTS); NUTS (PyMC and nutpie, slow tier) against exact
+draws on a latent MF(F) and on the conjugate posterior R0 | y ~ MF(κ Σ y), and recovering
+R0 and κ of F = κ R0. SciPy has no matrix Fisher law; its ``Rotation`` checks our
+quaternion map.
 """
 
 from __future__ import annotations
