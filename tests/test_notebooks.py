@@ -229,6 +229,15 @@ def check_directional(ns):
     # an exact release on its ball; the posterior within a few sigma of it
     assert ns["delta"] == 0.0 and ns["release_dist"] <= ns["radius"]
     assert ns["post_to_release"] < 5 * ns["sigma"]
+    # the matrix Fisher fit: R0 at the data's polar mean (the MLE; posterior spread about
+    # 0.005 rad), kappa near the moment estimate, at most 1% of draws divergent (the
+    # quaternion chart's narrow cone, docs/distributions.md); the predictive check shows
+    # what the text says: replicated angles wider than the observed core, shorter than its tail
+    assert ns["mf_divergences"] <= 0.01 * ns["mf_draws"]
+    assert ns["mf_mode_gap"] < 0.02
+    assert 0.8 * ns["mf_kappa_moment"] < ns["mf_kappa_mean"] < 1.25 * ns["mf_kappa_moment"]
+    (obs_median, obs_q95), (rep_median, rep_q95) = ns["rot_obs_q"], ns["rot_rep_q"]
+    assert rep_median > 1.5 * obs_median and rep_q95 < obs_q95
 
 
 def check_median(ns):
@@ -473,6 +482,13 @@ CHECKS = {
             "radius": "radius",
             "sigma": "published['sigma']",
             "post_to_release": "float(S.dist(np.asarray(published['value']), post_center))",
+            "mf_divergences": "mf_divergences",
+            "mf_draws": "post_kappa_r.size",
+            "mf_kappa_mean": "float(post_kappa_r.mean())",
+            "mf_kappa_moment": "float(kappa_moment)",
+            "mf_mode_gap": "mf_mode_gap",
+            "rot_obs_q": "rot_obs_q.tolist()",
+            "rot_rep_q": "rot_rep_q.tolist()",
         },
         check_directional,
     ),

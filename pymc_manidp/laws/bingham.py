@@ -32,7 +32,6 @@ from pymc.distributions.distribution import Continuous, _support_point
 from pymc.distributions.transforms import _default_transform
 from pymc.logprob.abstract import _logprob
 from pymc.pytensorf import normalize_rng_param
-from pytensor.gradient import disconnected_grad
 from pytensor.tensor.random.op import RandomVariable
 
 from pymc_manidp.geometry.sphere import Sphere
@@ -92,13 +91,15 @@ def _ive0(x):
 
 def _sorted_eigenvalues(a):
     """Ascending eigenvalues of symmetric ``a`` ``(..., p, p)``, with the gradient
-    :math:`\\sum_i g_i v_i v_i^\\top` (PyTensor's ``Eigh`` gradient is NaN at a repeated
-    eigenvalue, as in ``F = κ I``, though a symmetric function of them is smooth there)."""
+    :math:`\\sum_i g_i v_i v_i^\\top`: ``Eigvalsh``'s, finite at a repeated eigenvalue (as
+    in ``F = κ R0``, where a symmetric function of them is smooth), unlike ``Eigh``'s.
+
+    Not Rayleigh quotients of ``disconnected_grad`` eigenvectors: PyMC's ``dlogp`` and
+    nutpie rewrite the graph ("canonicalize") before the gradient, which removes
+    ``disconnected_grad``, so the gradient went through ``Eigh`` and was NaN there (NUTS
+    diverged at every step; ``tests/laws/test_matrix_fisher.py``)."""
     a = pt.as_tensor_variable(a)
-    sym = (a + pt.swapaxes(a, -1, -2)) / 2
-    _, vecs = pt.linalg.eigh(sym)
-    vecs = disconnected_grad(vecs)
-    return pt.sum(vecs * pt.matmul(sym, vecs), axis=-2)
+    return pt.linalg.eigvalsh((a + pt.swapaxes(a, -1, -2)) / 2)
 
 
 def _scaled_log_normalizer(eig, p: int):

@@ -7,8 +7,11 @@ measure sin β dα dβ dγ, no quaternions) and by Haar draws; the gradient of l
 E[R] (the same quadrature); the law of the rotation angle of exact draws at diagonal F
 against its density by quadrature, and at F = U S Vᵀ the angle of UᵀRV against the same
 law (KS, α = 0.01, n = 3000, fixed seeds) — a wrong scale and a transposed F are refuted;
-NUTS (PyMC and nutpie) recovers R0 and κ of F = κ R0. SciPy has no matrix Fisher law;
-its ``Rotation`` checks our quaternion map.
+PyMC's compiled dlogp against finite differences at F = κ R0 (repeated eigenvalues of
+M(F): the NaN gradient that biased NUTS); NUTS (PyMC and nutpie, slow tier) against exact
+draws on a latent MF(F) and on the conjugate posterior R0 | y ~ MF(κ Σ y), and recovering
+R0 and κ of F = κ R0. SciPy has no matrix Fisher law; its ``Rotation`` checks our
+quaternion map.
 """
 
 from __future__ import annotations
@@ -252,35 +255,193 @@ def test_batches_observed_and_predictive():
     np.testing.assert_allclose(np.linalg.det(y), 1.0, atol=1e-12)
 
 
-def _fit(backend):
-    k0 = 20.0
-    data = sample_matrix_fisher(k0 * U0, (100,), np.random.default_rng(3))
-    with pm.Model():
+def _recovery_model(data):
+    with pm.Model() as m:
         r0 = pmd.ManifoldUniform("r0", pmd.Rotations())
         kappa = pm.Gamma("kappa", 2.0, 0.05)
         pmd.MatrixFisher("y", kappa * r0, observed=data)
-        idata = pm.sample(
-            200, tune=300, chains=2, random_seed=1, progressbar=False, nuts_sampler=backend
+    return m
+
+
+def _quaternion(r):
+    q = Rotation.from_matrix(r).as_quat()  # scalar last
+    return np.r_[q[3], q[:3]]
+
+
+def test_model_gradient_after_pymc_rewrites_at_repeated_singular_values():
+    # PyMC's dlogp and nutpie both rewrite the logp graph ("canonicalize") BEFORE taking its
+    # gradient; that removed the disconnected_grad around the eigenvectors, so the gradient
+    # went through Eigh's, NaN at a repeated eigenvalue of M(F): at F = kappa R0 always
+    # (M = kappa diag(3, -1, -1, -1)). NUTS then diverged at every step and stayed near its
+    # start (0.74 rad from R0), the failure of the recovery tests. Oracle: central
+    # differences of the compiled logp (step 1e-5, tolerance 1e-4 relative).
+    data = sample_matrix_fisher(20.0 * U0, (10,), np.random.default_rng(3))
+    m = _recovery_model(data)
+    logp, dlogp = m.compile_logp(), m.compile_dlogp()
+    for z, log_k in [(3.3 * _quaternion(U0), math.log(20.0)), ([1.0, 0.0, 0.0, 0.0], 0.0)]:
+        point = {"r0_gaussian__": np.asarray(z, float), "kappa_log__": np.asarray(log_k)}
+        flat = np.r_[point["r0_gaussian__"], log_k]
+        fd = []
+        for i in range(5):
+            step = np.zeros(5)
+            step[i] = 1e-5
+            hi, lo = flat + step, flat - step
+            fd.append(
+                (
+                    logp({"r0_gaussian__": hi[:4], "kappa_log__": hi[4]})
+                    - logp({"r0_gaussian__": lo[:4], "kappa_log__": lo[4]})
+                )
+                / 2e-5
+            )
+        grad = dlogp(point)
+        assert np.all(np.isfinite(grad)), grad
+        np.testing.assert_allclose(grad, fd, rtol=1e-4, atol=1e-4)
+
+
+# NUTS against exact draws. Statistics of the draws (chain, draw) are compared with exact
+# draws of the same law: the mean against its exact value, within 4 Monte Carlo standard
+# errors (ArviZ's mcse), and the whole law by a two-sample KS test counted at the chains'
+# effective sample size (alpha = 0.01). Fixed seeds throughout.
+N_EXACT = 4000
+
+
+def _nuts(model, backend, draws=300, tune=300, seed=1):
+    with model:
+        return pm.sample(
+            draws,
+            tune=tune,
+            chains=2,
+            random_seed=seed,
+            progressbar=False,
+            nuts_sampler=backend,
+            compute_convergence_checks=False,
         )
-    post = idata.posterior
-    r_hat = Rotation.from_matrix(post["r0"].values.reshape(-1, 3, 3)).mean().as_matrix()
-    k_hat = float(post["kappa"].mean())
-    # the posterior sd of kappa is about 1.2 and of R0's angle about 0.02 rad; a normalizer
-    # off by a factor (the Haar-measure density) leaves these alone, a wrong c(F) does not
-    assert _angles((r_hat.T @ U0)[None])[0] < 0.08
-    assert abs(k_hat - k0) < 4.0
+
+
+def _agrees_with_exact(chains_stat, exact_stat, exact_mean):
+    """``(z, p)``: the chains' mean in MCSE units from ``exact_mean``, and the ESS-counted
+    two-sample KS p-value of the chains' statistic ``(chain, draw)`` against exact draws."""
+    import arviz as az
+
+    x = np.asarray(chains_stat, float)
+    z = (x.mean() - exact_mean) / float(az.mcse(x))
+    ess = float(az.ess(x))
+    d = stats.ks_2samp(x.ravel(), exact_stat).statistic
+    n_eff = ess * len(exact_stat) / (ess + len(exact_stat))
+    return z, float(stats.kstwo.sf(d, max(1, round(n_eff))))
+
+
+def _check_against_exact(stats_pairs):
+    for name, chains_stat, exact_stat, exact_mean in stats_pairs:
+        z, p = _agrees_with_exact(chains_stat, exact_stat, exact_mean)
+        assert abs(z) < 4 and p > ALPHA, (name, z, p)
+
+
+def _mean_rotation(f):
+    """E[R] of MF(F): the gradient of log c(F) (checked by quadrature above)."""
+    return _fns()[1](np.asarray(f, float))
+
+
+F_NUTS = U0 @ np.diag([6.0, 3.0, -1.0]) @ V0.T  # det F < 0: the proper singular values
+
+
+def _latent_law_check(backend):
+    # R ~ MF(F) alone, in the quaternion chart (NormalizedGaussian): the chart's Jacobian and
+    # the measure (logp w.r.t. the volume 8 pi^2, the chart's log vol(SO(3))) are what is
+    # tested; F is a constant, so no eigenvalue gradient is involved
+    with pm.Model() as m:
+        pmd.MatrixFisher("r", F_NUTS)
+    idata = _nuts(m, backend)
+    r = idata.posterior["r"].values  # (chain, draw, 3, 3)
+    exact = sample_matrix_fisher(F_NUTS, (N_EXACT,), np.random.default_rng(7))
+    trace = np.einsum("ij,...ij->...", F_NUTS, r)
+    angle = _angles(U0.T @ r.reshape(-1, 3, 3) @ V0).reshape(trace.shape)  # from the mode
+    _check_against_exact(
+        [
+            (
+                "tr(F'R)",
+                trace,
+                np.einsum("ij,nij->n", F_NUTS, exact),
+                np.sum(F_NUTS * _mean_rotation(F_NUTS)),
+            ),
+            ("angle", angle, _angles(U0.T @ exact @ V0), np.mean(_angles(U0.T @ exact @ V0))),
+        ]
+    )
     assert int(idata.sample_stats["diverging"].sum()) == 0
 
 
-@pytest.mark.skip(reason="open (issue 40): recovery check fails on F = kappa R0 (PyMC: 447 s)")
-def test_nuts_recovers_the_mean_rotation_and_kappa():
-    _fit("pymc")
+KAPPA_CONJ = 20.0
+DATA_CONJ = sample_matrix_fisher(KAPPA_CONJ * U0, (10,), np.random.default_rng(11))
 
 
-@pytest.mark.skip(reason="open (issue 40): recovery check fails on F = kappa R0 (PyMC: 447 s)")
-@needs_nutpie
-def test_nutpie_recovers_the_mean_rotation_and_kappa():
-    _fit("nutpie")
+def _conjugate_check(backend):
+    # y_i ~ MF(kappa R0), R0 uniform, kappa known: the posterior of R0 is MF(kappa S),
+    # S = sum_i y_i, exactly (the likelihood is exp(tr((kappa S)^T R0)) times a constant).
+    # F = kappa R0 has repeated singular values, so the gradient goes through the
+    # eigenvalues of M(F) at a repeated one: the NaN-gradient bug fails this test.
+    with pm.Model() as m:
+        r0 = pmd.ManifoldUniform("r0", pmd.Rotations())
+        pmd.MatrixFisher("y", KAPPA_CONJ * r0, observed=DATA_CONJ)
+    idata = _nuts(m, backend)
+    r = idata.posterior["r0"].values
+    f_post = KAPPA_CONJ * DATA_CONJ.sum(0)
+    u, _, vt = np.linalg.svd(f_post)
+    mode = u @ np.diag([1.0, 1.0, np.linalg.det(u @ vt)]) @ vt
+    exact = sample_matrix_fisher(f_post, (N_EXACT,), np.random.default_rng(8))
+    trace = np.einsum("ij,...ij->...", f_post, r)
+    angle = _angles(mode.T @ r.reshape(-1, 3, 3)).reshape(trace.shape)
+    _check_against_exact(
+        [
+            (
+                "tr(F'R0)",
+                trace,
+                np.einsum("ij,nij->n", f_post, exact),
+                np.sum(f_post * _mean_rotation(f_post)),
+            ),
+            ("angle", angle, _angles(mode.T @ exact), np.mean(_angles(mode.T @ exact))),
+        ]
+    )
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+
+
+def _recovery_check(backend):
+    k0 = 20.0
+    data = sample_matrix_fisher(k0 * U0, (100,), np.random.default_rng(3))
+    idata = _nuts(_recovery_model(data), backend, draws=200, tune=300)
+    post = idata.posterior
+    r_hat = Rotation.from_matrix(post["r0"].values.reshape(-1, 3, 3)).mean().as_matrix()
+    k_hat = float(post["kappa"].mean())
+    # the posterior sd of kappa is about 1.2 and of R0's angle about 0.02 rad (the data's
+    # polar mean is 0.036 rad from U0); a normalizer off by a factor (the Haar-measure
+    # density) leaves these alone, a wrong c(F) does not
+    assert _angles((r_hat.T @ U0)[None])[0] < 0.08
+    assert abs(k_hat - k0) < 4.0
+    # a few divergences remain (2-4 of 400, both backends, tune 300 or 600): with kappa
+    # random the cone of R0 in the quaternion chart narrows as kappa grows, a funnel a
+    # diagonal mass matrix does not straighten (docs/distributions.md); the fixed-kappa
+    # posterior above has none. The NaN-gradient bug made every draw divergent.
+    assert int(idata.sample_stats["diverging"].sum()) <= 8
+
+
+BACKENDS = ["pymc", pytest.param("nutpie", marks=needs_nutpie)]
+
+
+@pytest.mark.slow  # PyMC about 5 min, nutpie 1.5 min on 2 loaded cores
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nuts_posterior_of_the_mean_rotation_is_matrix_fisher_of_the_sum(backend):
+    _conjugate_check(backend)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nuts_draws_of_a_latent_matrix_fisher_match_exact_draws(backend):
+    _latent_law_check(backend)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nuts_recovers_the_mean_rotation_and_kappa(backend):
+    _recovery_check(backend)
 
 
 def test_latent_matrix_fisher_uses_the_quaternion_chart():
