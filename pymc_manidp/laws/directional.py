@@ -69,7 +69,7 @@ def vmf_log_normalizer(p, kappa):
     (``tests/laws/test_vmf.py``). Its gradient in ``κ`` is written out, not derived by
     PyTensor: :math:`d\log Z/d\kappa = I_{\nu+1}(\kappa)/I_\nu(\kappa)`, the mean
     resultant length, by the same three branches (each fed only the ``κ`` it is valid
-    for, so no branch's gradient is NaN); see :func:`_normalizer_op`.
+    for, so no branch's gradient is NaN); the reasons are in ``_normalizer_op``.
 
     Parameters
     ----------
