@@ -24,11 +24,16 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    """``pymc-manidp reproduce laplace2021_fig1 --quick --replicates 4`` (2 workers)."""
+    """``pymc-manidp reproduce laplace2021_fig1 --quick --replicates 4``, in this process.
+
+    ``--scheduler sync``: the files and numbers do not depend on the scheduler (the
+    worker-independence test below runs the local processes), and two worker processes
+    cost this fixture about half its CPU (``docs/benchmarks.md``, "The default test
+    tier's cost").
+    """
     out = tmp_path_factory.mktemp("repro")
-    code = main(
-        ["reproduce", "laplace2021_fig1", "--quick", "--replicates", "4", "--out", str(out)]
-    )
+    argv = ["reproduce", "laplace2021_fig1", "--quick", "--replicates", "4", "--out", str(out)]
+    code = main([*argv, "--scheduler", "sync"])
     return code, out / "laplace2021_fig1"
 
 

@@ -9,13 +9,14 @@ K-norm release of the same data in one model (S^2: the default prior, uniform on
 public ball; H^2 and SPD(2): a ``ManifoldLaplace(m0, 0.3)`` prior, the spaces are not
 compact).
 
-SBC sizes and test: 40 replicates (the default tier; 150 in the ``slow`` tier, where
-releases drawn at 1.5 sigma are rejected too: at 1.25 sigma SPD(2) was not, p = 0.016
-against 0.0017), 2 chains x 100 draws after 100 tuning steps thinned by 4 (ranks among
-L = 50 draws), the statistics the two tangent coordinates at m0 (SPD(2): three); per statistic a
-chi-square test of uniform ranks (8 bins) and a binomial test of the 90 % intervals'
-coverage against 0.9 (L - 1)/(L + 1) (tests/mcmc/test_sbc_manifolds.py), Bonferroni at
-alpha = 0.01 over the 2k tests. The same study with the releases drawn at 2 sigma while
+SBC sizes and test: 40 replicates (S^2 in the default tier, H^2 and SPD(2) in the
+``slow`` tier; 150 on all three in the ``slow`` tier, where releases drawn at 1.5 sigma
+are rejected too: at 1.25 sigma SPD(2) was not, p = 0.016 against 0.0017), 2 chains x
+100 draws after 100 tuning steps thinned by 4 (ranks among L = 50 draws), the statistics
+the two tangent coordinates at m0 (SPD(2): three); per statistic a chi-square test of
+uniform ranks (8 bins) and a binomial test of the 90 % intervals' coverage against
+0.9 (L - 1)/(L + 1) (tests/mcmc/test_sbc_manifolds.py), Bonferroni at alpha = 0.01 over
+the 2k tests. The same study with the releases drawn at 2 sigma while
 the likelihood says sigma (a posterior twice too narrow) is rejected.
 """
 
@@ -252,8 +253,18 @@ def _pvalues(res):
     return np.concatenate([res.pvalues, binomial])
 
 
+# S^2 in the default tier; H^2 and SPD(2) (the same likelihood code, each about 40 CPU-s
+# for its two studies, docs/benchmarks.md "Test tiers") in the slow tier, beside their
+# 150-replicate studies
 @needs_nutpie
-@pytest.mark.parametrize("space", list(SPACES))
+@pytest.mark.parametrize(
+    "space",
+    [
+        "S2",
+        pytest.param("H2", marks=pytest.mark.slow),
+        pytest.param("SPD2", marks=pytest.mark.slow),
+    ],
+)
 def test_sbc_is_calibrated_and_catches_releases_at_twice_the_sigma(space):
     res = _study(space, 40)
     p = _pvalues(res)

@@ -26,16 +26,35 @@ from scipy import special, stats
 
 import pymc_manidp as pmd
 import pymc_manidp.laws
+from pymc_manidp.laws import directional
 from pymc_manidp.laws.directional import sample_vmf, vmf_log_normalizer
 from tests.sbc import needs_nutpie
 
 warnings.filterwarnings("ignore", message="Numba will use object mode")
 
 ALPHA = 0.01
-_K = pt.dvector("kappa")
-_P = pt.lscalar("p")
-LOG_Z = pytensor.function([_P, _K], vmf_log_normalizer(_P, _K))
-DLOG_Z = pytensor.function([_P, _K], pt.grad(pt.sum(vmf_log_normalizer(_P, _K)), _K))
+
+
+@functools.cache
+def _normalizer_fns():
+    """``log Z``, its gradient and the gradient of ``log Z - κ`` (the density's), compiled
+    on first use, inside the session's strict floats (``tests/conftest.py``)."""
+    k, p = pt.dvector("kappa"), pt.lscalar("p")
+    log_z = vmf_log_normalizer(p, k)
+    scaled = directional._scaled_log_normalizer(p, k)
+    return (
+        pytensor.function([p, k], log_z),
+        pytensor.function([p, k], pt.grad(pt.sum(log_z), k)),
+        pytensor.function([p, k], pt.grad(pt.sum(scaled), k)),
+    )
+
+
+def LOG_Z(p, kappas):
+    return _normalizer_fns()[0](p, kappas)
+
+
+def DLOG_Z(p, kappas):
+    return _normalizer_fns()[1](p, kappas)
 
 
 def _unit(v):
@@ -99,16 +118,46 @@ def test_normalizer_matches_mpmath_to_1e_12(dim):
     assert not np.all(bad < 1e-12)
 
 
+def _mp_mean_resultant_length(p, kappa):
+    """``I_{ν+1}(κ)/I_ν(κ)`` and ``I_{ν+1}(κ)/I_ν(κ) - 1`` to 50 digits (0 and -1 at κ = 0)."""
+    if kappa == 0:
+        return 0.0, -1.0
+    nu, k = mpmath.mpf(p) / 2 - 1, mpmath.mpf(kappa)
+    # each returned as computed, not one from the other: A ~ κ/p at κ = 1e-300 and
+    # A - 1 ~ -p/(2κ) at κ = 1e300 are below 50 digits of 1
+    if kappa > 1e15:  # mpmath's Bessel functions are slow there; Hankel's expansion
+        a_minus_1 = -(2 * nu + 1) / (2 * k) + (4 * nu**2 - 1) / (8 * k**2)  # next ~ 1/k³
+        return float(1 + a_minus_1), float(a_minus_1)
+    a = mpmath.besseli(nu + 1, k) / mpmath.besseli(nu, k)
+    return float(a), float(a - 1)
+
+
+# every branch of the gradient: 0, subnormal and tiny (the series, where (A - 1) + 1 would
+# lose A's digits), the series' edge 2 sqrt(nu + 1), the middle (ive), Hankel's for the
+# gradient (κ > 1000 (ν² + 1)) and for the value (κ > 1e8)
+GRAD_KAPPAS = (0.0, 5e-324, 1e-300, 1e-8, 0.5, "edge", 30.0, 1e4, 1e6, 1e8, 1.5e8, 1e12, 1e300)
+
+
 @pytest.mark.parametrize("dim", [1, 2, 10, 100])
 def test_normalizer_gradient_is_the_mean_resultant_length(dim):
-    # d log Z / d kappa = E[mu^T x] = I_{nu+1}(kappa) / I_nu(kappa) (0 at kappa = 0)
+    # d log Z / d kappa = E[mu^T x] = I_{nu+1}(kappa) / I_nu(kappa) (0 at kappa = 0); the
+    # density's log Z - kappa has A - 1, checked as such (A ~ 1 far out: A - 1 relative)
     p = dim + 1
-    nu = p / 2 - 1
-    kappas = np.array([0.0, 1e-8, 0.5, 2 * math.sqrt(nu + 1), 30.0, 1e6])
-    ref = [
-        0.0 if k == 0 else float(mpmath.besseli(nu + 1, k) / mpmath.besseli(nu, k)) for k in kappas
-    ]
-    np.testing.assert_allclose(DLOG_Z(p, kappas), ref, rtol=1e-9, atol=1e-300)
+    kappas = np.array([2 * math.sqrt(p / 2) if k == "edge" else k for k in GRAD_KAPPAS])
+    ref = np.array([_mp_mean_resultant_length(p, k) for k in kappas])
+    np.testing.assert_allclose(DLOG_Z(p, kappas), ref[:, 0], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(_normalizer_fns()[2](p, kappas), ref[:, 1], rtol=1e-12, atol=0)
+    # the wrong order (the mean resultant length on S^p) is refuted by the same check
+    wrong = DLOG_Z(p + 1, kappas)
+    assert not np.allclose(wrong, ref[:, 0], rtol=1e-12, atol=0)
+
+
+def test_normalizer_of_a_batch_of_dimensions():
+    # p a vector (not what the density builds): the values of each p, broadcast
+    ps, kappas = np.array([2, 3, 11, 101]), np.array([0.0, 1e-8, 30.0, 1e9])
+    batch = vmf_log_normalizer(ps, kappas).eval()
+    each = [LOG_Z(p, [k])[0] for p, k in zip(ps, kappas, strict=True)]
+    np.testing.assert_allclose(batch, each, rtol=1e-15)
 
 
 # --- quadrature --------------------------------------------------------------------------
