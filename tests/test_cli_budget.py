@@ -452,3 +452,38 @@ def test_a_malformed_plan_entry_is_refused_and_no_ledger_made(tmp_path_factory, 
     assert "--budget-plan" in text or "more than the budget" in text, text
     assert "none.npy" not in text, text
     assert not ledger.exists() and sorted(p.name for p in folder.iterdir()) == []
+
+
+@given(
+    item=st.sampled_from(
+        [
+            "gaussian:nan:1e-7",
+            "gaussian:inf:1e-7",
+            "gaussian:-1:1e-7",
+            "gaussian:0:1e-7",
+            "gaussian:0.3:0",
+            "gaussian:0.3:5e-324",
+            "gaussian:0.3:1",
+            "gaussian:1e308:1e-7",
+            "gaussian:1e300:1e-7",
+        ]
+    )
+)
+def test_a_gaussian_plan_item_names_the_item_not_the_ledgers_budget(tmp_path_factory, item):
+    # gaussian_mu's "epsilon must be ..." was shown as "--budget-epsilon must be ...",
+    # the ledger's own option, and gaussian:1e308:1e-7 as "math domain error"
+    folder = tmp_path_factory.mktemp("gauss")
+    new = ["--budget-epsilon", "1", "--budget-delta", "1e-6", "--composition", "optimal"]
+    argv = release(folder / "none.npy", folder / "l.json", *new, "--budget-plan", item)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as exc:
+            code = exc.code
+    text = err.getvalue()
+    assert code == 2 and "math domain" not in text, text
+    if "more than the budget" in text:  # a huge EPS has a mu: the plan does not fit
+        return
+    assert f"--budget-plan item 1 ({item})" in text and "EPS" in text, text
+    assert "--budget-epsilon" not in text and "--budget-delta" not in text, text

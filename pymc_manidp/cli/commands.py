@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 
 from pymc_manidp.cli.exit_codes import (
@@ -358,8 +359,17 @@ def _parse_plan(text):
                 raise
             raise ValueError(f"{_PLAN_SYNTAX}, got {item!r}") from None
         if gaussian:
-            from pymc_manidp.stats.gaussian import gaussian_mu
+            from pymc_manidp.stats.gaussian import MIN_DELTA, gaussian_mu
 
+            # checked here, in the item's words: gaussian_mu's "epsilon must ..." read as
+            # the ledger's --budget-epsilon on the command line
+            eps, delta = values
+            if not (math.isfinite(eps) and eps > 0) or not MIN_DELTA <= delta < 1:
+                raise ValueError(
+                    f"--budget-plan item {i} ({item.strip()}): a Gaussian charge needs EPS a "
+                    f"finite number > 0 and DELTA in [{MIN_DELTA:g}, 1), got EPS = {eps!r}, "
+                    f"DELTA = {delta!r}"
+                )
             try:
                 values.append(gaussian_mu(*values))
             except ValueError as err:

@@ -91,7 +91,13 @@ def nuts_backend(backend=None) -> str:
     ImportError
         ``"nutpie"`` asked for and nutpie not installed.
     """
-    choice = (backend or options["nuts_backend"]).lower()
+    # None, not any falsy value, means the default: "" is a wrong choice, 1 a wrong type
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(
+            f"the NUTS backend must be a string {(*NUTS_BACKENDS, 'auto')} or None, got "
+            f"{type(backend).__name__} {backend!r}"
+        )
+    choice = (options["nuts_backend"] if backend is None else backend).lower()
     if choice == "auto":
         return "nutpie" if has_nutpie() else "pymc"
     if choice not in NUTS_BACKENDS:

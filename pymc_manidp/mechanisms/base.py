@@ -340,6 +340,7 @@ class Mechanism:
             This mechanism has no NUTS sampler on its manifold.
         """
         self._check_sampler("nuts")
+        mcmc.nuts_backend(backend)  # a wrong backend is refused before the model is built
         # many records, so that sigma is one any release would use (the law is
         # normalizable there); their values and number do not enter the cache's key
         center = np.asarray(self.domain.center, dtype=float)

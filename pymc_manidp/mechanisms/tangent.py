@@ -32,7 +32,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from pymc_manidp._validation import check_nonnegative_real
+from pymc_manidp._validation import check_nonnegative_real, check_real_data
 from pymc_manidp.laws.exact import ExactDraws
 from pymc_manidp.mechanisms.base import Mechanism, converged_mean
 from pymc_manidp.stats.gaussian import check_gaussian_delta, gaussian_mu, gaussian_sigma
@@ -70,7 +70,9 @@ class _TangentMechanism(Mechanism):
         if tangent_point is None:
             p = self.domain.center
         else:
-            raw = np.asarray(M.coerce(tangent_point), dtype=float)
+            # its dtype first: a float conversion would take bools as 0/1 and raise
+            # OverflowError on an int past 1.8e308
+            raw = np.asarray(check_real_data(M.coerce(tangent_point), "tangent_point"), dtype=float)
             if raw.shape != tuple(M.point_shape):
                 raise ValueError(
                     f"tangent_point must be one point of shape {tuple(M.point_shape)}, got "
@@ -431,7 +433,8 @@ class TwoStageTangentMechanism(TangentGaussianMechanism):
             )
         if isinstance(split, bool) or not isinstance(split, int | float | np.floating):
             raise TypeError(f"split must be a float in (0, 1), got {type(split).__name__}")
-        split = float(split)
+        # an int past 1.8e308 has no float: out of (0, 1) all the same (no OverflowError)
+        split = float(split) if not isinstance(split, int) or abs(split) < 2**1024 else math.inf
         if not 0 < split < 1:
             raise ValueError(
                 f"split must be in (0, 1), the share of epsilon spent on the coarse point, "

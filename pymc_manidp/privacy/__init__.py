@@ -14,6 +14,7 @@ from pymc_manidp.privacy.audit import (
     boundary_pair,
     neighbour_pairs,
     quadrature_audit,
+    regression_audit,
     sample_test,
     tangent_audit,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "none_late_upper",
     "plot_tv_bound",
     "quadrature_audit",
+    "regression_audit",
     "sample_test",
     "tangent_audit",
     "tv_bound",

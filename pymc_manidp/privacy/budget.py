@@ -70,6 +70,7 @@ from pymc_manidp.privacy.composition import (
     MAX_PLAN,  # noqa: F401 - served from here as before the split
     UNPLANNED,  # noqa: F401
     Spend,
+    _basic_sums,
     _check_delta,
     _check_epsilon,
     _check_mu,
@@ -80,6 +81,7 @@ from pymc_manidp.privacy.composition import (
     _fmt,
     _short,
     _spend,
+    _to_float,
     _total,
     charge_form,
 )
@@ -565,7 +567,16 @@ def _refuse_overspend(state, epsilon, delta, delta_basis, count=1, mu=None) -> N
                 asked=(epsilon, delta),
             )
     # the exact sum of the count charges, not epsilon * count rounded in floating point
-    after = _spend(state, extra=[(epsilon, delta, delta_basis, mu)] * count)
+    if plan is None:
+        # basic sums (a budget without a plan): count copies add count times exactly,
+        # with no list of count charges (check(count=10**9) was a MemoryError, 2**63 an
+        # OverflowError); past the largest float the total is inf and does not fit
+        eps, dlt = _basic_sums(state["entries"])
+        eps += count * _exact(epsilon)
+        dlt += 0 if delta_basis == "estimated" else count * _exact(delta)
+        after = Spend(_to_float(eps), _to_float(dlt), True, "", (eps, dlt))
+    else:  # count <= the plan's length here (checked above)
+        after = _spend(state, extra=[(epsilon, delta, delta_basis, mu)] * count)
     if _fits(budget, after):
         return
     left = _remaining(state, before)

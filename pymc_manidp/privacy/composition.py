@@ -189,14 +189,26 @@ def _check_delta(delta, name="delta", *, up: bool = True) -> float:
 def _check_mu(epsilon: float, delta: float, mu, name="mu") -> float:
     """``mu`` of a Gaussian charge ``(epsilon, delta)``: a float ``> 0`` at which μ-GDP
     is (ε, δ)-DP (so its basic view holds), refused otherwise."""
-    from pymc_manidp.stats.gaussian import gaussian_delta
+    from pymc_manidp.stats.gaussian import MIN_DELTA, READ_MARGIN, gaussian_delta
 
     if isinstance(mu, bool | np.bool_) or not isinstance(mu, numbers.Real | decimal.Decimal):
         raise TypeError(f"{name} must be a real number, got {type(mu).__name__} {_short(mu)}")
-    mu = float(mu)
+    try:
+        mu = float(mu)
+    except OverflowError:  # an int past 1.8e308
+        mu = math.inf
     if not (math.isfinite(mu) and mu > 0):
         raise ValueError(f"{name} must be a finite number > 0, got {_short(mu)}")
-    if not delta > 0 or gaussian_delta(epsilon, mu) > delta:
+    if 0 < delta < MIN_DELTA:
+        raise ValueError(
+            f"a Gaussian charge needs delta >= {MIN_DELTA:g}, got {delta!r}: below it "
+            "delta(mu) is a subnormal float, too coarse to prove the charge (the "
+            "mechanisms calibrate no lower); charge it as (epsilon, delta) without mu"
+        )
+    # the computed delta(mu) is accurate to ~1e-12 relative, not exactly: a mu at the
+    # edge (computed delta = delta) has a true delta above it by up to 1e-13 relative.
+    # READ_MARGIN (5e-8) covers that; a mechanism's mu keeps twice it (DELTA_MARGIN)
+    if not delta > 0 or gaussian_delta(epsilon, mu) > delta * (1.0 - READ_MARGIN):
         raise ValueError(
             f"a Gaussian charge of {name} = {mu!r} is not (epsilon, delta) = ({epsilon!r}, "
             f"{delta!r})-DP (Balle & Wang 2018, Thm 8): state the (epsilon, delta) the "

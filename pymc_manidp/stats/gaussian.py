@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 _SQRT2 = math.sqrt(2.0)
+#: log of the smallest positive float (5e-324): a probability below it is 0 in floats
+_LOG_SMALLEST = math.log(5e-324)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 #: The relative margin the calibration keeps below the target δ: the computed
 #: ``gaussian_delta`` is accurate to about 1e-12 relative down to δ = 1e-300
@@ -105,8 +107,13 @@ def gaussian_delta(epsilon: float, mu: float) -> float:
         # a^2/2 ulps where delta is tiny)
         xa, h = -a / _SQRT2, mu / _SQRT2  # -b/sqrt 2 = xa + h
         ea = float(erfcx(xa))
-        t = math.log1p(_erfcx_increment(xa, h) / ea)
         log_phi_a = -0.5 * a * a + math.log(0.5 * ea)
+        if log_phi_a < _LOG_SMALLEST:
+            # delta <= Phi(a) is below the smallest float: 0. The increment below
+            # cancels there (2y erfcx(y) - 2/sqrt(pi) at y ~ 1e150) and its log1p
+            # raised "math domain error" (gaussian_mu(1e300, 1e-7), found by attack)
+            return 0.0
+        t = math.log1p(_erfcx_increment(xa, h) / ea)
     else:  # Phi(a) >= 1/2: delta is not small, the plain logs are accurate
         log_phi_a = float(log_ndtr(a))
         t = epsilon + float(log_ndtr(b)) - log_phi_a

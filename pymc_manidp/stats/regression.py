@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pymc_manidp._validation import (
+    as_points,
     check_nonnegative_real,
     check_positive_int,
     check_positive_real,
@@ -181,6 +182,22 @@ def _joint_norm(M, p, gp, gv) -> float:
     return float(math.sqrt(max(float(M.inner(p, gp, gp)) + float(M.inner(p, gv, gv)), 0.0)))
 
 
+def _check_init(M, init):
+    """``init = (p0, v0)``: one point and one ambient vector of the point's shape, real
+    and finite (TypeError/ValueError naming ``init``, not an OverflowError from a
+    float conversion of 10**400 or an unpacking error)."""
+    if isinstance(init, str | bytes | dict) or not hasattr(init, "__len__") or len(init) != 2:
+        raise TypeError(f"init must be a pair (p0, v0) of a footpoint and a slope, got {init!r}")
+    shape = tuple(M.point_shape)
+    p = M.validate(as_points(M.coerce(init[0]), shape, "init's footpoint p0"))
+    v = as_points(init[1], shape, "init's slope v0")
+    if p.shape != shape or v.shape != shape:
+        raise ValueError(
+            f"init must be (p0, v0), each of shape {shape}: got {p.shape} and {v.shape}"
+        )
+    return p, M.to_tangent(p, v)
+
+
 def geodesic_regression(
     manifold,
     x,
@@ -247,9 +264,7 @@ def geodesic_regression(
         p = frechet_mean(M, y).mean
         v = np.zeros_like(p)
     else:
-        p0, v0 = init
-        p = M.validate(np.asarray(p0, float)[None])[0]
-        v = M.to_tangent(p, np.asarray(v0, float))
+        p, v = _check_init(M, init)
     Ginv = np.linalg.inv(covariate_gram(x))
     E, gp, gv = regression_gradient(M, p, v, x, y)
     gnorm = _joint_norm(M, p, gp, gv)

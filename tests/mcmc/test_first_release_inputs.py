@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import pymc_manidp as pmd
 from pymc_manidp.mcmc import nutpie_cache
@@ -149,3 +151,26 @@ def test_initial_point_unrewritten_equals_pymcs_own(space):
             assert list(got) == list(want)
             for name in want:
                 np.testing.assert_array_equal(got[name], want[name], strict=True)
+
+
+@given(backend=st.sampled_from([1, True, 0, 1.5, b"pymc", ["pymc"], "", "numba", "PYMC ", None]))
+def test_warm_cache_refuses_a_bad_backend_before_compiling(backend):
+    """A TypeError (not a string: 1 and True raised AttributeError on .lower()) or a
+    ValueError naming the choices ("" read as the default before), raised before any
+    compile; None is the default backend."""
+    from pymc_manidp.mcmc import sampling
+
+    def no_compile(*_, **__):
+        raise AssertionError("compiled")
+
+    mech = pmd.KNGMechanism(pmd.Sphere(dim=2), epsilon=1.0, center=[0.0, 0.0, 1.0], radius=0.3)
+    if backend is None:
+        assert sampling.nuts_backend(backend) in ("nutpie", "pymc")
+        return
+    err = TypeError if not isinstance(backend, str) else ValueError
+    with pytest.raises(err, match="backend must be"):
+        sampling.nuts_backend(backend)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sampling.CompiledSampler, "__init__", no_compile)
+        with pytest.raises(err, match="backend must be"):
+            mech.warm_cache(backend=backend)

@@ -262,15 +262,28 @@ def test_tangent_point_too_far_is_refused_saying_what_to_do():
         ([[0.0, 0.0, 1.0]], ValueError, "one point of shape"),
         ([0.0, 0.0, 2.0], ValueError, None),
         ([0.0, np.nan, 1.0], ValueError, None),
-        ("north", ValueError, None),
+        # wrong types are TypeErrors naming the argument (the convention); a float
+        # conversion raised OverflowError for 10**400, ValueError for a string and took
+        # [True, False, True] as (1, 0, 1)
+        ("north", TypeError, "tangent_point must hold real numbers"),
+        ([10**400, 0, 1.0], TypeError, "tangent_point must hold real numbers"),
+        ([True, False, True], TypeError, "tangent_point must hold real numbers"),
+        ([0.0, 0.0, 1 + 1e-3], ValueError, None),
+        ([5e-324, 0.0, 1.0], None, None),
     ],
 )
 def test_tangent_point_must_be_one_point(point, error, match):
-    with pytest.raises(error, match=match):
-        pmd.TangentGaussianMechanism(
+    def make():
+        return pmd.TangentGaussianMechanism(
             pmd.Sphere(dim=2), epsilon=1, delta=1e-6, center=NORTH, radius=0.3,
             tangent_point=point,
         )  # fmt: skip
+
+    if error is None:  # a point a subnormal away from the center is one
+        assert make().tangent_point.shape == (3,)
+        return
+    with pytest.raises(error, match=match):
+        make()
 
 
 _junk = st.one_of(
@@ -439,3 +452,31 @@ def test_privacy_audit_in_the_tangent_chart(M, center, r):
     assert worst > 0.6 * lap.sensitivity(n)
     assert worst / (lap.sigma(n) / 2) > eps  # sigma/2 caught
     assert gaussian_delta(eps, worst / (gau.sigma(n) / 2)) > delta
+
+
+_coordinate = st.sampled_from(
+    [0.0, 1.0, 1 / 3, 5e-324, -1e308, 1e308, 10**400, math.nan, math.inf, True, "0", None]
+)
+
+
+@given(tangent_point=st.one_of(st.lists(_coordinate, min_size=0, max_size=4), _coordinate))
+def test_tangent_point_contract(tangent_point):
+    """A TypeError or ValueError naming tangent_point (or the point's premise), or a
+    mechanism at a point of the sphere; never an OverflowError (10**400) or a bool read
+    as a coordinate."""
+    try:
+        mech = pmd.TangentGaussianMechanism(
+            pmd.Sphere(dim=2), epsilon=1.0, delta=1e-6, center=NORTH, radius=0.3,
+            tangent_point=tangent_point,
+        )  # fmt: skip
+    except TypeError as err:
+        assert "tangent_point" in str(err)
+        return
+    except ValueError as err:
+        assert any(w in str(err) for w in ("tangent_point", "points", "sphere", "norm"))
+        return
+    if tangent_point is None:  # the center
+        assert np.array_equal(mech.tangent_point, NORTH)
+        return
+    assert all(isinstance(c, float | int) and not isinstance(c, bool) for c in tangent_point)
+    assert mech.tangent_point.shape == (3,) and np.isclose(np.linalg.norm(mech.tangent_point), 1)

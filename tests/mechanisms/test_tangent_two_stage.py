@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -134,6 +134,8 @@ ODD = st.sampled_from(
 
 
 @given(split=ODD, epsilon=ODD, delta=st.sampled_from([1e-6, 1 / 3, 0.0, 1e-301, 5e-324]))
+@example(split=10**400, epsilon=1.0, delta=1e-6)  # was an OverflowError (float(split))
+@example(split=-(10**400), epsilon=1.0, delta=1e-6)
 def test_constructor_contract(split, epsilon, delta):
     """A TypeError or a ValueError naming the argument and its range, or a mechanism
     whose two shares are positive and add up to at most epsilon (as decimals)."""

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import pymc_manidp as pmd
@@ -582,3 +582,33 @@ def test_any_resealed_value_loads_right_or_is_refused_by_name(where, value):
     # what loads is a consistent ledger whose totals are the exact sums
     spent = pmd.PrivacyBudget.from_store(type("S", (), {"read": lambda self: loaded})()).spent
     assert spent.exact[0] == sum((dec(e["epsilon"]) for e in loaded["entries"]), Fraction(0))
+
+
+@given(
+    count=st.sampled_from([1, 3, 10**7, 10**9, 2**63, 10**400, 0, -1, True, 2.0, "3", None]),
+    epsilon=st.sampled_from([5e-324, 1e-300, 1 / 3, 0.1]),
+    delta=st.sampled_from([0.0, 5e-324, 1e-12]),
+    spent=st.sampled_from([0.0, 0.5]),
+)
+@example(count=2**63, epsilon=5e-324, delta=0.0, spent=0.0)  # was an OverflowError
+def test_check_of_a_batch_is_its_exact_sum_for_any_count(count, epsilon, delta, spent):
+    """check(epsilon, delta, count=k): fits exactly when k times the charge (as exact
+    decimals) fits what is left, for any whole k >= 1, answered at once (k = 10**9
+    built a list of 10**9 charges, a MemoryError; 2**63 an OverflowError)."""
+    b = pmd.PrivacyBudget(1.0, delta=1e-6)
+    if spent:
+        b.charge(spent)
+    try:
+        b.check(epsilon, delta, count=count)
+    except TypeError as err:
+        assert isinstance(count, bool) or not isinstance(count, int) or count < 1
+        assert "count" in str(err)
+        return
+    except BudgetExceededError:
+        assert count * Fraction(repr(epsilon)) > Fraction(1) - Fraction(repr(spent)) or (
+            count * Fraction(repr(delta)) > Fraction(repr(1e-6))
+        )
+        return
+    assert count * Fraction(repr(epsilon)) <= Fraction(1) - Fraction(repr(spent))
+    assert count * Fraction(repr(delta)) <= Fraction(repr(1e-6))
+    assert len(b.entries) == (1 if spent else 0)  # a check records nothing

@@ -326,3 +326,40 @@ def test_remaining_delta_zero_after_a_composed_total_still_admits_the_plan():
         budget.charge(charge[0], charge[1], mu=charge[2])
         assert budget.spent.rule == GDP_RULE and budget.remaining[1] == 0.0
     assert budget.spent.epsilon == budget.planned.epsilon <= 1.0
+
+
+def _edge_mu(epsilon, delta):
+    """The largest mu whose *computed* delta(mu) is at most ``delta`` (no margin): the
+    sub-ulp edge, where the computed delta's 1e-13 relative error decides."""
+    lo, hi = 1e-300, 1e3
+    while True:
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            return lo
+        lo, hi = (mid, hi) if gaussian_delta(epsilon, mid) <= delta else (lo, mid)
+
+
+@given(
+    epsilon=st.sampled_from([1.0, 1 / 3, 0.1, 2.0, 1e-3, 5.0, 1e-8, math.nextafter(1.0, 2)]),
+    delta=st.sampled_from([1e-6, 1e-10, 1 / 3, 1e-300, 0.01, 1e-100, 5e-324, 1e-310]),
+    nudge=st.sampled_from([0, -1, -2]),
+)
+def test_a_gaussian_charge_at_the_sub_ulp_edge_is_refused_or_proved(epsilon, delta, nudge):
+    """A charge's mu is admitted only if mu-GDP is (epsilon, delta)-DP in exact
+    arithmetic (60-digit mpmath), not only in the computed delta(mu): the mu whose
+    computed delta equals delta had a true delta up to 1e-13 relative above it and was
+    charged as (epsilon, delta) (found by the adversarial pass, 16 of 42 such charges).
+    Below 1e-300 no Gaussian charge is taken (delta(mu) is subnormal there)."""
+    mu = _edge_mu(epsilon, delta)
+    for _ in range(-nudge):
+        mu = math.nextafter(mu, 0.0)
+    b = PrivacyBudget(1e300, 0.5)
+    try:
+        b.charge(epsilon, delta, mu=mu)
+    except ValueError as err:
+        assert b.entries == [] and ("mu" in str(err) or "delta" in str(err))
+        return
+    assert delta >= gaussian.MIN_DELTA
+    assert _mp_delta(epsilon, mu) <= delta
+    # the mechanisms' own mu (calibrated with its margin) is still admitted
+    b.charge(epsilon, delta, mu=gaussian_mu(epsilon, delta))

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import pymc_manidp as pmd
@@ -165,10 +165,15 @@ BAD_ARGS = st.one_of(
     st.booleans(),
     st.sampled_from([1 / 3, 0.3333333333333333, 5e-324, 1e308, math.inf, math.nan, -4, 0, 3]),
     st.text(max_size=3),
+    # too large: refused by the grid's memory estimate before any grid (an
+    # OverflowError from the grid's step, or a MemoryError, before)
+    st.sampled_from([10**400, 2**1024, 10**6, (4, 10**9), (10**400, 4)]),
 )
 
 
 @given(resolution=BAD_ARGS)
+@example(resolution=10**400)
+@example(resolution=(4, 10**9))
 def test_audit_refuses_bad_resolutions_before_any_grid(resolution):
     with pytest.raises((TypeError, ValueError), match="resolution"):
         RA.regression_audit(circle_mech(), X10, resolution=resolution)
@@ -193,3 +198,14 @@ def test_audit_refuses_bad_epsilons(epsilon):
 def test_audit_checks_the_public_covariates(x, match):
     with pytest.raises(ValueError, match=match):
         RA.regression_audit(circle_mech(), x)
+
+
+@given(mech=st.sampled_from([None, 1.0, "mech", [4, 4], object()]))
+def test_audit_refuses_what_is_not_a_regression_mechanism(mech):
+    with pytest.raises(TypeError, match="regression mechanism"):
+        RA.regression_audit(mech, X10)
+
+
+def test_audit_says_which_resolution_fits():
+    with pytest.raises(ValueError, match=r"grid .* would need .*: choose resolution <= \d+"):
+        RA.regression_audit(circle_mech(), X10, resolution=64, max_bytes=1e5)

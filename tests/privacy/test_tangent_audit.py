@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import pymc_manidp as pmd
@@ -146,6 +146,7 @@ ADVERSARIAL = st.one_of(
 
 
 @given(resolution=ADVERSARIAL)
+@example(resolution=10**400)  # its size estimate was an OverflowError, not a refusal
 def test_tangent_audit_resolution_is_an_even_int_of_at_least_8(resolution):
     mech = make("k-norm", "H2")
     pair = A.boundary_pair(mech.domain, N)
@@ -198,3 +199,10 @@ def test_tangent_audit_default_pairs_are_the_package_search():
     assert res.pairs_tried == neighbours.pair_count(2, N) and res.n == N
     # the boundary pair attains Delta; Delta_T is widened by the solver tolerance (1e-8)
     assert res.passed and 1 - 1e-7 < res.ratio <= 1.0, res.summary()
+
+
+@given(n=st.sampled_from([10**400, 2**1024, 10**300, 2**70, 0, -1, True, 1.0, "10", None]))
+def test_tangent_audit_n_is_refused_before_any_pair(n):
+    # a huge n is refused by the pairs' memory estimate (it was an OverflowError there)
+    with pytest.raises((TypeError, ValueError), match=r"\bn\b|n = "):
+        A.tangent_audit(make("k-norm", "H2"), n=n, resolution=8)

@@ -142,3 +142,24 @@ def test_mu_refuses_junk_or_holds(eps, delta):
         return
     assert np.isfinite(mu) and mu > 0
     assert gaussian_delta(float(eps), mu) <= float(delta)
+
+
+@given(
+    eps=st.sampled_from([1e308, 1.7976931348623157e308, 1e300, 1e250, 1e200]),
+    mu=st.sampled_from([1 / 3, 1.0, 1e-3, 5e-324, 1e100, 1e154]),
+)
+def test_delta_at_huge_epsilon_is_a_number_not_a_math_domain_error(eps, mu):
+    # eps/mu near 1e308: erfcx(-a/sqrt 2) was subnormal, its log1p left the domain and
+    # gaussian_mu(1e308, 1e-7) (the CLI's --budget-plan gaussian:1e308:1e-7) said only
+    # "math domain error"; there delta <= Phi(a) < e^(-a^2/2), below every float
+    d = gaussian_delta(eps, mu)
+    assert 0.0 <= d <= 1.0
+    a = mu / 2 - eps / mu
+    if a < -40:  # Phi(a) < 1e-349
+        assert d == 0.0
+    try:
+        found = gaussian_mu(eps, 1e-7)
+    except ValueError as err:
+        assert "epsilon" in str(err) and "too large" in str(err)
+    else:
+        assert gaussian_delta(eps, found) <= 1e-7

@@ -406,3 +406,33 @@ def test_the_fit_from_a_chunked_dask_array_equals_the_numpy_fit(name):
     # a Dask array of the wrong rows for the covariates is refused before any pass
     with pytest.raises(ValueError, match="one row per record"):
         geodesic_regression(M, x[:-1], lazy)
+
+
+_init_coordinate = st.sampled_from(
+    [0.0, 1.0, 1 / 3, 5e-324, 1e308, 10**400, math.nan, True, "0", None]
+)
+_init_vector = st.one_of(
+    st.lists(_init_coordinate, min_size=0, max_size=4), _init_coordinate, st.just([0.0, 0.0, 1.0])
+)
+
+
+@example(init=([10**400, 0, 1.0], [0.0, 0.0, 0.0]))  # was an OverflowError
+@example(init=([0.0, 0.0, 1.0], [10**400, 0, 0]))
+@example(init=5)  # was "cannot unpack non-iterable int"
+@given(init=st.one_of(st.tuples(_init_vector, _init_vector), _init_coordinate, st.text(max_size=2)))
+def test_init_contract(init):
+    """``init``: a fit, or a TypeError/ValueError naming init (or the point); never an
+    OverflowError, an unpacking error or a bool read as a coordinate."""
+    S = pmd.Sphere(dim=2)
+    x = np.linspace(-1.0, 1.0, 8)
+    y = S.exp_coords(np.array([0.0, 0.0, 1.0]), np.stack([0.1 * x, 0.05 * np.ones(8)], axis=1))
+    try:
+        fit = geodesic_regression(S, x, y, init=init)
+    except TypeError as err:
+        assert "init" in str(err)
+        return
+    except ValueError as err:
+        assert any(w in str(err) for w in ("init", "points are not on the sphere"))
+        return
+    assert init is None or np.all(np.isfinite(np.asarray(init[1], float)))
+    assert np.all(np.isfinite(fit.footpoint)) and np.all(np.isfinite(fit.slope))

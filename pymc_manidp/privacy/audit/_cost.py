@@ -39,6 +39,16 @@ def time_limit(max_seconds=None) -> float:
     return check_positive_real(max_seconds, "max_seconds")
 
 
+def nbytes_of(*factors) -> float:
+    """The product of ``factors`` (ints or floats) as a float, inf past the largest
+    float: an int argument such as ``n = 10**400`` has no float, and its size estimate
+    must still be refused by ``refuse`` (ValueError), not raise OverflowError."""
+    try:
+        return float(math.prod(factors))
+    except OverflowError:
+        return math.inf
+
+
 def format_bytes(nbytes: float) -> str:
     """``1.5 GiB``-style size."""
     for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30)):

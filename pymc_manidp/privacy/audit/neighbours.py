@@ -107,7 +107,7 @@ def pairs_bytes(manifold, n: int, count: int) -> float:
     """Estimated memory of ``count`` pairs of ``n`` records: both datasets of each
     pair, and one pair's chart coordinates and ``exp`` temporaries while it is built."""
     p, d = math.prod(manifold.point_shape), manifold.dim
-    return 8.0 * n * (2 * count * p + 8 * (p + d))
+    return _cost.nbytes_of(8, n, 2 * count * p + 8 * (p + d))
 
 
 def check_pairs_size(manifold, n: int, count: int, max_bytes=None) -> None:

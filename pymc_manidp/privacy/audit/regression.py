@@ -34,6 +34,7 @@ import numpy as np
 
 from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.geometry.euclidean import Euclidean
+from pymc_manidp.privacy.audit import _cost
 from pymc_manidp.privacy.audit.neighbours import NeighbourPair, audited_epsilon
 from pymc_manidp.privacy.audit.quadrature import _coarse, log_privacy_loss, polar_grid
 from pymc_manidp.stats.regression import check_covariates, geodesic_regression
@@ -100,6 +101,26 @@ def _resolution(resolution, d):
             f"for TM of dimension {2 * d}, got {len(counts)}"
         )
     return counts
+
+
+def _check_grid_size(M, counts, max_bytes=None) -> None:
+    """Refuse (ValueError) a fine grid that would not fit in memory, before any grid:
+    its footpoints and slopes (``point_shape`` floats each per node), weights and about
+    four arrays of densities per node."""
+    p = math.prod(M.point_shape)
+    limit = _cost.memory_limit(max_bytes)
+    nbytes = _cost.nbytes_of(8, math.prod(counts), 2 * p + 5)
+    if nbytes > limit:
+        k = len(counts)
+        top = _cost.largest(lambda c: _cost.nbytes_of(8, c**k, 2 * p + 5) <= limit, 4, max(counts))
+        _cost.refuse(
+            f"the regression audit's grid ({' x '.join(map(str, counts))} nodes)",
+            nbytes,
+            None,
+            limit,
+            _cost.time_limit(),
+            f"choose resolution <= {top}",
+        )
 
 
 def _half(counts, d):
@@ -305,7 +326,15 @@ def regression_pairs(mech, x, *, random_pairs: int = 2, random_seed=0):
 
 
 def regression_audit(
-    mech, x, pairs=None, *, epsilon=None, resolution=16, refine: int = 2, random_seed=0
+    mech,
+    x,
+    pairs=None,
+    *,
+    epsilon=None,
+    resolution=16,
+    refine: int = 2,
+    random_seed=0,
+    max_bytes=None,
 ) -> RegressionAuditResult:
     """Quadrature audit of a regression KNG mechanism on its domain in ``TM``.
 
@@ -331,6 +360,9 @@ def regression_audit(
     refine : int
     random_seed : int
         For the random pairs and the sampled nodes of the cross-check.
+    max_bytes : float, optional
+        Memory the fine grid may take (default half of this machine's); a larger grid
+        is refused before it is built, naming the largest resolution that fits.
 
     Returns
     -------
@@ -346,6 +378,14 @@ def regression_audit(
     >>> res.passed
     True
     """
+    # duck-typed (this layer does not import the mechanisms): what the audit calls
+    needs = ("manifold", "domain", "covariate_bound", "slope_bound", "footpoint_radius")
+    needs += ("sigma", "grad_norm", "logp", "in_domain", "name")
+    if any(not hasattr(mech, a) for a in needs):
+        raise TypeError(
+            "regression_audit needs a regression mechanism (pmd.RegressionKNGMechanism), "
+            f"got {type(mech).__name__}"
+        )
     M = mech.manifold
     if M.dim > 2:
         raise ValueError(
@@ -360,6 +400,7 @@ def regression_audit(
     sigma = check_positive_real(mech.sigma(n), "sigma")
     fine = _resolution(resolution, M.dim)
     coarse = _half(fine, M.dim)
+    _check_grid_size(M, fine, max_bytes)
     if pairs is None:
         pairs = regression_pairs(mech, x, random_seed=random_seed)
     pairs = [

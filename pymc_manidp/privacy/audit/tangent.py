@@ -277,9 +277,9 @@ def tangent_audit(
     limit = _cost.memory_limit(max_bytes)
     # two grids of nodes^d points (d coordinates) and about 8 arrays of log densities
     along = _ALONG[noise]
-    nbytes = 8.0 * along * nodes**d * (2 * d + 8)
+    nbytes = _cost.nbytes_of(8, along, nodes**d, 2 * d + 8)
     if nbytes > limit:
-        top = _cost.largest(lambda k: 8.0 * along * k**d * (2 * d + 8) <= limit, 8, nodes)
+        top = _cost.largest(lambda k: _cost.nbytes_of(8, along, k**d, 2 * d + 8) <= limit, 8, nodes)
         _cost.refuse(
             f"the tangent-chart audit ({nodes}^{d} grid)",
             nbytes,
