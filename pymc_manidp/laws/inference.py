@@ -130,6 +130,13 @@ def _read(record, manifold, restricted) -> _Published:
         return _read_tangent(record, manifold, mechanism)
     if mechanism == "KNG":
         raise ValueError(f"noise-aware inference refuses a KNG release: {_KNG_REASON}")
+    if mechanism == "KNG-regression":
+        raise ValueError(
+            "a geodesic regression release (KNG-regression) is modelled by "
+            "pmd.noise_aware_regression_model(release, manifold, covariates, ...): its "
+            "parameter is a pair (p, v) and its likelihood needs the public covariates "
+            "and bounds, which the record does not carry"
+        )
     if mechanism != _LAPLACE:
         raise ValueError(
             f"noise-aware inference needs a {_LAPLACE!r} or a tangent release "
