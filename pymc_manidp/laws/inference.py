@@ -471,7 +471,9 @@ def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted
     Raises
     ------
     ValueError
-        A KNG or a two-stage tangent release (module docstring), another mechanism, a
+        A KNG or a two-stage tangent release (module docstring), a geodesic regression
+        release (:func:`~pymc_manidp.laws.noise_aware_regression_model` models it),
+        another mechanism, a
         tangent release without its coordinates or with ``sigma`` outside
         ``[1e-150, 1e150]``, a manifold other than the record's, a record
         that does not say whether it was restricted, a restricted record without its

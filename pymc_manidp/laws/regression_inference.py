@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 from pymc.logprob.transforms import Transform
 
@@ -501,6 +502,10 @@ def noise_aware_regression_model(
     x, m, sigma = rel.x, rel.center, rel.sigma
     basis = np.asarray(M.tangent_basis(m), float)
     nodes, log_w = _domain_rule(M, m, rel.footpoint_radius, rel.slope_bound, x, QUADRATURE_NODES)
+    # shared, not constants: numba cannot cache a compiled function that holds large
+    # arrays as globals (a NumbaWarning at every compile)
+    nodes = tuple(pytensor.shared(np.asarray(t, float), shape=np.shape(t)) for t in nodes)
+    log_w = pytensor.shared(log_w, shape=log_w.shape)
 
     def logp(value, coords, _shape):
         p, v = _pt_fit(M, pt.as_tensor_variable(m), basis, coords)
