@@ -32,6 +32,7 @@ _PUBLIC = {
     "Bingham": "pymc_manidp.laws",
     "noise_aware_data": "pymc_manidp.laws",
     "noise_aware_model": "pymc_manidp.laws",
+    "noise_aware_regression_model": "pymc_manidp.laws",
     "calibration_study": "pymc_manidp.mcmc",
     "MCMCSettings": "pymc_manidp.mcmc",  # how long an MCMC release samples
     "Release": "pymc_manidp.privacy",

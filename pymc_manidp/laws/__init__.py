@@ -48,6 +48,7 @@ from pymc_manidp.laws.matrix_fisher import (
     quaternion_form,
     sample_matrix_fisher,
 )
+from pymc_manidp.laws.regression_inference import noise_aware_regression_model
 
 __all__ = [
     "KNG",
@@ -74,6 +75,7 @@ __all__ = [
     "matrix_fisher_log_normalizer",
     "noise_aware_data",
     "noise_aware_model",
+    "noise_aware_regression_model",
     "pt_median_gradient_norm",
     "quaternion_form",
     "sample_bingham",

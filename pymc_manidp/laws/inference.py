@@ -130,6 +130,13 @@ def _read(record, manifold, restricted) -> _Published:
         return _read_tangent(record, manifold, mechanism)
     if mechanism == "KNG":
         raise ValueError(f"noise-aware inference refuses a KNG release: {_KNG_REASON}")
+    if mechanism == "KNG-regression":
+        raise ValueError(
+            "a geodesic regression release (KNG-regression) is modelled by "
+            "pmd.noise_aware_regression_model(release, manifold, covariates, ...): its "
+            "parameter is a pair (p, v) and its likelihood needs the public covariates "
+            "and bounds, which the record does not carry"
+        )
     if mechanism != _LAPLACE:
         raise ValueError(
             f"noise-aware inference needs a {_LAPLACE!r} or a tangent release "
@@ -464,7 +471,9 @@ def noise_aware_model(releases, manifold, prior=None, *, name="mean", restricted
     Raises
     ------
     ValueError
-        A KNG or a two-stage tangent release (module docstring), another mechanism, a
+        A KNG or a two-stage tangent release (module docstring), a geodesic regression
+        release (:func:`~pymc_manidp.laws.noise_aware_regression_model` models it),
+        another mechanism, a
         tangent release without its coordinates or with ``sigma`` outside
         ``[1e-150, 1e150]``, a manifold other than the record's, a record
         that does not say whether it was restricted, a restricted record without its
