@@ -51,6 +51,25 @@ _PUBLIC = {
 }
 
 
+#: the subpackages, loaded on first use as ``pmd.datasets``, ``pmd.privacy``, ...: the docs
+#: write ``pmd.datasets.load_cities()`` after ``import pymc_manidp as pmd`` alone. They
+#: stay out of ``__all__`` (``from pymc_manidp import *`` imports the API, not the layers)
+_SUBPACKAGES = frozenset(
+    {
+        "geometry",
+        "stats",
+        "laws",
+        "mcmc",
+        "privacy",
+        "mechanisms",
+        "io",
+        "datasets",
+        "experiments",
+        "cli",
+    }
+)
+
+
 def _manifold_classes() -> dict[str, type]:
     # the manifolds are not listed here: each is one file of pymc_manidp.geometry,
     # found there (docs/architecture.md, "How to add a manifold")
@@ -62,6 +81,8 @@ def __getattr__(name: str):
         value = getattr(_importlib.import_module(_PUBLIC[name]), name)
     elif name == "__all__":
         value = _public_names()
+    elif name in _SUBPACKAGES:
+        value = _importlib.import_module(f"pymc_manidp.{name}")
     elif name[:1].isupper() and name in _manifold_classes():  # Sphere, SPD, ...
         value = _manifold_classes()[name]
     else:

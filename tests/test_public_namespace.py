@@ -11,6 +11,8 @@ listed in docs/changelog.md with its new name (issue 37, item 7).
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 import types
 import warnings
 from pathlib import Path
@@ -46,6 +48,21 @@ def test_helpers_are_not_public(name):
     if not name.startswith("_"):
         with pytest.raises(AttributeError, match=f"no attribute '{name}'"):
             getattr(pmd, name)
+
+
+@pytest.mark.parametrize("name", ["datasets", "laws", "privacy", "stats", "mcmc"])
+def test_subpackages_load_on_attribute_access_in_a_fresh_process(name):
+    """``import pymc_manidp as pmd; pmd.datasets.load_cities()`` as the docs write it:
+    in a fresh process (here the subpackage may already be imported) the attribute
+    loads the subpackage; it stays out of ``__all__`` and ``dir``."""
+    code = (
+        "import sys, pymc_manidp as pmd\n"
+        f"assert 'pymc_manidp.{name}' not in sys.modules\n"
+        f"m = pmd.{name}\n"
+        f"assert m is sys.modules['pymc_manidp.{name}']\n"
+        f"assert '{name}' not in pmd.__all__ and '{name}' not in dir(pmd)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)
 
 
 def test_module_dict_holds_only_public_names_and_subpackages():
