@@ -422,9 +422,10 @@ def _regression(res):
             & (table.epsilon == eps)
             & (table.quantity == q)
         ]
-        if g.empty or g.status.iloc[0] != "released":
+        if g.empty or g.status.iloc[0] not in ("released", "law only"):
             return "—"
-        return f"{g['mean'].iloc[0]:.4f} ± {2 * g.se.iloc[0]:.4f}"
+        mark = " †" if g.status.iloc[0] == "law only" else ""
+        return f"{g['mean'].iloc[0]:.4f} ± {2 * g.se.iloc[0]:.4f}{mark}"
 
     st = summary["settings"]
     caps = "; ".join(
@@ -437,6 +438,18 @@ def _regression(res):
         f"against the sequential release (split {summary['split']:g}); — : n ε above the "
         f"method's cap, refused as beyond its exact sampler ({caps}):\n"
     )
+    if all("proved_n_epsilon" in b for b in summary["bounds"].values()):
+        proved = "; ".join(
+            f"{space}: joint {b['proved_n_epsilon']['joint']:.3g}, sequential "
+            f"{b['proved_n_epsilon']['sequential']:.3g}"
+            for space, b in summary["bounds"].items()
+        )
+        out += (
+            "\n† : n ε above the largest at which the exact sampler's chance of giving up "
+            f"after reading the data is proved below 2^-64 ({proved}): an exact release is "
+            "refused there before the charge; the number is the error of the same exact "
+            "law, drawn by sample() on the simulated data.\n"
+        )
     for space in st["spaces"]:
         rows = [
             (

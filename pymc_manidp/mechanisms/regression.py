@@ -32,6 +32,12 @@ from pymc_manidp.laws.regression import (
     sample_flat_regression_kng,
     sample_regression_kng_uniform,
 )
+from pymc_manidp.laws.regression_floor import (
+    REGRESSION_FAILURE_LOG2_LIMIT,
+    regression_failure_bound,
+    regression_gradient_bounds,
+    regression_largest_exponent,
+)
 from pymc_manidp.mcmc import MCMCSettings
 from pymc_manidp.mechanisms.base import EXACT_SAMPLERS, Mechanism, assumed_delta_note, gate_run
 from pymc_manidp.privacy.budget import PrivacyBudget, current_budget
@@ -86,7 +92,11 @@ class RegressionKNGMechanism(Mechanism):
     samplers (pure ε-DP): on flat spaces the K-norm law around the least-squares fit;
     elsewhere rejection from the uniform law of the domain (the density is at most 1),
     whose acceptance falls as ``n epsilon`` grows (at most ``max_attempts`` gradient
-    evaluations per draw, then ``ExactSamplingError``). ``sampler="nuts"`` on
+    evaluations per draw). There it is refused, before any charge and before the
+    responses are read, wherever the proved bound on the chance that it stops at its
+    cap is above ``2^-64`` (:meth:`exact_failure`, :meth:`largest_n_epsilon`;
+    docs/regression.md, "The exact samplers' proved failure bound"), and a release
+    records the bound. ``sampler="nuts"`` on
     ``Euclidean``, ``Sphere`` and ``Hyperbolic``: the same law in a chart of ``TM``
     (normal coordinates at ``center``, the slope in the transported frame), gated and
     charged as the mean's MCMC releases are (docs/regression.md, "NUTS on TM").
@@ -110,6 +120,8 @@ class RegressionKNGMechanism(Mechanism):
     restricted = True
     value_on_manifold = False
     release_notes = (PUBLIC_COVARIATES_NOTE,)
+    #: what the recorded failure bound is of
+    _failure_what = "exact regression sampler"
 
     def __init__(
         self,
@@ -200,6 +212,83 @@ class RegressionKNGMechanism(Mechanism):
         if has_regression_twin(self.manifold):
             return (*EXACT_SAMPLERS, "nuts")
         return EXACT_SAMPLERS
+
+    # --- the proved failure bound of the curved exact sampler ------------------------------
+    def gradient_bound(self) -> float:
+        """``G``: a public bound of the norm the curved exact sampler accepts by,
+        ``|(grad_p E, grad_v E)| <= T (A^2 + X^2 B^2)^(1/2)`` on the domain for every
+        data set in the ball
+        (:func:`~pymc_manidp.laws.regression_floor.regression_gradient_bounds`)."""
+        gp, gv = regression_gradient_bounds(
+            self.manifold, radius=self.domain.radius, covariate_bound=self.covariate_bound,
+            slope_bound=self.slope_bound, footpoint_radius=self.footpoint_radius,
+        )  # fmt: skip
+        return math.hypot(gp, gv)
+
+    def exact_failure(self, n: int):
+        """The proved bound (``RegressionFailureBound``) on the chance an exact release
+        of ``n`` records stops at its cap after reading the data; ``None`` on flat
+        spaces (the K-norm sampler; not covered here). Public: ``n``, σ, the bounds
+        and the cap only."""
+        if self.flat:
+            return None
+        return regression_failure_bound(
+            self.gradient_bound(), self.calibrate(n).sigma, self.max_attempts
+        )
+
+    def largest_n_epsilon(self) -> float:
+        """The largest ``n epsilon`` whose proved failure bound is at most ``2^-64``
+        (``inf`` on flat spaces): ``G/σ`` is proportional to ``n epsilon``."""
+        if self.flat:
+            return math.inf
+        # σ = 2Δ/ε' (ε' = epsilon_per_noise, a fixed share of ε) and nΔ is free of n
+        t = regression_largest_exponent(self.max_attempts)
+        share = self.epsilon / self.epsilon_per_noise
+        return t * 2.0 * self.sensitivity(1) * share / self.gradient_bound()
+
+    def check_exact_failure(self, n: int) -> None:
+        """Refuse (``ValueError``) an exact release of ``n`` records whose proved chance
+        of giving up after reading the data is above ``2^-64``: public, so called before
+        any charge and before the responses are read."""
+        bound = self.exact_failure(n)
+        if bound is None or bound.log2_failure <= REGRESSION_FAILURE_LOG2_LIMIT:
+            return
+        ne = self.largest_n_epsilon()
+        nuts = (
+            "sampler='nuts' (on this space)"
+            if "nuts" in self.samplers
+            else "sampler='nuts' on Euclidean, Sphere or Hyperbolic (not on this space)"
+        )
+        raise ValueError(
+            f"{self.name} on {self.manifold} (n epsilon = {n * self.epsilon:.6g}): the exact "
+            f"sampler's chance of stopping at its cap of {self.max_attempts} proposals per "
+            "draw after reading the data (which publishes that it failed) is "
+            + (
+                f"proved only below 2^{bound.log2_failure:.4g}, not below "
+                if bound.log2_failure < 0
+                else "not bounded by the proof below 1, let alone "
+            )
+            + f"2^{REGRESSION_FAILURE_LOG2_LIMIT:g} (docs/regression.md, 'The exact samplers' "
+            f"proved failure bound'). The largest n epsilon proved for these bounds and cap "
+            f"is {ne:.4g}: use epsilon <= {ne / n:.6g} for this n, or {nuts}, or smaller "
+            "public bounds (radius, footpoint_radius, slope_bound); a larger max_attempts "
+            "helps only logarithmically"
+        )
+
+    def _record(self, value, cal, sampler, notes=(), validated=False, **fields):
+        """As the base; an exact curved-space release records the proved bound on the
+        chance its sampler gives up."""
+        if sampler in EXACT_SAMPLERS and not self.flat:
+            bound = self.exact_failure(cal.n)
+            notes = (
+                *notes,
+                f"{self._failure_what}: the chance it stops at its cap of "
+                f"{bound.max_attempts} proposals per draw (publishing that it failed) is at "
+                f"most 2^{bound.log2_failure:.4g} for every data set in the ball, proved "
+                "from public facts (docs/regression.md, 'The exact samplers' proved failure "
+                "bound')",
+            )
+        return super()._record(value, cal, sampler, notes, validated, **fields)
 
     # --- the law --------------------------------------------------------------------------
     def in_domain(self, p, v) -> bool:
@@ -308,7 +397,10 @@ class RegressionKNGMechanism(Mechanism):
 
     def sample(self, x, y, size, *, random_seed=None, return_info=False):
         """``size`` i.i.d. draws ``(size, 2, *point_shape)`` of the exact law (for tests and
-        audits on public data: never charged, refused inside ``with budget:``)."""
+        audits on public data: never charged, refused inside ``with budget:``). Not
+        refused beyond the proved failure bound (:meth:`check_exact_failure`, which
+        :meth:`release` applies): on public data a sampler that gives up publishes
+        nothing private, and the law's tests need larger n ε."""
         if current_budget() is not None:
             raise ValueError(
                 "sample() draws many values of the law, each an epsilon-DP release: use "
@@ -370,6 +462,8 @@ class RegressionKNGMechanism(Mechanism):
             if is_mcmc:  # the trace's size and the run's time are public: before the charge
                 mcmc.check_mcmc_memory(settings, self.manifold)
                 mcmc.check_mcmc_budget(self.manifold, cal.n, settings)
+            else:  # the proved chance of giving up after the charge is public too
+                self.check_exact_failure(cal.n)
             budget, charge = self._make_charge(terms, sampler)
         except BaseException:
             entered = budget if budget is not None else current_budget()

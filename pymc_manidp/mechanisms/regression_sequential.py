@@ -29,6 +29,7 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_manidp.laws.regression_fibre import sample_fibre_kng_flat, sample_fibre_kng_uniform
+from pymc_manidp.laws.regression_floor import regression_gradient_bounds
 from pymc_manidp.mechanisms.kng import KNGMechanism
 from pymc_manidp.mechanisms.regression import RegressionKNGMechanism
 from pymc_manidp.stats.regression import regression_gradient, regression_sensitivity
@@ -81,7 +82,9 @@ class SequentialRegressionKNGMechanism(RegressionKNGMechanism):
     ...     center=[1.0, 0, 0], radius=0.5, covariate_bound=1.0, slope_bound=0.5)
     >>> mech.epsilon_1, mech.epsilon_2
     (1.0, 1.0)
-    >>> x = np.linspace(-1, 1, 20)
+    >>> mech.largest_n_epsilon() > 20  # the proved failure bound's reach: n = 10 here
+    True
+    >>> x = np.linspace(-1, 1, 10)
     >>> y = pmd.Sphere(dim=2).exp(np.array([1.0, 0, 0]), x[:, None] * [0, 0.3, 0])
     >>> rel = mech.release(x, y, random_seed=0)
     >>> rel.value.shape, rel.epsilon, rel.delta
@@ -89,6 +92,7 @@ class SequentialRegressionKNGMechanism(RegressionKNGMechanism):
     """
 
     name = "sequential KNG-regression"
+    _failure_what = "exact slope sampler (stage 2)"
 
     def __init__(
         self,
@@ -171,6 +175,16 @@ class SequentialRegressionKNGMechanism(RegressionKNGMechanism):
     def sensitivity(self, n: int) -> float:
         """Stage 2's ``Delta_v`` (the record's Δ)."""
         return self.sensitivities(n)[1]
+
+    def gradient_bound(self) -> float:
+        """``G_v = T X B`` (``T = 2 r + X V``: the footpoint lies in ``B_r(m)``): a
+        public bound of ``|grad_v E|`` on the slope ball of every fibre over the ball,
+        for every data set in it. Stage 2's sampler accepts by it
+        (docs/regression.md, "The exact samplers' proved failure bound")."""
+        return regression_gradient_bounds(
+            self.manifold, radius=self.domain.radius, covariate_bound=self.covariate_bound,
+            slope_bound=self.slope_bound, footpoint_radius=self.footpoint_radius,
+        )[1]  # fmt: skip
 
     def logp(self, theta, x, y) -> float:
         """Not offered: the law is a product of two KNG laws, the second normalized on

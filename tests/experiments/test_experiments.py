@@ -341,7 +341,9 @@ def test_geodesic_regression_replicate_releases_and_scores_against_the_fit():
 
     joint, seq = G._chunk(20, 1.0, [(0, np.random.SeedSequence(0))])
     assert (joint["method"], seq["method"]) == (G.JOINT, G.SEQUENTIAL)
-    assert joint["status"] == seq["status"] == "released"
+    # n eps = 20: above the joint's proved failure bound (17.0; drawn by sample(), an
+    # exact release is refused), below the sequential's (42.5)
+    assert (joint["status"], seq["status"]) == (G.LAW_ONLY, "released")
     mech = G.mechanism(1.0)
     # the public bound is the mechanism's, the paper's is 2 tau_hat / n
     assert joint["delta_p"] == mech.sensitivities(20)[0]
@@ -360,9 +362,23 @@ def test_geodesic_regression_refuses_cells_beyond_the_exact_sampler_before_drawi
 
     joint, seq = G._chunk(1000, 1.0, [(0, np.random.SeedSequence(0))])
     assert joint["status"] == G.BEYOND and np.isnan(joint["dist_p"]) and np.isnan(joint["dist_v"])
-    assert seq["status"] == "released" and np.isfinite(seq["dist_v"])  # n eps <= 2000
+    assert seq["status"] == G.LAW_ONLY and np.isfinite(seq["dist_v"])  # n eps <= 2000
     joint, _ = G._chunk(500, 1.0, [(0, np.random.SeedSequence(0))])  # n eps = 500: drawn
-    assert joint["status"] == "released" and np.isfinite(joint["dist_p"])
+    assert joint["status"] == G.LAW_ONLY and np.isfinite(joint["dist_p"])
+    joint, _ = G._chunk(20, 0.5, [(0, np.random.SeedSequence(0))])  # inside the proof
+    assert joint["status"] == "released"
+
+
+def test_geodesic_regression_proved_caps_are_the_mechanisms_and_refuse_releases_beyond():
+    from pymc_manidp.experiments import geodesic_regression as G
+
+    for space, D in G.DESIGNS.items():
+        for method in G.METHODS:
+            ne = D.proved_n_epsilon[method]
+            assert ne == G.mechanism(1.0, space, method).largest_n_epsilon()
+            assert 5 < ne < D.max_n_epsilon[method]
+            with pytest.raises(ValueError, match="largest n epsilon proved"):
+                G.mechanism(1.0, space, method).check_exact_failure(int(ne) + 1)
 
 
 @pytest.mark.parametrize("space", ["SPD(2)", "Kendall(3)"])
@@ -374,7 +390,7 @@ def test_geodesic_regression_other_spaces_release_inside_their_public_domains(sp
     _, y = G.design(20, np.random.default_rng(2), space)
     assert np.all(M.dist(D.footpoint, y) < D.radius)  # the design fits its public ball
     joint, seq = G._chunk(20, 1.0, [(0, np.random.SeedSequence(1))], space)
-    assert joint["status"] == seq["status"] == "released"
+    assert {joint["status"], seq["status"]} <= {"released", G.LAW_ONLY}
     assert joint["delta_p"] == G.mechanism(1.0, space).sensitivities(20)[0]
     assert 0 <= joint["dist_p"] <= D.footpoint_radius + 0.2  # the fit is near m
     assert 0 <= seq["dist_p"] <= D.radius + 0.2

@@ -1,0 +1,162 @@
+r"""A proved bound on the chance that the curved-space regression samplers give up (issue 41).
+
+Both rejection samplers of geodesic regression on curved spaces (the joint law on
+``TM``, :func:`~pymc_manidp.laws.regression.sample_regression_kng_uniform`, and the
+sequential release's slope on one fibre,
+:func:`~pymc_manidp.laws.regression_fibre.sample_fibre_kng_uniform`) propose from the
+uniform law of the public domain and accept with probability ``exp(-g/σ)``, ``g`` the
+gradient norm. A draw that reaches the cap after the data were read publishes a bit no
+ε covers; this module bounds the probability of that from public facts only, and the
+mechanisms refuse, before any charge and before the responses are read, the parameters
+where the bound is above ``2^-64`` (docs/regression.md, "The exact samplers' proved
+failure bound", which proves what follows).
+
+The theorem. With ``T = r + R + L`` (``L = X V``) and the Jacobi factors ``A``, ``B`` of
+the sensitivity theorem, every residual has norm at most ``T`` on the whole domain, so
+``|grad_p E| <= T A`` and ``|grad_v E| <= T X B`` for every data set in the ball. The
+acceptance of one proposal is the domain's average of ``exp(-g/σ)``, at least
+``a = exp(-G/σ)`` with ``G = T (A^2 + X^2 B^2)^(1/2)`` (joint) or ``G = T X B``
+(slope alone), whatever the records; ``s`` draws give up only if fewer than ``s`` of
+``K s`` i.i.d. proposals are accepted, which has probability at most
+``exp(-K D(1/K || a))`` (Chernoff; ``(1 - a)^K`` for ``s = 1``), as for the median
+(:mod:`pymc_manidp.laws.median_floor`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from pymc_manidp.laws.median_floor import _check_cap, _log2_chernoff
+
+__all__ = [
+    "REGRESSION_FAILURE_LOG2_LIMIT",
+    "RegressionFailureBound",
+    "regression_failure_bound",
+    "regression_gradient_bounds",
+    "regression_largest_exponent",
+]
+
+#: The largest proved ``log2`` probability that an exact regression release gives up
+#: which the mechanisms accept: ``2^-64`` (the median's).
+REGRESSION_FAILURE_LOG2_LIMIT = -64.0
+#: a relative margin on ``G`` for the rounding of computed gradient norms (a sum of
+#: ``n`` terms each a few ulps off: far below 1e-9 of ``G`` for any ``n < 10^6``)
+_NORM_MARGIN = 1e-9
+
+
+class RegressionFailureBound(NamedTuple):
+    """A proved bound for an exact regression sampler on a curved space: public only.
+
+    Attributes
+    ----------
+    log2_failure : float
+        ``log2`` of the bound on the probability that a call gives up (any number of
+        draws).
+    log_acceptance : float
+        Natural log of ``a = exp(-G/σ)``, the proved least acceptance of a proposal.
+    max_attempts : int
+        The cap ``K`` (proposals per draw) the bound is for.
+    """
+
+    log2_failure: float
+    log_acceptance: float
+    max_attempts: int
+
+    @property
+    def failure(self) -> float:
+        """The bound itself (``2 ** log2_failure``; 0.0 when it underflows)."""
+        return float(2.0**self.log2_failure)
+
+
+def regression_gradient_bounds(
+    manifold, *, radius, covariate_bound, slope_bound, footpoint_radius
+) -> tuple[float, float]:
+    r"""``(G_p, G_v)``: public bounds of ``|grad_p E|`` and ``|grad_v E|`` on the domain.
+
+    For every data set with responses in ``B_r(m)``, covariates ``|x_i| <= X`` and every
+    ``(p, v)`` with ``rho(m, p) <= R``, ``|v| <= V``: each residual
+    ``rho(Exp_p(x_i v), y_i) <= L + R + r = T`` (triangle inequality, ``L = X V``), and
+    the adjoint Jacobi factors are at most ``A`` and ``|x_i| B`` (docs/regression.md,
+    Theorem 2's proof), so ``G_p = T A`` and ``G_v = T X B``.
+
+    Examples
+    --------
+    >>> import pymc_manidp as pmd
+    >>> regression_gradient_bounds(pmd.Sphere(dim=2), radius=0.3, covariate_bound=1.0,
+    ...                            slope_bound=0.3, footpoint_radius=0.3)
+    (0.8999999999999999, 0.8999999999999999)
+    """
+    r, R = float(radius), float(footpoint_radius)
+    X, V = float(covariate_bound), float(slope_bound)
+    L = X * V
+    kmin = float(manifold.curvature_bounds[0])
+    c = math.sqrt(-kmin) if kmin < 0 else 0.0
+    A = math.cosh(c * L)
+    B = math.sinh(c * L) / (c * L) if c * L > 0 else 1.0
+    T = r + R + L
+    return T * A, T * X * B
+
+
+def regression_failure_bound(grad_bound, sigma, max_attempts) -> RegressionFailureBound:
+    r"""The proved bound on the chance an exact curved-space regression sampler gives up.
+
+    Parameters
+    ----------
+    grad_bound : float
+        ``G``: a public bound of the gradient norm the sampler accepts by, over the
+        domain and every data set in the ball (:func:`regression_gradient_bounds`).
+    sigma : float
+        KNG's scale.
+    max_attempts : int
+        The cap ``K``: proposals (gradient evaluations) per draw.
+
+    Returns
+    -------
+    RegressionFailureBound
+
+    Examples
+    --------
+    >>> b = regression_failure_bound(1.0, 0.5, 10_000)  # a = e^-2
+    >>> b.log2_failure < -1000
+    True
+    >>> regression_failure_bound(1.0, 0.01, 10_000).log2_failure  # a = e^-100: none
+    0.0
+    """
+    # a cap beyond 2^62 only lowers the bound: clamp it (and its float conversion)
+    cap = min(_check_cap(max_attempts), 2**62)
+    sigma, G = float(sigma), float(grad_bound)
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be a positive finite float, got {sigma!r}")
+    if not (G >= 0 and math.isfinite(G)):
+        raise ValueError(f"grad_bound must be a finite float >= 0, got {G!r}")
+    log_a = min(-G * (1.0 + _NORM_MARGIN) / sigma, 0.0)
+    return RegressionFailureBound(_log2_chernoff(log_a, cap), log_a, cap)
+
+
+def regression_largest_exponent(max_attempts, limit=REGRESSION_FAILURE_LOG2_LIMIT) -> float:
+    r"""The largest ``G/σ`` whose proved failure bound at cap ``K`` is at most ``2^limit``.
+
+    The bound increases with ``G/σ``; bisection to a relative 1e-12, rounded down. A
+    mechanism's largest ``n ε`` is this times ``2 n Δ / G`` (σ = 2Δ/ε, and ``n Δ``
+    does not depend on ``n``).
+
+    Examples
+    --------
+    >>> round(regression_largest_exponent(10_000), 3)  # a = e^-5.316 = 49/K
+    5.316
+    """
+    cap = _check_cap(max_attempts)
+
+    def ok(t):
+        return regression_failure_bound(1.0, 1.0 / t, cap).log2_failure <= limit
+
+    lo, hi = 1e-12, 1.0
+    if not ok(lo):
+        return 0.0
+    while ok(hi):
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-12 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
