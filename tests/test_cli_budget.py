@@ -358,6 +358,9 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+# slow tier: a fresh process compiling a NUTS model (89 s on the loaded 2-core machine);
+# the default tier keeps the in-process interrupt tests of the ledger
+@pytest.mark.slow
 def test_ctrl_c_while_nuts_tunes_exits_130_and_the_charge_stays_failed(tmp_path, points):
     # issue 43, leftovers item 4: nutpie catches the KeyboardInterrupt and returns the
     # chains drawn so far, so the release went on and ended as a refusal (exit 2)

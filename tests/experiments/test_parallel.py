@@ -50,7 +50,11 @@ def test_serial_rows_are_the_replicates_in_job_order(serial):
     assert reps == [(s, n, j) for s in kng2022_fig1.SPACES for n in (10, 40) for j in (0, 2)]
 
 
-@pytest.mark.parametrize("scheduler", [None, "processes", "threads"])
+# "processes" starts worker processes that import PyMC (30 s on the loaded 2-core
+# machine): slow tier; None and "threads" run the same rows in the default tier
+@pytest.mark.parametrize(
+    "scheduler", [None, pytest.param("processes", marks=pytest.mark.slow), "threads"]
+)
 def test_local_scheduler_gives_the_serial_rows(serial, scheduler, capsys):
     rows = C.parallel_map(
         kng2022_fig1._chunk,

@@ -133,6 +133,9 @@ def test_cli_scheduler_that_is_not_dask_is_one_line_exit_2(server, shards, capsy
     assert err.strip().splitlines() == [err.strip()] and "is not a Dask scheduler" in err
 
 
+# slow tier: a loopback cluster with a worker process (30 s on the loaded 2-core
+# machine); the dead-port and not-a-scheduler refusals stay in the default tier
+@pytest.mark.slow
 def test_a_cluster_lost_mid_release_is_one_line_and_nothing_released(
     shards, capsys, monkeypatch, tmp_path
 ):

@@ -85,7 +85,9 @@ def test_model_reads_the_data_only_through_pm_data(cls):
     assert moved == 5  # the two data sets' densities differ: the check can fail
 
 
-@pytest.fixture(params=["nutpie", "pymc"])
+# PyMC's own NUTS compiles its C model afresh (52 s on the loaded 2-core machine against
+# nutpie's 10): its cases run in the slow tier, nutpie's in the default tier
+@pytest.fixture(params=["nutpie", pytest.param("pymc", marks=pytest.mark.slow)])
 def backend(request, monkeypatch):
     if request.param == "nutpie":
         pytest.importorskip("nutpie")

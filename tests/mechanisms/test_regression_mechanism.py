@@ -287,6 +287,9 @@ def circle_marginals(x, angles, sigma, R=0.5, V=0.5, k=801):
     )
 
 
+# slow tier: 38 s on the loaded 2-core machine (thousands of exact draws and a
+# quadrature); the default tier keeps the flat law's KS test and the Δ searches
+@pytest.mark.slow
 def test_curved_law_matches_a_quadrature_of_its_density_on_the_circle():
     # the oracle: a quadrature of the density on the whole 2-d domain of TS^1, written
     # apart from the package; the curved sampler (the one S^2, H^2, SPD, Kendall and SO(3)
@@ -442,6 +445,9 @@ def sphere_law_marginals(x, y, sigma, R, V, k=28):
     )
 
 
+# slow tier: 23 s on the loaded 2-core machine (thousands of exact draws and a
+# quadrature); the default tier keeps the flat law's KS test and the Δ searches
+@pytest.mark.slow
 def test_sphere_law_matches_a_quadrature_of_its_density():
     # the must-hold oracle on S^2: the whole 4-d law on TS^2 by quadrature (28^4 points;
     # 40^4 moves the p-values below by < 0.01), 2,000 draws, seeded, alpha = 0.01;
