@@ -24,7 +24,6 @@ footpoint is that of the mean covariate.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 
@@ -32,6 +31,7 @@ from pymc_manidp.laws.regression_fibre import sample_fibre_kng_flat, sample_fibr
 from pymc_manidp.laws.regression_floor import regression_gradient_bounds
 from pymc_manidp.mechanisms.kng import KNGMechanism
 from pymc_manidp.mechanisms.regression import RegressionKNGMechanism
+from pymc_manidp.privacy.composition import split_epsilon
 from pymc_manidp.stats.regression import regression_gradient, regression_sensitivity
 
 __all__ = ["DEFAULT_SPLIT", "SequentialRegressionKNGMechanism"]
@@ -106,14 +106,13 @@ class SequentialRegressionKNGMechanism(RegressionKNGMechanism):
         split=DEFAULT_SPLIT,
         max_attempts=10_000,
     ):
-        if isinstance(split, bool) or not isinstance(split, int | float | np.floating):
-            raise TypeError(f"split must be a float in (0, 1), got {type(split).__name__}")
-        split = float(split)
-        if not 0 < split < 1:
-            raise ValueError(
-                f"split must be in (0, 1), the share of epsilon spent on the footpoint, got "
-                f"{split!r}: use e.g. split=0.5 (docs/regression.md, 'The sequential release')"
-            )
+        # the split is checked before anything else (a public argument)
+        split = split_epsilon(
+            1.0,
+            split,
+            first_stage="the footpoint",
+            hint="split=0.5 (docs/regression.md, 'The sequential release')",
+        )[0]
         # the stage-1 footpoint lies in B_r(m): the footpoint ball of Theorem 2 is the
         # data ball (none on flat spaces, where no bound needs it)
         probe = super().__init__
@@ -131,18 +130,12 @@ class SequentialRegressionKNGMechanism(RegressionKNGMechanism):
                 covariate_bound=covariate_bound, slope_bound=slope_bound,
                 footpoint_radius=radius, max_attempts=max_attempts,
             )  # fmt: skip
-        self.split = split
-        eps_1 = self.epsilon * split
-        # epsilon_1 + epsilon_2 <= epsilon as the decimals they print as (the charge)
-        rest = Fraction(repr(self.epsilon)) - Fraction(repr(eps_1))
-        eps_2 = float(rest)
-        while eps_2 > 0 and Fraction(repr(eps_2)) > rest:
-            eps_2 = math.nextafter(eps_2, 0.0)
-        if not (eps_1 > 0 and eps_2 > 0 and math.isfinite(eps_1)):
-            raise ValueError(
-                f"split = {split!r} of epsilon = {self.epsilon!r} leaves a stage with no "
-                "epsilon in floating point: use a split nearer 0.5 or a larger epsilon"
-            )
+        self.split, eps_1, eps_2 = split_epsilon(
+            self.epsilon,
+            split,
+            first_stage="the footpoint",
+            hint="split=0.5 (docs/regression.md, 'The sequential release')",
+        )
         self.epsilon_1, self.epsilon_2 = eps_1, eps_2
         self.footpoint_mechanism = KNGMechanism(
             self.manifold, epsilon=eps_1, center=self.domain.center, radius=self.domain.radius

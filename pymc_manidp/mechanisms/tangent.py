@@ -27,14 +27,12 @@ likelihood.
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 import numpy as np
 
 from pymc_manidp._validation import check_nonnegative_real, check_real_data
 from pymc_manidp.laws.exact import ExactDraws
 from pymc_manidp.mechanisms.base import Mechanism, converged_mean
+from pymc_manidp.privacy.composition import split_epsilon
 from pymc_manidp.stats.gaussian import check_gaussian_delta, gaussian_mu, gaussian_sigma
 from pymc_manidp.stats.tangent import log_lipschitz, tangent_reach, tangent_reach_limit
 
@@ -431,27 +429,12 @@ class TwoStageTangentMechanism(TangentGaussianMechanism):
                 "constant, so two stages cannot help. Use pmd.TangentGaussianMechanism "
                 "(tangent point: the center)"
             )
-        if isinstance(split, bool) or not isinstance(split, int | float | np.floating):
-            raise TypeError(f"split must be a float in (0, 1), got {type(split).__name__}")
-        # an int past 1.8e308 has no float: out of (0, 1) all the same (no OverflowError)
-        split = float(split) if not isinstance(split, int) or abs(split) < 2**1024 else math.inf
-        if not 0 < split < 1:
-            raise ValueError(
-                f"split must be in (0, 1), the share of epsilon spent on the coarse point, "
-                f"got {split!r}: use e.g. split=0.2 (docs/tangent.md, 'Two-stage release')"
-            )
-        self.split = split
-        eps_1 = self.epsilon * split
-        # epsilon_1 + epsilon_2 <= epsilon as the decimals they print as (the charge)
-        rest = Fraction(repr(self.epsilon)) - Fraction(repr(eps_1))
-        eps_2 = float(rest)
-        while eps_2 > 0 and Fraction(repr(eps_2)) > rest:
-            eps_2 = math.nextafter(eps_2, 0.0)
-        if not (eps_1 > 0 and eps_2 > 0 and math.isfinite(eps_1)):
-            raise ValueError(
-                f"split = {split!r} of epsilon = {self.epsilon!r} leaves a stage with no "
-                "epsilon in floating point: use a split nearer 0.5 or a larger epsilon"
-            )
+        self.split, eps_1, eps_2 = split_epsilon(
+            self.epsilon,
+            split,
+            first_stage="the coarse point",
+            hint="split=0.2 (docs/tangent.md, 'Two-stage release')",
+        )
         self.epsilon_1, self.epsilon_2 = eps_1, eps_2
         self._mu_2 = gaussian_mu(eps_2, self.delta)
         self.coarse = TangentLaplaceMechanism(

@@ -30,7 +30,15 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["COMPOSITIONS", "GDP_RULE", "MAX_PLAN", "MIXED_RULE", "UNPLANNED", "Spend"]
+__all__ = [
+    "COMPOSITIONS",
+    "GDP_RULE",
+    "MAX_PLAN",
+    "MIXED_RULE",
+    "UNPLANNED",
+    "Spend",
+    "split_epsilon",
+]
 
 #: the composition rules and the theorem each total comes from (docs/privacy-budget.md)
 COMPOSITIONS = {
@@ -385,6 +393,42 @@ def _fits(budget, spend: Spend) -> bool:
         return False
     eps, delta = _exact_spend(spend)
     return eps <= _exact(budget["epsilon"]) and delta <= _exact(budget["delta"])
+
+
+def split_epsilon(epsilon: float, split, *, first_stage: str, hint: str):
+    """Two stages' ε by basic composition: ``(split, epsilon_1, epsilon_2)``.
+
+    ``epsilon_1 = split * epsilon`` and ``epsilon_2`` the largest double with
+    ``epsilon_1 + epsilon_2 <= epsilon`` as the decimals they print as (the charge is
+    counted so, :func:`_exact`). ``split`` must be a real number in (0, 1); a bool is a
+    TypeError, an int too large for a float is out of range (not an OverflowError), and
+    a split leaving a stage no ε in floating point is refused. ``first_stage`` names
+    what the first stage releases and ``hint`` the fix to suggest, both for messages.
+    Used by the two-stage tangent and the sequential regression mechanisms.
+
+    >>> split_epsilon(1.0, 0.2, first_stage="the coarse point", hint="split=0.2")
+    (0.2, 0.2, 0.8)
+    """
+    if isinstance(split, bool) or not isinstance(split, numbers.Real):
+        raise TypeError(f"split must be a float in (0, 1), got {type(split).__name__}")
+    # an int past 1.8e308 has no float: out of (0, 1) all the same (no OverflowError)
+    split = float(split) if not isinstance(split, int) or abs(split) < 2**1024 else math.inf
+    if not 0 < split < 1:
+        raise ValueError(
+            f"split must be in (0, 1), the share of epsilon spent on {first_stage}, "
+            f"got {split!r}: use e.g. {hint}"
+        )
+    eps_1 = epsilon * split
+    rest = Fraction(repr(epsilon)) - Fraction(repr(eps_1))
+    eps_2 = float(rest)
+    while eps_2 > 0 and Fraction(repr(eps_2)) > rest:
+        eps_2 = math.nextafter(eps_2, 0.0)
+    if not (eps_1 > 0 and eps_2 > 0 and math.isfinite(eps_1)):
+        raise ValueError(
+            f"split = {split!r} of epsilon = {epsilon!r} leaves a stage with no "
+            "epsilon in floating point: use a split nearer 0.5 or a larger epsilon"
+        )
+    return split, eps_1, eps_2
 
 
 def _fmt(x) -> str:

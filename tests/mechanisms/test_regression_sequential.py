@@ -148,6 +148,9 @@ def test_one_call_one_record_one_charge_of_epsilon():
         ({"split": float("nan")}, ValueError, r"split must be in \(0, 1\)"),
         ({"split": True}, TypeError, "split must be a float"),
         ({"split": "0.5"}, TypeError, "split must be a float"),
+        # an int with no float was an OverflowError (the two-stage tangent had the fix)
+        ({"split": 10**400}, ValueError, r"split must be in \(0, 1\)"),
+        ({"split": -(10**400)}, ValueError, r"split must be in \(0, 1\)"),
     ],
 )
 def test_bad_splits_are_refused_by_message(kwargs, err, match):
