@@ -32,7 +32,7 @@ __all__ = [
 
 
 def sample_flat_regression_kng(
-    theta_hat, gram, sigma, size, rng, *, accept=None, max_attempts=10_000
+    theta_hat, gram, sigma, size, rng, *, accept=None, max_attempts=10_000, fallback=None
 ) -> ExactDraws:
     r"""``size`` exact draws of :math:`\propto \exp(-\|(G\otimes I)(\theta - \hat\theta)\|/\sigma)`.
 
@@ -50,12 +50,22 @@ def sample_flat_regression_kng(
         the public domain the law is restricted to (default: all of
         :math:`\mathbb R^{2d}`).
     max_attempts : int
-        Proposals per draw before giving up (``ExactSamplingError``).
+        K-norm proposals per draw: after ``max_attempts * size`` proposals with draws
+        still missing, the sampler gives up (``ExactSamplingError``), or hands the
+        missing draws to ``fallback``.
+    fallback : callable, optional
+        ``fallback(need, rng) -> (points (need, 2, d), proposals)``: another exact
+        sampler of the same restricted law (the mechanism's: uniform proposals on a
+        compact public domain, whose chance of giving up is proved from public facts).
+        Exact as a whole: the switch depends only on a fixed count of proposals and on
+        which of them were accepted, never on the accepted values, so the draws kept
+        before it are i.i.d. from the law and the fallback's are too, independently
+        (docs/regression.md, "The flat sampler's pilot-then-switch").
 
     Returns
     -------
     ExactDraws
-        ``points`` ``(size, 2, d)``.
+        ``points`` ``(size, 2, d)``; ``info["switched"]``: draws made by ``fallback``.
 
     Examples
     --------
@@ -83,13 +93,19 @@ def sample_flat_regression_kng(
         out.append(take)
         need -= len(take)
         if need > 0 and proposals >= max_attempts * size:
+            if fallback is not None:
+                rest, extra = fallback(need, rng)
+                out.append(np.asarray(rest, float).reshape(need, 2, d))
+                points = np.concatenate(out)
+                info = {"acceptance_rate": (size - need) / proposals, "switched": need}
+                return ExactDraws(points, proposals + extra, info)
             raise ExactSamplingError(
                 f"the regression KNG sampler drew {proposals} proposals and kept "
                 f"{size - need} of {size} inside the public domain: the least-squares fit "
                 "lies far outside it (raise slope_bound or footpoint_radius, or check the data)"
             )
     points = np.concatenate(out)
-    return ExactDraws(points, proposals, {"acceptance_rate": size / proposals})
+    return ExactDraws(points, proposals, {"acceptance_rate": size / proposals, "switched": 0})
 
 
 def sample_regression_kng_uniform(

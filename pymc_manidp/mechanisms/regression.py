@@ -122,6 +122,9 @@ class RegressionKNGMechanism(Mechanism):
     release_notes = (PUBLIC_COVARIATES_NOTE,)
     #: what the recorded failure bound is of
     _failure_what = "exact regression sampler"
+    #: the flat K-norm sampler switches to uniform proposals on a compact domain (a
+    #: footpoint_radius given) after its pilot: the proved bound then covers it too
+    _flat_switch = True
 
     def __init__(
         self,
@@ -225,12 +228,19 @@ class RegressionKNGMechanism(Mechanism):
         )  # fmt: skip
         return math.hypot(gp, gv)
 
+    def _proved_floor(self) -> bool:
+        """Whether the exact sampler's chance of giving up has the proved bound: every
+        curved space, and flat spaces with a footpoint_radius (the K-norm pilot, then
+        uniform proposals on the compact domain, docs/regression.md, "The flat
+        sampler's pilot-then-switch")."""
+        return not self.flat or (self._flat_switch and self.footpoint_radius is not None)
+
     def exact_failure(self, n: int):
         """The proved bound (``RegressionFailureBound``) on the chance an exact release
         of ``n`` records stops at its cap after reading the data; ``None`` on flat
-        spaces (the K-norm sampler; not covered here). Public: ``n``, σ, the bounds
-        and the cap only."""
-        if self.flat:
+        spaces without a footpoint_radius (the K-norm sampler alone; not covered).
+        Public: ``n``, σ, the bounds and the cap only."""
+        if not self._proved_floor():
             return None
         return regression_failure_bound(
             self.gradient_bound(), self.calibrate(n).sigma, self.max_attempts
@@ -238,8 +248,9 @@ class RegressionKNGMechanism(Mechanism):
 
     def largest_n_epsilon(self) -> float:
         """The largest ``n epsilon`` whose proved failure bound is at most ``2^-64``
-        (``inf`` on flat spaces): ``G/σ`` is proportional to ``n epsilon``."""
-        if self.flat:
+        (``inf`` where no bound applies, :meth:`exact_failure`): ``G/σ`` is proportional
+        to ``n epsilon``."""
+        if not self._proved_floor():
             return math.inf
         # σ = 2Δ/ε' (ε' = epsilon_per_noise, a fixed share of ε) and nΔ is free of n
         t = regression_largest_exponent(self.max_attempts)
@@ -278,7 +289,7 @@ class RegressionKNGMechanism(Mechanism):
     def _record(self, value, cal, sampler, notes=(), validated=False, **fields):
         """As the base; an exact curved-space release records the proved bound on the
         chance its sampler gives up."""
-        if sampler in EXACT_SAMPLERS and not self.flat:
+        if sampler in EXACT_SAMPLERS and self._proved_floor():
             bound = self.exact_failure(cal.n)
             notes = (
                 *notes,
@@ -355,9 +366,22 @@ class RegressionKNGMechanism(Mechanism):
                 ok &= np.sqrt(np.sum(theta[:, 0] ** 2, axis=-1)) <= R
             return ok
 
+        fallback = None
+        if self._proved_floor():
+            # after the pilot (a fixed count of K-norm proposals): uniform proposals on
+            # the compact domain, whose chance of giving up is the proved bound
+            def fallback(need, rng):
+                rest = sample_regression_kng_uniform(
+                    M, m, R, V, lambda p, v: self.grad_norm(p, v, x, y), sigma, need, rng,
+                    max_attempts=self.max_attempts,
+                )  # fmt: skip
+                coords = [self._to_coords(p, v) for p, v in rest.points]
+                return np.stack(coords), rest.proposals
+
         out = sample_flat_regression_kng(
-            theta_hat, G, sigma, size, rng, accept=accept, max_attempts=self.max_attempts
-        )
+            theta_hat, G, sigma, size, rng, accept=accept, max_attempts=self.max_attempts,
+            fallback=fallback,
+        )  # fmt: skip
         points = np.stack([np.stack(self._from_coords(t)) for t in out.points])
         return points, {"proposals": out.proposals, **out.info}
 

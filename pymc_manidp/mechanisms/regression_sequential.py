@@ -93,6 +93,7 @@ class SequentialRegressionKNGMechanism(RegressionKNGMechanism):
 
     name = "sequential KNG-regression"
     _failure_what = "exact slope sampler (stage 2)"
+    _flat_switch = False  # its flat fibre sampler has no uniform stage (yet)
 
     def __init__(
         self,
