@@ -89,10 +89,13 @@ class RegressionKNGMechanism(Mechanism):
     -----
     The released value is an array ``(2, *point_shape)``: row 0 the footpoint
     :math:`\tilde p`, row 1 the slope :math:`\tilde v \in T_{\tilde p}M`. The exact
-    samplers (pure ε-DP): on flat spaces the K-norm law around the least-squares fit;
-    elsewhere rejection from the uniform law of the domain (the density is at most 1),
-    whose acceptance falls as ``n epsilon`` grows (at most ``max_attempts`` gradient
-    evaluations per draw). There it is refused, before any charge and before the
+    samplers (pure ε-DP): on flat spaces the K-norm law around the least-squares fit
+    (at most ``max_attempts`` proposals per draw; then, with a ``footpoint_radius``,
+    the uniform stage below: docs/regression.md, "The flat sampler's
+    pilot-then-switch"); elsewhere rejection from the uniform law of the domain (the
+    density is at most 1), whose acceptance falls as ``n epsilon`` grows (at most
+    ``max_attempts`` gradient evaluations per draw). There, and on flat spaces with a
+    ``footpoint_radius``, it is refused, before any charge and before the
     responses are read, wherever the proved bound on the chance that it stops at its
     cap is above ``2^-64`` (:meth:`exact_failure`, :meth:`largest_n_epsilon`;
     docs/regression.md, "The exact samplers' proved failure bound"), and a release
