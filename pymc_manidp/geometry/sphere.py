@@ -30,7 +30,7 @@ from pymc_manidp.geometry._numba import pt_numerics as ptn
 from pymc_manidp.geometry._numba.numerics import angle_between, log_sinc, sinc, theta_over_sin
 from pymc_manidp.geometry.base import ManifoldBase
 
-__all__ = ["Sphere", "log_unit_sphere_volume"]
+__all__ = ["Sphere", "is_round_sphere", "log_unit_sphere_volume"]
 
 # Radii whose square (the points' squared norms) and inverse square (the curvature)
 # are normal floats, with room for sums of squares of a few coordinates.
@@ -64,6 +64,25 @@ def sphere_log(x, y, radius):
     u = y - np.cos(theta) * x
     u = u - (_dot(u, x)[..., None] / radius**2) * x  # exact tangency despite cancellation
     return theta_over_sin(theta) * u
+
+
+def is_round_sphere(M) -> bool:
+    """Whether ``M`` is a round sphere of some radius in R^(d+1), asked by its geometry.
+
+    Constant positive curvature (S^1 reports 0: it is flat), points of shape ``(d+1,)``
+    and a numeric ``radius``: what code written for the sphere's embedding (closed-form
+    gradients, quadratures) needs. Asked by geometry, not class, so a space written
+    elsewhere is neither forced through such code nor refused for its class alone.
+
+    >>> is_round_sphere(Sphere(dim=2, radius=2.0)), is_round_sphere(Sphere(dim=1))
+    (True, True)
+    """
+    kmin, kmax = (float(k) for k in M.curvature_bounds)
+    return (
+        (kmin == kmax > 0 or int(M.dim) == 1)
+        and tuple(M.point_shape) == (int(M.dim) + 1,)
+        and isinstance(getattr(M, "radius", None), float | int)
+    )
 
 
 def log_unit_sphere_volume(m: int) -> float:

@@ -50,7 +50,7 @@ from pymc.logprob.transforms import Transform
 from pymc_manidp._validation import check_positive_real
 from pymc_manidp.geometry._numba.pt_numerics import cos_sqrt, sinc_sqrt
 from pymc_manidp.geometry.jacobi import transport
-from pymc_manidp.geometry.sphere import Sphere
+from pymc_manidp.geometry.sphere import is_round_sphere
 from pymc_manidp.laws.distributions import exact_batch_draw
 from pymc_manidp.laws.regression import sample_regression_kng_uniform
 from pymc_manidp.stats.regression import (
@@ -118,7 +118,7 @@ def _read(record, manifold, x, covariate_bound, slope_bound, footpoint_radius):
             f"(pmd.RegressionKNGMechanism), got {mechanism!r}: for a manifold Laplace or "
             "tangent release use pmd.noise_aware_model"
         )
-    if type(manifold) is not Sphere or manifold.dim > 2:
+    if not is_round_sphere(manifold) or manifold.dim > 2:
         raise ValueError(
             "noise-aware regression is written for the sphere of dimension 1 or 2 "
             "(pmd.Sphere(dim=1 or 2), any radius: the responses and the gradient in "
@@ -458,7 +458,7 @@ def noise_aware_regression_model(
     >>> S = pmd.Sphere(dim=2)
     >>> m = np.array([1.0, 0.0, 0.0])
     >>> bounds = dict(covariate_bound=1.0, slope_bound=0.3, footpoint_radius=0.2)
-    >>> mech = pmd.RegressionKNGMechanism(S, epsilon=5.0, center=m, radius=0.6, **bounds)
+    >>> mech = pmd.RegressionKNGMechanism(S, epsilon=1.0, center=m, radius=0.6, **bounds)
     >>> x = np.linspace(-1, 1, 10)
     >>> y = S.exp(m, x[:, None] * np.array([0.0, 0.2, 0.0]))
     >>> rel = mech.release(x, y, random_seed=0)

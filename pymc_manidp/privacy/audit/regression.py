@@ -34,6 +34,7 @@ import numpy as np
 
 from pymc_manidp._validation import check_positive_int, check_positive_real
 from pymc_manidp.geometry.euclidean import Euclidean
+from pymc_manidp.geometry.sphere import is_round_sphere
 from pymc_manidp.privacy.audit import _cost
 from pymc_manidp.privacy.audit.neighbours import NeighbourPair, audited_epsilon
 from pymc_manidp.privacy.audit.quadrature import _coarse, log_privacy_loss, polar_grid
@@ -186,23 +187,10 @@ def sphere_grad_norms(M, P, Vs, x, y):
     return np.sqrt(np.sum(gp * gp, axis=-1) + np.sum(gv * gv, axis=-1))
 
 
-def _is_round_sphere(M) -> bool:
-    """Constant positive curvature on points of R^(d+1) with a ``radius``: the sphere
-    ``sphere_grad_norms`` is written for, asked by its geometry (not its class, so a
-    space written elsewhere is not forced through it); the audit then checks the
-    vectorized gradient against the mechanism's own ``logp`` anyway."""
-    kmin, kmax = (float(k) for k in M.curvature_bounds)
-    return (
-        (kmin == kmax > 0 or int(M.dim) == 1)  # S^1 reports curvature 0 (flat)
-        and tuple(M.point_shape) == (int(M.dim) + 1,)
-        and isinstance(getattr(M, "radius", None), float | int)
-    )
-
-
 def _grad_norms(mech, P, Vs, x, y):
     """The gradient norm at every node: batched on spheres, else the mechanism's own."""
     M = mech.manifold
-    if _is_round_sphere(M):
+    if is_round_sphere(M):
         step = max(1, _CHUNK_ELEMENTS // (len(x) * P.shape[-1]))
         return np.concatenate(
             [
