@@ -32,7 +32,10 @@ from pymc_manidp.laws.median_floor import _check_cap, _log2_chernoff
 __all__ = [
     "REGRESSION_FAILURE_LOG2_LIMIT",
     "RegressionFailureBound",
+    "fibre_flat_log_acceptance",
+    "flat_regression_log_acceptance",
     "regression_failure_bound",
+    "regression_failure_from_acceptance",
     "regression_gradient_bounds",
     "regression_largest_exponent",
 ]
@@ -160,3 +163,123 @@ def regression_largest_exponent(max_attempts, limit=REGRESSION_FAILURE_LOG2_LIMI
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo
+
+
+# --- the flat K-norm samplers without a compact footpoint domain ------------------------
+def _log_ball_hit(scale, reach, slope_bound, dim) -> float:
+    r"""``log`` of a lower bound of :math:`\int_{B_V} e^{-|v - c|/s}\,dv \,/\,
+    (\Gamma(d)\,\omega_{d-1} s^d)` over every centre ``|c| <= reach``.
+
+    For ``0 < h <= V`` the ball ``B_h(w)``, ``w = c min(1, (V - h)/|c|)``, lies in
+    ``B_V`` and within ``(reach - V + h)_+`` of ``c``, so the ratio is at least
+    ``(h/s)^d exp(-(h + (reach - V + h)_+)/s) / d!`` (``vol B_h = omega_{d-1} h^d/d``);
+    every ``h`` gives a bound, and the best of the two stationary points and the
+    kinks is taken (docs/regression.md, "The flat samplers' acceptance floor").
+    """
+    s, rho, V, d = float(scale), float(reach), float(slope_bound), int(dim)
+    if not (s > 0 and math.isfinite(s) and math.isfinite(rho)):
+        return -math.inf
+    cands = {V, min(V, d * s), min(V, max(d * s / 2, V - rho))}
+    if V > rho:
+        cands.add(V - rho)
+    best = -math.inf
+    for h in cands:
+        if 0 < h <= V:
+            far = max(rho - V + h, 0.0)
+            best = max(best, d * math.log(h / s) - (h + far) / s - math.lgamma(d + 1))
+    return best
+
+
+def _log_omega(k: int) -> float:
+    """``log`` of the area of the unit sphere ``S^{k-1}`` in ``R^k``."""
+    return math.log(2.0) + (k / 2) * math.log(math.pi) - math.lgamma(k / 2)
+
+
+def _margin(log_a: float) -> float:
+    """Outward rounding of a computed log acceptance (a relative 1e-9; the covariate
+    moments are two-pass sums, off by far less for any ``n < 10^6``)."""
+    return min(log_a - 1e-9 * (abs(log_a) + 1.0), 0.0)
+
+
+def _moments(x):
+    x = [float(t) for t in x]
+    n = len(x)
+    mean = math.fsum(x) / n
+    var = math.fsum((t - mean) ** 2 for t in x) / n
+    m2 = math.fsum(t * t for t in x) / n
+    # shrink the spreads and grow |mean| by 1e-9: each is a bound the proof may use
+    return abs(mean) * (1 + 1e-9), var * (1 - 1e-9), m2 * (1 - 1e-9)
+
+
+def flat_regression_log_acceptance(x, *, radius, slope_bound, sigma, dim) -> float:
+    r"""``log`` of a proved least acceptance of the flat joint K-norm sampler with
+    footpoints free in ``R^d`` (no footpoint_radius): public, from the covariates.
+
+    With ``u = p - (ȳ - x̄ v)``: ``grad_p E = u`` and ``grad_v E = var(x)(v - v̂) + x̄ u``,
+    ``v̂ = cov(x, y)/var(x)``, ``|v̂| <= r/sqrt(var x)`` (Cauchy-Schwarz, responses in
+    ``B_r(m)``). So ``|grad E| <= sqrt(1 + x̄^2)|u| + var(x)|v - v̂|``; integrating
+    ``u`` over ``R^d`` and ``v`` over ``B_V`` against the K-norm's total mass
+    ``Gamma(2d) omega_{2d-1} sigma^{2d} / var(x)^d`` (docs/regression.md, "The flat
+    samplers' acceptance floor"), the acceptance is at least
+    ``k_d (1 + x̄^2)^{-d/2} * hit``, ``k_d = Gamma(d)^2 omega_{d-1}^2 /
+    (Gamma(2d) omega_{2d-1})`` and ``hit`` the slope-ball bound of scale
+    ``sigma/var(x)`` and reach ``r/sqrt(var x)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.linspace(-1, 1, 10)
+    >>> round(flat_regression_log_acceptance(x, radius=1.0, slope_bound=2.0, sigma=0.1,
+    ...                                      dim=2), 4)
+    -2.4204
+    """
+    xbar, var, _ = _moments(x)
+    if not var > 0:
+        return -math.inf
+    d = int(dim)
+    log_k = 2 * (math.lgamma(d) + _log_omega(d)) - math.lgamma(2 * d) - _log_omega(2 * d)
+    hit = _log_ball_hit(float(sigma) / var, float(radius) / math.sqrt(var), slope_bound, d)
+    return _margin(log_k - 0.5 * d * math.log1p(xbar * xbar) + hit)
+
+
+def fibre_flat_log_acceptance(x, *, radius, slope_bound, sigma, dim) -> float:
+    r"""``log`` of a proved least acceptance of the sequential release's flat slope
+    sampler (the K-norm on one fibre): public, from the covariates.
+
+    At a footpoint ``p̃`` in ``B_r(m)``: ``grad_v E = m2 (v - v*)``, ``m2 = mean(x^2)``,
+    ``|v*| = |mean(x (y - p̃))|/m2 <= 2 r / sqrt(m2)`` (Cauchy-Schwarz,
+    ``|y - p̃| <= 2r``); the K-norm of scale ``sigma/m2`` lands in ``B_V`` with at
+    least the slope-ball bound (docs/regression.md, "The flat samplers' acceptance
+    floor").
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.linspace(-1, 1, 10)
+    >>> round(fibre_flat_log_acceptance(x, radius=0.5, slope_bound=2.0, sigma=0.1, dim=2), 4)
+    -1.3218
+    """
+    _, _, m2 = _moments(x)
+    if not m2 > 0:
+        return -math.inf
+    hit = _log_ball_hit(float(sigma) / m2, 2.0 * float(radius) / math.sqrt(m2), slope_bound, dim)
+    return _margin(hit)
+
+
+def regression_failure_from_acceptance(log_acceptance, max_attempts) -> RegressionFailureBound:
+    r"""The failure bound of a sampler whose proposals are accepted with probability at
+    least ``exp(log_acceptance)``: ``exp(-K D(1/K || a))`` as in
+    :func:`regression_failure_bound`.
+
+    Examples
+    --------
+    >>> regression_failure_from_acceptance(-2.0, 10_000).log2_failure < -1000
+    True
+    """
+    cap = min(_check_cap(max_attempts), 2**62)
+    log_a = min(float(log_acceptance), 0.0)
+    if math.isnan(log_a):
+        raise ValueError("log_acceptance must be a float <= 0, got nan")
+    if log_a == -math.inf:
+        return RegressionFailureBound(0.0, log_a, cap)
+    return RegressionFailureBound(_log2_chernoff(log_a, cap), log_a, cap)

@@ -34,7 +34,9 @@ from pymc_manidp.laws.regression import (
 )
 from pymc_manidp.laws.regression_floor import (
     REGRESSION_FAILURE_LOG2_LIMIT,
+    flat_regression_log_acceptance,
     regression_failure_bound,
+    regression_failure_from_acceptance,
     regression_gradient_bounds,
     regression_largest_exponent,
 )
@@ -99,7 +101,10 @@ class RegressionKNGMechanism(Mechanism):
     responses are read, wherever the proved bound on the chance that it stops at its
     cap is above ``2^-64`` (:meth:`exact_failure`, :meth:`largest_n_epsilon`;
     docs/regression.md, "The exact samplers' proved failure bound"), and a release
-    records the bound. ``sampler="nuts"`` on
+    records the bound. Without a ``footpoint_radius`` on ``Euclidean`` the K-norm
+    sampler alone runs, refused likewise where its acceptance floor, proved from the
+    public covariates, leaves a chance of giving up above ``2^-64`` (docs/regression.md,
+    "The flat samplers' acceptance floor"). ``sampler="nuts"`` on
     ``Euclidean``, ``Sphere`` and ``Hyperbolic``: the same law in a chart of ``TM``
     (normal coordinates at ``center``, the slope in the transported frame), gated and
     charged as the mean's MCMC releases are (docs/regression.md, "NUTS on TM").
@@ -238,16 +243,29 @@ class RegressionKNGMechanism(Mechanism):
         sampler's pilot-then-switch")."""
         return not self.flat or (self._flat_switch and self.footpoint_radius is not None)
 
-    def exact_failure(self, n: int):
+    def _flat_log_acceptance(self, x, sigma) -> float:
+        """``log`` of the proved least acceptance of the flat K-norm sampler with
+        footpoints free in ``R^d``: public, from the covariates
+        (:func:`~pymc_manidp.laws.regression_floor.flat_regression_log_acceptance`)."""
+        return flat_regression_log_acceptance(
+            x, radius=self.domain.radius, slope_bound=self.slope_bound, sigma=sigma,
+            dim=self.manifold.dim,
+        )  # fmt: skip
+
+    def exact_failure(self, n: int, x=None):
         """The proved bound (``RegressionFailureBound``) on the chance an exact release
-        of ``n`` records stops at its cap after reading the data; ``None`` on flat
-        spaces without a footpoint_radius (the K-norm sampler alone; not covered).
-        Public: ``n``, σ, the bounds and the cap only."""
+        of ``n`` records stops at its cap after reading the data. Public: ``n``, σ, the
+        bounds, the cap and, for the flat K-norm samplers alone (``Euclidean`` without a
+        footpoint_radius; the sequential release's slope on ``Euclidean``), the public
+        covariates ``x`` (``None`` there when ``x`` is not given; docs/regression.md,
+        "The flat samplers' acceptance floor")."""
+        sigma = self.calibrate(n).sigma
         if not self._proved_floor():
-            return None
-        return regression_failure_bound(
-            self.gradient_bound(), self.calibrate(n).sigma, self.max_attempts
-        )
+            if x is None:
+                return None
+            log_a = self._flat_log_acceptance(np.asarray(x, float), sigma)
+            return regression_failure_from_acceptance(log_a, self.max_attempts)
+        return regression_failure_bound(self.gradient_bound(), sigma, self.max_attempts)
 
     def largest_n_epsilon(self) -> float:
         """The largest ``n epsilon`` whose proved failure bound is at most ``2^-64``
@@ -260,13 +278,29 @@ class RegressionKNGMechanism(Mechanism):
         share = self.epsilon / self.epsilon_per_noise
         return t * 2.0 * self.sensitivity(1) * share / self.gradient_bound()
 
-    def check_exact_failure(self, n: int) -> None:
+    def check_exact_failure(self, n: int, x=None) -> None:
         """Refuse (``ValueError``) an exact release of ``n`` records whose proved chance
-        of giving up after reading the data is above ``2^-64``: public, so called before
-        any charge and before the responses are read."""
-        bound = self.exact_failure(n)
+        of giving up after reading the data is above ``2^-64``: public (``x``, the
+        covariates, are public), so called before any charge and before the responses
+        are read."""
+        bound = self.exact_failure(n, x)
         if bound is None or bound.log2_failure <= REGRESSION_FAILURE_LOG2_LIMIT:
             return
+        if not self._proved_floor():
+            x = np.asarray(x, float)
+            raise ValueError(
+                f"{self.name} on {self.manifold} (n epsilon = {n * self.epsilon:.6g}): the "
+                "flat exact sampler's K-norm proposals land in the slope ball with a "
+                f"probability proved only above e^{bound.log_acceptance:.4g} for these "
+                f"public covariates (mean {float(np.mean(x)):.4g}, variance "
+                f"{float(np.var(x)):.4g}), so its chance of stopping at its cap of "
+                f"{self.max_attempts} proposals after reading the data (which publishes "
+                f"that it failed) is not proved below 2^{REGRESSION_FAILURE_LOG2_LIMIT:g} "
+                "(docs/regression.md, 'The flat samplers' acceptance floor'). Spread or "
+                "centre the covariates (a public rescaling), raise slope_bound, use "
+                "pmd.RegressionKNGMechanism with a footpoint_radius (its uniform stage has "
+                "a proved bound), or sampler='nuts'"
+            )
         ne = self.largest_n_epsilon()
         nuts = (
             "sampler='nuts' (on this space)"
@@ -289,11 +323,13 @@ class RegressionKNGMechanism(Mechanism):
             "helps only logarithmically"
         )
 
-    def _record(self, value, cal, sampler, notes=(), validated=False, **fields):
-        """As the base; an exact curved-space release records the proved bound on the
-        chance its sampler gives up."""
-        if sampler in EXACT_SAMPLERS and self._proved_floor():
-            bound = self.exact_failure(cal.n)
+    def _record(self, value, cal, sampler, notes=(), validated=False, covariates=None, **fields):
+        """As the base; an exact release records the proved bound on the chance its
+        sampler gives up (the flat K-norm samplers' from the public ``covariates``)."""
+        bound = None
+        if sampler in EXACT_SAMPLERS:
+            bound = self.exact_failure(cal.n, covariates)
+        if bound is not None:
             notes = (
                 *notes,
                 f"{self._failure_what}: the chance it stops at its cap of "
@@ -490,7 +526,7 @@ class RegressionKNGMechanism(Mechanism):
                 mcmc.check_mcmc_memory(settings, self.manifold)
                 mcmc.check_mcmc_budget(self.manifold, cal.n, settings)
             else:  # the proved chance of giving up after the charge is public too
-                self.check_exact_failure(cal.n)
+                self.check_exact_failure(cal.n, x)
             budget, charge = self._make_charge(terms, sampler)
         except BaseException:
             entered = budget if budget is not None else current_budget()
@@ -507,8 +543,9 @@ class RegressionKNGMechanism(Mechanism):
             else:
                 points, info = self.exact_draws_xy(x, y, cal.sigma, 1, rng)
                 rel = self._record(
-                    points[0], cal, sampler, sampler_info=info, seed_policy=policy, opt_outs=()
-                )
+                    points[0], cal, sampler, sampler_info=info, seed_policy=policy,
+                    opt_outs=(), covariates=x,
+                )  # fmt: skip
         except BaseException as err:
             if budget is not None:
                 budget.fail(charge[0], err)

@@ -28,7 +28,10 @@ import math
 import numpy as np
 
 from pymc_manidp.laws.regression_fibre import sample_fibre_kng_flat, sample_fibre_kng_uniform
-from pymc_manidp.laws.regression_floor import regression_gradient_bounds
+from pymc_manidp.laws.regression_floor import (
+    fibre_flat_log_acceptance,
+    regression_gradient_bounds,
+)
 from pymc_manidp.mechanisms.kng import KNGMechanism
 from pymc_manidp.mechanisms.regression import RegressionKNGMechanism
 from pymc_manidp.privacy.composition import split_epsilon
@@ -93,7 +96,9 @@ class SequentialRegressionKNGMechanism(RegressionKNGMechanism):
 
     name = "sequential KNG-regression"
     _failure_what = "exact slope sampler (stage 2)"
-    _flat_switch = False  # its flat fibre sampler has no uniform stage (yet)
+    # its flat fibre sampler has no uniform stage: the K-norm alone, under the acceptance
+    # floor proved from the covariates (_flat_log_acceptance)
+    _flat_switch = False
 
     def __init__(
         self,
@@ -179,6 +184,15 @@ class SequentialRegressionKNGMechanism(RegressionKNGMechanism):
             self.manifold, radius=self.domain.radius, covariate_bound=self.covariate_bound,
             slope_bound=self.slope_bound, footpoint_radius=self.footpoint_radius,
         )[1]  # fmt: skip
+
+    def _flat_log_acceptance(self, x, sigma) -> float:
+        """``log`` of the proved least acceptance of the flat fibre sampler (stage 2 on
+        ``Euclidean``), public from the covariates
+        (:func:`~pymc_manidp.laws.regression_floor.fibre_flat_log_acceptance`)."""
+        return fibre_flat_log_acceptance(
+            x, radius=self.domain.radius, slope_bound=self.slope_bound, sigma=sigma,
+            dim=self.manifold.dim,
+        )  # fmt: skip
 
     def logp(self, theta, x, y) -> float:
         """Not offered: the law is a product of two KNG laws, the second normalized on
