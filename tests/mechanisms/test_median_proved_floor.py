@@ -30,6 +30,7 @@ from pymc_manidp.laws.median_floor import (
     median_max_attempts,
 )
 from pymc_manidp.mechanisms.kng import MEDIAN_MEASURED_NOTE
+from tests.untouchable import Untouchable
 
 NORTH = np.array([0.0, 0.0, 1.0])
 S2 = pmd.Sphere(dim=2)
@@ -173,31 +174,6 @@ def test_sampler_envelopes_weigh_at_most_the_data_free_mass(which, sigma):
 
 
 # --- the mechanism: refused before the charge beyond the proof, recorded inside it --------
-class _Touched(Exception):
-    pass
-
-
-class _Untouchable:
-    """Records whose every access raises: only the shape and dtype are public."""
-
-    dtype = np.dtype(float)
-
-    def __init__(self, n):
-        self.shape = (n, 3)
-
-    def __getattr__(self, name):
-        raise _Touched(name)
-
-    def __array__(self, *args, **kwargs):
-        raise _Touched("__array__")
-
-    def __len__(self):
-        raise _Touched("__len__")
-
-    def __getitem__(self, item):
-        raise _Touched("__getitem__")
-
-
 def _median(epsilon, **kw):
     return pmd.KNGMechanism(S2, epsilon=epsilon, center=NORTH, radius=0.6, statistic="median", **kw)
 
@@ -216,10 +192,10 @@ def test_default_refuses_beyond_the_proof_before_the_charge_and_accepts_inside(n
     with pytest.raises(
         ValueError, match=rf"largest n epsilon proved .* is {ne:.4g}.*nuts.*median_floor='measured'"
     ):
-        over.release(_Untouchable(n), random_seed=1, budget=budget)
+        over.release(Untouchable(n), random_seed=1, budget=budget)
     assert budget.spent.epsilon == 0 and not budget.entries
     with pytest.raises(ValueError, match="largest n epsilon proved"):
-        over.sample(_Untouchable(n), 3, random_seed=1)
+        over.sample(Untouchable(n), 3, random_seed=1)
     x = S2.exp_coords(NORTH, np.random.default_rng(n).normal(size=(n, 2)) * 0.1)
     rel = _median(ne * (1 - 1e-6) / n).release(x, random_seed=1, budget=budget)
     bound = median_failure_bound(dom, rel.sigma, median_max_attempts(n))

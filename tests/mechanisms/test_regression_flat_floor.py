@@ -16,6 +16,7 @@ from scipy import stats
 
 import pymc_manidp as pmd
 import pymc_manidp.mechanisms.regression as RM
+from tests.untouchable import Untouchable
 
 ALPHA = 0.01
 N = 40
@@ -99,38 +100,13 @@ def test_switching_after_the_pilot_keeps_the_law(monkeypatch):
     assert stats.ks_2samp(pure[:, 0, 0], mixed[:, 0, 0]).pvalue > ALPHA
 
 
-class _Touched(Exception):
-    pass
-
-
-class _Untouchable:
-    """Responses whose every access raises: only the shape and dtype are public."""
-
-    dtype = np.dtype(float)
-
-    def __init__(self, n):
-        self.shape = (n, 2)
-
-    def __getattr__(self, name):
-        raise _Touched(name)
-
-    def __array__(self, *args, **kwargs):
-        raise _Touched("__array__")
-
-    def __len__(self):
-        raise _Touched("__len__")
-
-    def __getitem__(self, item):
-        raise _Touched("__getitem__")
-
-
 def test_beyond_the_proof_is_refused_before_the_charge_and_before_reading():
     ne = flat(1.0).largest_n_epsilon()
     assert 1 < ne < 100
     x, _ = tiny_spread()
     budget = pmd.PrivacyBudget(1e9)
     with pytest.raises(ValueError, match=rf"largest n epsilon proved .* is {ne:.4g}: use"):
-        flat(ne * (1 + 1e-6) / N).release(x, _Untouchable(N), random_seed=1, budget=budget)
+        flat(ne * (1 + 1e-6) / N).release(x, Untouchable(N, (2,)), random_seed=1, budget=budget)
     assert budget.spent.epsilon == 0 and budget.entries == []
     # without a footpoint_radius there is no compact domain: the K-norm sampler alone,
     # no proved bound (and no refusal)

@@ -19,6 +19,7 @@ import pymc_manidp as pmd
 import pymc_manidp.laws.regression_floor as RF
 from pymc_manidp.laws.exact import ExactSamplingError
 from pymc_manidp.stats.regression import covariate_gram
+from tests.untouchable import Untouchable
 
 N = 40
 CASES = 60  # random data sets per Monte Carlo check
@@ -95,31 +96,6 @@ def tiny_spread():
     return x, np.stack([0.5 * np.sign(x), np.zeros(N)], axis=1)
 
 
-class _Touched(Exception):
-    pass
-
-
-class _Untouchable:
-    """Responses whose every access raises: only the shape and dtype are public."""
-
-    dtype = np.dtype(float)
-
-    def __init__(self, n):
-        self.shape = (n, 2)
-
-    def __getattr__(self, name):
-        raise _Touched(name)
-
-    def __array__(self, *args, **kwargs):
-        raise _Touched("__array__")
-
-    def __len__(self):
-        raise _Touched("__len__")
-
-    def __getitem__(self, item):
-        raise _Touched("__getitem__")
-
-
 def joint(epsilon, V=1.0):
     return pmd.RegressionKNGMechanism(
         pmd.Euclidean(dim=2), epsilon=epsilon, center=np.zeros(2), radius=1.0,
@@ -139,7 +115,7 @@ def test_tiny_covariate_spread_is_refused_before_the_charge_and_before_reading(m
     x, y = tiny_spread()
     budget = pmd.PrivacyBudget(1e9)
     with pytest.raises(ValueError, match=r"acceptance floor'\). Spread or centre"):
-        make(1.0).release(x, _Untouchable(N), random_seed=1, budget=budget)
+        make(1.0).release(x, Untouchable(N, (2,)), random_seed=1, budget=budget)
     assert budget.spent.epsilon == 0 and budget.entries == []
     assert make(1.0).exact_failure(N, x).log2_failure > -64
     # the old code (no refusal) gave up after the charge

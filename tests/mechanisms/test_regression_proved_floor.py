@@ -24,6 +24,7 @@ from pymc_manidp.laws.regression_floor import (
     regression_gradient_bounds,
     regression_largest_exponent,
 )
+from tests.untouchable import Untouchable
 
 S2 = pmd.Sphere(dim=2)
 NORTH = np.array([0.0, 0.0, 1.0])
@@ -135,31 +136,6 @@ def test_largest_exponent_is_where_the_bound_crosses_2_to_the_minus_64():
         assert regression_failure_bound(t * (1 + 1e-9), 1.0, cap).log2_failure > -64
 
 
-class _Touched(Exception):
-    pass
-
-
-class _Untouchable:
-    """Responses whose every access raises: only the shape and dtype are public."""
-
-    dtype = np.dtype(float)
-
-    def __init__(self, n):
-        self.shape = (n, 3)
-
-    def __getattr__(self, name):
-        raise _Touched(name)
-
-    def __array__(self, *args, **kwargs):
-        raise _Touched("__array__")
-
-    def __len__(self):
-        raise _Touched("__len__")
-
-    def __getitem__(self, item):
-        raise _Touched("__getitem__")
-
-
 @pytest.mark.parametrize("make", [_joint, _sequential], ids=["joint", "sequential"])
 def test_beyond_the_proof_is_refused_before_the_charge_and_recorded_inside(make):
     n = 40
@@ -170,7 +146,7 @@ def test_beyond_the_proof_is_refused_before_the_charge_and_recorded_inside(make)
     over = make(ne * (1 + 1e-6) / n)
     match = rf"largest n epsilon proved .* is {ne:.4g}: use epsilon <= .*nuts"
     with pytest.raises(ValueError, match=match):
-        over.release(x, _Untouchable(n), random_seed=1, budget=budget)
+        over.release(x, Untouchable(n), random_seed=1, budget=budget)
     assert budget.spent.epsilon == 0 and budget.entries == []
     y = S2.exp(NORTH, x[:, None] * np.array([0.2, 0.0, 0.0]))
     rel = make(ne * (1 - 1e-6) / n).release(x, y, random_seed=2, budget=budget)
