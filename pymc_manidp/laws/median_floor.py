@@ -36,7 +36,7 @@ from scipy import special
 __all__ = [
     "MEDIAN_FAILURE_LOG2_LIMIT",
     "MEDIAN_FLOOR_CHOICES",
-    "MedianFailureBound",
+    "FailureBound",
     "median_failure_bound",
     "median_largest_n_epsilon",
     "median_max_attempts",
@@ -68,8 +68,10 @@ _SHELL_OFFSET_SLACK = 1e-12
 _QUADRATURE = 4096
 
 
-class MedianFailureBound(NamedTuple):
-    """A proved bound for the exact median sampler: public numbers only.
+class FailureBound(NamedTuple):
+    """A proved bound on the chance an exact rejection sampler gives up (the median's
+    here, the regression's in :mod:`~pymc_manidp.laws.regression_floor`): public
+    numbers only.
 
     Attributes
     ----------
@@ -158,7 +160,7 @@ def median_max_attempts(n: int) -> int:
     return max(MEDIAN_MIN_ATTEMPTS, min(MEDIAN_MAX_ATTEMPTS, MEDIAN_WORK // int(n)))
 
 
-def median_failure_bound(domain, sigma: float, max_attempts: int) -> MedianFailureBound:
+def median_failure_bound(domain, sigma: float, max_attempts: int) -> FailureBound:
     r"""The proved bound on the probability that the exact median sampler gives up.
 
     Public: it depends on σ, the ball (radius, manifold, rounding bound) and the cap
@@ -177,7 +179,7 @@ def median_failure_bound(domain, sigma: float, max_attempts: int) -> MedianFailu
 
     Returns
     -------
-    MedianFailureBound
+    FailureBound
 
     Examples
     --------
@@ -208,7 +210,7 @@ def median_failure_bound(domain, sigma: float, max_attempts: int) -> MedianFailu
         _SHELL_OFFSET_SLACK / sigma + _log_unit_ball(d) + d * math.log(t_max) + growth * t_max
     )
     log_a = log_target - max(log_cells, log_shells)
-    return MedianFailureBound(_log2_chernoff(min(log_a, 0.0), cap), min(log_a, 0.0), cap)
+    return FailureBound(_log2_chernoff(min(log_a, 0.0), cap), min(log_a, 0.0), cap)
 
 
 def median_largest_n_epsilon(domain, max_attempts: int, limit=MEDIAN_FAILURE_LOG2_LIMIT) -> float:

@@ -25,13 +25,11 @@ acceptance of one proposal is the domain's average of ``exp(-g/σ)``, at least
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
-from pymc_manidp.laws.median_floor import _check_cap, _log2_chernoff
+from pymc_manidp.laws.median_floor import FailureBound, _check_cap, _log2_chernoff
 
 __all__ = [
     "REGRESSION_FAILURE_LOG2_LIMIT",
-    "RegressionFailureBound",
     "fibre_flat_log_acceptance",
     "flat_regression_log_acceptance",
     "regression_failure_bound",
@@ -46,30 +44,6 @@ REGRESSION_FAILURE_LOG2_LIMIT = -64.0
 #: a relative margin on ``G`` for the rounding of computed gradient norms (a sum of
 #: ``n`` terms each a few ulps off: far below 1e-9 of ``G`` for any ``n < 10^6``)
 _NORM_MARGIN = 1e-9
-
-
-class RegressionFailureBound(NamedTuple):
-    """A proved bound for an exact regression sampler on a curved space: public only.
-
-    Attributes
-    ----------
-    log2_failure : float
-        ``log2`` of the bound on the probability that a call gives up (any number of
-        draws).
-    log_acceptance : float
-        Natural log of ``a = exp(-G/σ)``, the proved least acceptance of a proposal.
-    max_attempts : int
-        The cap ``K`` (proposals per draw) the bound is for.
-    """
-
-    log2_failure: float
-    log_acceptance: float
-    max_attempts: int
-
-    @property
-    def failure(self) -> float:
-        """The bound itself (``2 ** log2_failure``; 0.0 when it underflows)."""
-        return float(2.0**self.log2_failure)
 
 
 def regression_gradient_bounds(
@@ -101,7 +75,7 @@ def regression_gradient_bounds(
     return T * A, T * X * B
 
 
-def regression_failure_bound(grad_bound, sigma, max_attempts) -> RegressionFailureBound:
+def regression_failure_bound(grad_bound, sigma, max_attempts) -> FailureBound:
     r"""The proved bound on the chance an exact curved-space regression sampler gives up.
 
     Parameters
@@ -116,7 +90,7 @@ def regression_failure_bound(grad_bound, sigma, max_attempts) -> RegressionFailu
 
     Returns
     -------
-    RegressionFailureBound
+    FailureBound
 
     Examples
     --------
@@ -134,7 +108,7 @@ def regression_failure_bound(grad_bound, sigma, max_attempts) -> RegressionFailu
     if not (G >= 0 and math.isfinite(G)):
         raise ValueError(f"grad_bound must be a finite float >= 0, got {G!r}")
     log_a = min(-G * (1.0 + _NORM_MARGIN) / sigma, 0.0)
-    return RegressionFailureBound(_log2_chernoff(log_a, cap), log_a, cap)
+    return FailureBound(_log2_chernoff(log_a, cap), log_a, cap)
 
 
 def regression_largest_exponent(max_attempts, limit=REGRESSION_FAILURE_LOG2_LIMIT) -> float:
@@ -266,7 +240,7 @@ def fibre_flat_log_acceptance(x, *, radius, slope_bound, sigma, dim) -> float:
     return _margin(hit)
 
 
-def regression_failure_from_acceptance(log_acceptance, max_attempts) -> RegressionFailureBound:
+def regression_failure_from_acceptance(log_acceptance, max_attempts) -> FailureBound:
     r"""The failure bound of a sampler whose proposals are accepted with probability at
     least ``exp(log_acceptance)``: ``exp(-K D(1/K || a))`` as in
     :func:`regression_failure_bound`.
@@ -281,5 +255,5 @@ def regression_failure_from_acceptance(log_acceptance, max_attempts) -> Regressi
     if math.isnan(log_a):
         raise ValueError("log_acceptance must be a float <= 0, got nan")
     if log_a == -math.inf:
-        return RegressionFailureBound(0.0, log_a, cap)
-    return RegressionFailureBound(_log2_chernoff(log_a, cap), log_a, cap)
+        return FailureBound(0.0, log_a, cap)
+    return FailureBound(_log2_chernoff(log_a, cap), log_a, cap)

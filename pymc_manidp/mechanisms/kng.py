@@ -284,7 +284,7 @@ class KNGMechanism(Mechanism):
         return median_max_attempts(n)
 
     def median_failure(self, cal):
-        """The proved bound (``laws.median_floor.MedianFailureBound``) on the chance an
+        """The proved bound (``laws.median_floor.FailureBound``) on the chance an
         exact median release of ``cal`` (its ``n`` and σ) gives up: public."""
         return median_failure_bound(self.domain, cal.sigma, self.median_cap(cal.n))
 

@@ -253,7 +253,7 @@ class RegressionKNGMechanism(Mechanism):
         )  # fmt: skip
 
     def exact_failure(self, n: int, x=None):
-        """The proved bound (``RegressionFailureBound``) on the chance an exact release
+        """The proved bound (``FailureBound``) on the chance an exact release
         of ``n`` records stops at its cap after reading the data. Public: ``n``, σ, the
         bounds, the cap and, for the flat K-norm samplers alone (``Euclidean`` without a
         footpoint_radius; the sequential release's slope on ``Euclidean``), the public

@@ -114,7 +114,7 @@ def _planted_without_exp_factor(dom, sigma, cap):
     """The bug: the target's mass taken as vol(B), without e^{-1/σ}."""
     true = median_failure_bound(dom, sigma, cap)
     log_a = min(0.0, true.log_acceptance + (1 + dom.rounding_error + 1e-9) / sigma)
-    return median_floor.MedianFailureBound(median_floor._log2_chernoff(log_a, cap), log_a, cap)
+    return median_floor.FailureBound(median_floor._log2_chernoff(log_a, cap), log_a, cap)
 
 
 def _planted_data_envelope(dom, sigma, cap):
@@ -125,7 +125,7 @@ def _planted_data_envelope(dom, sigma, cap):
     shells = median_shells._MedianShells.build(M, data, sigma, dom)
     log_target = -(1 + 1e-9) / sigma + median_floor._log_ball_volume_lower(M, dom.radius)
     log_a = min(0.0, log_target - shells.log_mass(M))
-    return median_floor.MedianFailureBound(median_floor._log2_chernoff(log_a, cap), log_a, cap)
+    return median_floor.FailureBound(median_floor._log2_chernoff(log_a, cap), log_a, cap)
 
 
 @pytest.mark.parametrize("planted", [_planted_without_exp_factor, _planted_data_envelope])
