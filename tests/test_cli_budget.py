@@ -165,7 +165,9 @@ def test_a_third_after_ten_leaves_a_ledger_that_loads(tmp_path, points, capsys):
     assert "spent exactly: epsilon = 10.3333333333333333, delta = 0" in out
     # 9.666666666666668 is 20 - 10.3333333333333333 plus 1e-16: refused, not rounded away
     code, _, err = run(release(points, ledger, epsilon="9.666666666666668"), capsys)
-    assert code == 2 and "asks for epsilon = 9.66667" in err
+    assert (
+        code == 2 and "asks for epsilon = 9.666666666666668" in err
+    )  # all digits: not 6-digit exact
     code, _, err = run(release(points, ledger, epsilon="9.666666666666666"), capsys)
     assert code == 0, err
     assert json.loads(ledger.read_text())["totals"]["epsilon"] == "19.9999999999999993"

@@ -432,4 +432,7 @@ def split_epsilon(epsilon: float, split, *, first_stage: str, hint: str):
 
 
 def _fmt(x) -> str:
-    return f"{x:.6g}"
+    # six digits where they name the double exactly, else all of them: a spend of
+    # 1.0000000000000007 printed as "1" beside a budget of 1 read as no overspend
+    short = f"{x:.6g}"
+    return short if float(short) == float(x) else repr(float(x))

@@ -67,6 +67,19 @@ def kng(epsilon):
     return pmd.KNGMechanism(S2, epsilon=epsilon, center=NORTH, radius=0.7)
 
 
+def test_an_overspend_below_the_sixth_digit_prints_the_digits_that_show_it():
+    """Asking 0.5000000000000001 of the 0.5 left was printed "asks for epsilon = 0.5 ...
+    has epsilon = 0.5 left": a refusal that read as a bug. Numbers that six digits name
+    exactly keep six digits."""
+    b = pmd.PrivacyBudget(1.0)
+    kng(0.5).release(DATA, budget=b, random_seed=0)
+    with pytest.raises(BudgetExceededError) as info:
+        kng(0.5000000000000001).release(Untouchable(), budget=b)
+    msg = str(info.value)
+    assert "asks for epsilon = 0.5000000000000001" in msg, msg
+    assert "has spent epsilon = 0.5," in msg and "has epsilon = 0.5, delta = 0 left" in msg
+
+
 def test_overspending_is_refused_before_the_data_are_read():
     b = pmd.PrivacyBudget(1.0)
     kng(0.6).release(DATA, budget=b, random_seed=0)
