@@ -187,7 +187,7 @@ def regression_model(
     """The ``pm.Model`` of geodesic regression's KNG law on ``TM`` (issue 41).
 
     The free variable ``tm`` ``(2 dim,)`` is the unconstrained chart of
-    :func:`~pymc_manidp.laws.regression.regression_chart_logp` (normal coordinates at
+    ``pymc_manidp.laws.regression.regression_chart_logp`` (normal coordinates at
     the public ``center`` for the footpoint, the transported frame for the slope,
     each capped at its public radius), its density a ``pm.Potential``. Everything
     that depends on the data is a ``pm.Data`` (:func:`regression_data`), so one

@@ -216,7 +216,7 @@ class RegressionKNGMechanism(Mechanism):
     @property
     def samplers(self) -> tuple[str, ...]:
         """``("exact", "nuts")`` where the gradient has a PyTensor twin (``Euclidean``,
-        ``Sphere``, ``Hyperbolic``: :mod:`pymc_manidp.geometry.jacobi_twins`), else
+        ``Sphere``, ``Hyperbolic``: ``pymc_manidp.geometry.jacobi_twins``), else
         ``("exact",)``. Exact: the K-norm law around the least-squares fit on flat
         spaces, rejection from the domain's uniform law elsewhere; NUTS: the law in a
         chart of ``TM`` (docs/regression.md)."""
@@ -229,7 +229,7 @@ class RegressionKNGMechanism(Mechanism):
         """``G``: a public bound of the norm the curved exact sampler accepts by,
         ``|(grad_p E, grad_v E)| <= T (A^2 + X^2 B^2)^(1/2)`` on the domain for every
         data set in the ball
-        (:func:`~pymc_manidp.laws.regression_floor.regression_gradient_bounds`)."""
+        (``pymc_manidp.laws.regression_floor.regression_gradient_bounds``)."""
         gp, gv = regression_gradient_bounds(
             self.manifold, radius=self.domain.radius, covariate_bound=self.covariate_bound,
             slope_bound=self.slope_bound, footpoint_radius=self.footpoint_radius,

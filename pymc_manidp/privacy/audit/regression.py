@@ -20,7 +20,7 @@ Why the neighbours matter. The density term is at most :math:`\Delta/\sigma =
 a law is cut by the domain's edge: its mode (the least-squares fit) on the boundary of
 ``Theta`` for one data set and moved inwards by the neighbour (the one-dimensional picture:
 a Laplace on ``[0, inf)`` centred at 0 against one centred at ``Delta`` has loss
-``Delta/sigma + log(2 - exp(-Delta/sigma))``). :func:`regression_pairs` builds such pairs:
+``Delta/sigma + log(2 - exp(-Delta/sigma))``). ``regression_pairs`` builds such pairs:
 responses on a geodesic whose footpoint and slope sit at the domain's edges, the record
 of largest leverage (``x = +-X``) moved across the data ball.
 """
@@ -340,12 +340,14 @@ def regression_audit(
     x : array_like, shape ``(n,)``
         The public covariates, shared by every pair.
     pairs : iterable of NeighbourPair or (y, y'), optional
-        Default :func:`regression_pairs`.
+        Default ``regression_pairs(mech, x)``.
     epsilon : float, optional
         The budget audited against (default ``mech.epsilon``).
     resolution : int or tuple of int
         Fine node counts per axis (footpoint axes, then slope axes; each ``>= 4``).
     refine : int
+        How many of the worst pairs on the coarse grid are computed again on the fine
+        one (default 2).
     random_seed : int
         For the random pairs and the sampled nodes of the cross-check.
     max_bytes : float, optional
@@ -355,6 +357,8 @@ def regression_audit(
     Returns
     -------
     RegressionAuditResult
+        The worst loss found (fine grid), its grid error, the worst pair, the verdict
+        against ``epsilon`` and every pair's coarse loss.
 
     Examples
     --------

@@ -3,7 +3,7 @@ r"""Geodesic regression's pass: the energy and both gradients at one ``(p, v)``.
 .. math:: E = \frac1{2n}\sum_i \rho^2(\hat y_i, y_i),\qquad
           \nabla_pE = -\frac1n\sum_i gp_i,\qquad \nabla_vE = -\frac1n\sum_i gv_i,
 
-the per-record terms of :func:`pymc_manidp.geometry.jacobi.regression_terms`. A NumPy
+the per-record terms of ``pymc_manidp.geometry.jacobi.regression_terms``. A NumPy
 array is summed in cache-sized blocks of rows; a Dask array of responses is reduced
 chunk by chunk like the Fréchet passes (``passes._run_pass``: each chunk yields the
 three sums, added up on the client in chunk order, never gathered). The covariates are
@@ -53,7 +53,7 @@ def regression_sums(M, p, v, x, y):
     Parameters
     ----------
     M : Manifold
-        A space :func:`~pymc_manidp.geometry.jacobi.regression_terms` knows.
+        A space ``pymc_manidp.geometry.jacobi.regression_terms`` knows.
     p, v : array, shape ``point_shape``
         The footpoint and the slope (a tangent vector at ``p``).
     x : ndarray, shape ``(n,)``
