@@ -475,6 +475,12 @@ class ManifoldBase:
     #: the Fréchet mean then takes Newton steps (``pymc_manidp.stats.frechet``).
     frechet_newton: ClassVar[bool] = False
 
+    #: The module of ``geometry/_numba/fused/`` with this space's kernels in chart
+    #: coordinates (its log volume density and KNG's norm, each with its exact
+    #: gradient): NUTS releases then compile one fused log-density
+    #: (``pymc_manidp.laws.fused``) instead of PyTensor's graph. None: the graph.
+    fused_kernels: ClassVar[str | None] = None
+
     def frechet_gradient_hessian(self, x, data, weights):
         """:meth:`frechet_gradient` plus ``h``, a weighted sum over the data (so the
         blocks of a pass add up) from which :meth:`newton_direction` builds the Hessian

@@ -43,6 +43,7 @@ class Euclidean(ManifoldBase):
     ambient_mean_is_frechet = True
 
     name: ClassVar[str] = "euclidean"
+    fused_kernels: ClassVar[str | None] = "euclidean"
     record_layout: ClassVar[str] = "(n, d): d coordinates"
 
     @classmethod

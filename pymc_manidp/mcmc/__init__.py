@@ -25,7 +25,17 @@ from pymc_manidp.mcmc.memory_limit import (
     MCMC_MAX_TRACE_BYTES,
     check_mcmc_memory,
 )
-from pymc_manidp.mcmc.model import polar_data, polar_model, regression_data, regression_model
+from pymc_manidp.mcmc.model import (
+    expand_fused,
+    fused_data,
+    fused_law,
+    fused_model,
+    is_fused,
+    polar_data,
+    polar_model,
+    regression_data,
+    regression_model,
+)
 from pymc_manidp.mcmc.nutpie_cache import CACHE_ENV, cache_dir, clear_cache, compile_nutpie
 from pymc_manidp.mcmc.sampling import (
     BACKEND_ENV,
@@ -65,8 +75,13 @@ __all__ = [
     "clear_cache",
     "compile_nutpie",
     "draw_chain",
+    "expand_fused",
+    "fused_data",
+    "fused_law",
+    "fused_model",
     "has_nutpie",
     "initial_law",
+    "is_fused",
     "meeting_times",
     "nuts_backend",
     "polar_data",

@@ -18,10 +18,25 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_manidp.laws.charts import PolarChart, chart_coords, point_dims
+from pymc_manidp._options import options
+from pymc_manidp.laws.charts import PolarChart, chart_coords, point_dims, polar_log_radius
+from pymc_manidp.laws.distributions import KNG, ManifoldLaplace
+from pymc_manidp.laws.fused import LAWS, fused_kernels, polar_coords_numpy, polar_log_density
 from pymc_manidp.laws.regression import regression_chart_logp
 
-__all__ = ["point_dims", "polar_data", "polar_model", "regression_data", "regression_model"]
+__all__ = [
+    "FUSED_SUFFIX",
+    "expand_fused",
+    "fused_data",
+    "fused_law",
+    "fused_model",
+    "is_fused",
+    "point_dims",
+    "polar_data",
+    "polar_model",
+    "regression_data",
+    "regression_model",
+]
 
 
 def polar_data(manifold, mode, sigma, inputs=None) -> dict:
@@ -154,6 +169,142 @@ def polar_model(
         c = pm.Deterministic("chart_coords", chart_coords(manifold, frame, x), dims="coord")
         pm.Deterministic("distance", pt.sqrt(pt.sum(c**2, axis=-1)))
     return model
+
+
+#: the fused model's free variable is ``name + FUSED_SUFFIX``: the sampler's ``u = (z, s)``
+FUSED_SUFFIX = "_polar"
+
+
+def fused_law(manifold, law, law_kwargs=None, *, domain=None) -> str | None:
+    """Which fused density (``"laplace"``, ``"kng"``) samples this law, or None.
+
+    The release's law is fused (one numba kernel for the log-density and its
+    gradient, :mod:`pymc_manidp.laws.fused`) when the manifold ships kernels in chart
+    coordinates (``manifold.fused_kernels``), the law is the unnormalized Laplace or
+    KNG on the Fréchet mean on the whole chart (no ``domain`` cap), and the option
+    ``nuts_density`` (``PYMC_MANIDP_NUTS_DENSITY``) is not ``"graph"``; otherwise
+    :func:`polar_model`'s PyTensor graph samples it (the same law).
+    """
+    if options["nuts_density"] == "graph" or domain is not None:
+        return None
+    if fused_kernels(manifold) is None:
+        return None
+    kwargs = dict(law_kwargs or {})
+    if law is ManifoldLaplace and kwargs == {"normalized": False}:
+        return "laplace"
+    if law is KNG and kwargs.get("domain") is None and kwargs.get("statistic", "mean") == "mean":
+        return "kng"
+    return None
+
+
+def fused_data(manifold, mode, sigma, law, inputs) -> dict:
+    """The values of every ``pm.Data`` of :func:`fused_model`: :func:`polar_data`'s,
+    without the Laplace's footpoint, which must be the mode (the fused Laplace
+    measures distances from the chart's origin).
+
+    Raises
+    ------
+    ValueError
+        A Laplace footpoint other than ``mode``.
+    """
+    inputs = dict(inputs)
+    if law == "laplace":
+        footpoint = inputs.pop("footpoint", None)
+        if footpoint is None or not np.array_equal(np.asarray(footpoint, float), mode):
+            raise ValueError(
+                "the fused Laplace density is centred at the chart's origin: its footpoint "
+                "must be the mode"
+            )
+    return polar_data(manifold, mode, sigma, inputs)
+
+
+def _fused_start(manifold, sigma):
+    """The chains' start in ``u``: one σ from the mode along the chart's diagonal, as
+    :func:`polar_model`'s (``|z| = 1``; ``s`` gives the radius σ)."""
+    d = manifold.dim
+    if d == 1:
+        return np.ones(1)
+    t = np.asarray(float(sigma))
+    s = polar_log_radius(t, t, float(manifold.injectivity_radius)).eval()
+    return np.append(np.full(d, 1.0 / np.sqrt(d)), float(s))
+
+
+def fused_model(manifold, mode, sigma, law, *, inputs, name="release"):
+    """:func:`polar_model`'s law as one fused node: the model a NUTS release compiles.
+
+    The free variable ``name + FUSED_SUFFIX`` is the polar chart's ``u = (z, s)``
+    (``(1,)`` when ``d = 1``), its log-density a ``pm.Potential`` of
+    :func:`pymc_manidp.laws.fused.polar_log_density` (named ``name + "_" + law``): the same function of ``u``, value
+    and gradient, as :func:`polar_model`'s graph (``tests/laws/fused/``), compiled as
+    a handful of numba functions instead of hundreds. The released point and the
+    chart coordinates are computed from the draws after the run (:func:`expand_fused`).
+
+    Parameters
+    ----------
+    manifold : Manifold
+        A manifold with ``fused_kernels``.
+    mode : array, shape ``point_shape``
+        The chart's origin (the Laplace's footpoint, KNG's Fréchet mean).
+    sigma : float
+        The law's σ, also the chart's scale.
+    law : {"laplace", "kng"}
+        :func:`fused_law`'s answer.
+    inputs : dict of str to array
+        As :func:`polar_model`'s: ``{"footpoint": mode}`` or ``{"data": records}``.
+    name : str
+        The released variable's name (the free variable is ``name + FUSED_SUFFIX``).
+
+    Returns
+    -------
+    pm.Model
+        Its ``pm.Data`` are :func:`fused_data`'s.
+    """
+    values = fused_data(manifold, mode, sigma, law, inputs)
+    d = manifold.dim
+    with pm.Model(check_bounds=False) as model:
+        v = {key: pm.Data(key, val) for key, val in values.items()}
+        frame = [t for key, t in v.items() if key.startswith("chart_")]
+        u = pm.Flat(
+            name + FUSED_SUFFIX, shape=1 if d == 1 else d + 1, initval=_fused_start(manifold, sigma)
+        )
+        pm.Potential(
+            f"{name}_{law}",
+            polar_log_density(manifold, law, u, v["scale"], frame, v.get("data")),
+        )
+    return model
+
+
+def is_fused(model, name="release") -> str | None:
+    """The law of a :func:`fused_model` (its draws need :func:`expand_fused`; its
+    data are :func:`fused_data`'s), or None for any other model."""
+    if name + FUSED_SUFFIX not in model.named_vars:
+        return None
+    return next(law for law in LAWS if f"{name}_{law}" in model.named_vars)
+
+
+def expand_fused(manifold, mode, sigma, idata, name="release"):
+    """Add :func:`polar_model`'s deterministics to a fused run's posterior, in place.
+
+    From the draws of ``u`` (``name + FUSED_SUFFIX``): ``chart_coords`` (normal
+    coordinates at ``mode``, dim ``coord``), ``distance`` (their norm) and ``name``
+    (the points, ``exp`` at ``mode``), as :func:`polar_model` traces them.
+
+    Returns
+    -------
+    DataTree
+        ``idata``, its posterior extended.
+    """
+    import xarray as xr
+
+    post = idata.posterior
+    u = np.asarray(post[name + FUSED_SUFFIX].values, float)
+    c = polar_coords_numpy(u, float(sigma), float(manifold.injectivity_radius))
+    x = manifold.exp_coords(np.asarray(mode, float), c)
+    dims = tuple(point_dims(manifold))
+    post[name] = xr.DataArray(x, dims=("chain", "draw", *dims))
+    post["chart_coords"] = xr.DataArray(c, dims=("chain", "draw", "coord"))
+    post["distance"] = xr.DataArray(np.sqrt(np.sum(c**2, axis=-1)), dims=("chain", "draw"))
+    return idata
 
 
 def regression_data(x, y, sigma) -> dict:

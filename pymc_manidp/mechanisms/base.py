@@ -292,6 +292,16 @@ class Mechanism:
             domain=self.domain if self.mcmc_chart_on_ball else None,
         )
 
+    def _release_model(self, mode, sigma, inputs):
+        """The model a NUTS or Metropolis release samples: the fused density where the
+        manifold has kernels for this law (``mcmc.fused_law``), else :meth:`_polar_model`'s
+        graph; the same law either way."""
+        domain = self.domain if self.mcmc_chart_on_ball else None
+        law = mcmc.fused_law(self.manifold, self.mcmc_law, self.mcmc_law_kwargs, domain=domain)
+        if law is None:
+            return self._polar_model(mode, sigma, inputs)
+        return mcmc.fused_model(self.manifold, mode, sigma, law, inputs=inputs)
+
     def model(self, data, *, clip=False):
         """The ``pm.Model`` whose deterministic ``release`` follows the mechanism's law.
 
@@ -344,8 +354,9 @@ class Mechanism:
         # many records, so that sigma is one any release would use (the law is
         # normalizable there); their values and number do not enter the cache's key
         center = np.asarray(self.domain.center, dtype=float)
-        records = np.broadcast_to(center, (1000, *center.shape)).copy()
-        model = self.model(records)
+        records = self.domain.check(np.broadcast_to(center, (1000, *center.shape)).copy())
+        mode, inputs = self.mcmc_inputs(records)
+        model = self._release_model(mode, self.calibrate(1000).sigma, inputs)
         return mcmc.CompiledSampler(model, "nuts", backend=backend).cache_hits
 
     # --- what users call --------------------------------------------------------------
@@ -808,13 +819,19 @@ class Mechanism:
                 f"compiling the {sampler} model of {self.name} for n = {cal.n} (once per n)",
                 request.progressbar,
             ):
-                model = self._polar_model(mode, cal.sigma, inputs)
+                model = self._release_model(mode, cal.sigma, inputs)
                 compiled = self.mcmc_cache.add(
                     cal.n, mcmc.CompiledSampler(model, sampler, backend=backend)
                 )
         seed = int(request.rng.integers(2**31 - 1))
-        values = mcmc.polar_data(self.manifold, mode, cal.sigma, inputs)
+        fused = mcmc.is_fused(compiled.model)
+        if fused:
+            values = mcmc.fused_data(self.manifold, mode, cal.sigma, fused, inputs)
+        else:
+            values = mcmc.polar_data(self.manifold, mode, cal.sigma, inputs)
         idata = compiled.sample(values, settings, random_seed=seed, progressbar=request.progressbar)
+        if fused:
+            idata = mcmc.expand_fused(self.manifold, mode, cal.sigma, idata)
         return idata, gate_run(idata, compiled.backend, request.skip_diagnostics)
 
     def _pick_draw(self, idata, rng):
