@@ -234,8 +234,9 @@ def fused_model(manifold, mode, sigma, law, *, inputs, name="release"):
 
     The free variable ``name + FUSED_SUFFIX`` is the polar chart's ``u = (z, s)``
     (``(1,)`` when ``d = 1``), its log-density a ``pm.Potential`` of
-    :func:`pymc_manidp.laws.fused.polar_log_density` (named ``name + "_" + law``): the same function of ``u``, value
-    and gradient, as :func:`polar_model`'s graph (``tests/laws/fused/``), compiled as
+    :func:`pymc_manidp.laws.fused.polar_log_density` (named ``name + "_" + law``):
+    the same function of ``u``, value and gradient, as :func:`polar_model`'s graph
+    (``tests/laws/fused/``), compiled as
     a handful of numba functions instead of hundreds. The released point and the
     chart coordinates are computed from the draws after the run (:func:`expand_fused`).
 
