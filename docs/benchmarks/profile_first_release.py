@@ -31,6 +31,9 @@ NUTS paths, each with its own empty folders, cold then warm, one case after the 
 - ``pymc-c``: PyMC's own NUTS (``PYMC_MANIDP_NUTS_BACKEND=pymc``) with PyTensor's C
   backend (``PYTENSOR_FLAGS=linker=cvm``: C modules compiled by the C++ compiler,
   cached in the new ``base_compiledir``); PyMC compiles inside ``sample``;
+- ``nutpie-graph``: ``nutpie`` with the law's PyTensor graph instead of the fused
+  density (``PYMC_MANIDP_NUTS_DENSITY=graph``: the path of every release before the
+  fused densities, issue 38 item 6);
 - ``nutpie-nodask``: ``nutpie`` with ``dask`` hidden from the child, as on an install
   without the ``[dask]`` extra (xarray imports ``dask.array`` at its first
   ``DataArray`` when it can: nutpie's conversion of the draws);
@@ -95,8 +98,14 @@ def _data(space, n):
         M, center, radius = pmd.Sphere(dim=2), np.array([0.0, 0.0, 1.0]), 0.5
     elif space == "SPD2":
         M, center, radius = pmd.SPD(2), np.eye(2), 1.0
+    elif space == "R3":
+        M, center, radius = pmd.Euclidean(dim=3), np.zeros(3), 1.0
+    elif space == "K4":  # planar shapes of 4 landmarks: the unit square's, radius 0.5
+        M = pmd.KendallShape(4)
+        center = M.validate(np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]))
+        radius = 0.5
     else:
-        raise SystemExit(f"unknown space {space}: H2, SO3, S2 or SPD2")
+        raise SystemExit(f"unknown space {space}: H2, SO3, S2, SPD2, R3 or K4")
     coords = rng.normal(size=(n, M.dim)) * 0.25 * radius
     coords *= np.minimum(1.0, 0.9 * radius / np.linalg.norm(coords, axis=-1))[:, None]
     return M, center, radius, M.exp_coords(center, coords)
@@ -173,6 +182,7 @@ def child(case, profile):
     type(mech.domain).check = timed("check", type(mech.domain).check)
     cls.mcmc_inputs = timed("mode", cls.mcmc_inputs)
     mcmc.polar_model = timed("model", mcmc.polar_model)
+    mcmc.fused_model = timed("model", mcmc.fused_model)
     mcmc.CompiledSampler.__init__ = timed("compile", mcmc.CompiledSampler.__init__)
     mcmc.CompiledSampler.sample = timed("sample", mcmc.CompiledSampler.sample)
     base.check_run = timed("gate", base.check_run)
@@ -241,6 +251,7 @@ def _run(case, env, profile):
 
 _BACKEND = {
     "nutpie": "nutpie",
+    "nutpie-graph": "nutpie",
     "nutpie-nodask": "nutpie",
     "nutpie-jax": "nutpie",
     "pymc-c": "pymc",
@@ -290,6 +301,7 @@ def _env(root, variant):
         PYTENSOR_FLAGS=flags + (",linker=cvm" if variant == "pymc-c" else ""),
         PYMC_MANIDP_NUTS_BACKEND=_BACKEND[variant],
         BENCH_VARIANT=variant,
+        PYMC_MANIDP_NUTS_DENSITY="graph" if variant == "nutpie-graph" else "auto",
     )
     if variant == "nutpie-jax":  # JAX's own persistent cache of XLA programs
         env["JAX_COMPILATION_CACHE_DIR"] = os.path.join(root, "jax")
