@@ -360,6 +360,7 @@ class Rotations(ManifoldBase):
 
     #: The name in files and ``--manifold``.
     name: ClassVar[str] = "rotations"
+    fused_kernels: ClassVar[str | None] = "rotations"
     #: How a data file holds the records.
     record_layout: ClassVar[str] = "(n, 3, 3) or (n, 9): rotation matrices, row by row"
     #: Other layouts of a data file (``--layout``).

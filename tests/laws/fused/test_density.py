@@ -32,13 +32,16 @@ def _case(space):
     if space.startswith("R"):
         M = pmd.Euclidean(dim=int(space[1:]))
         mode = rng.normal(size=M.dim)
-    else:  # pragma: no cover - the spaces below arrive with their kernels
+    elif space == "SO3":
+        M = pmd.Rotations()
+        mode = M.exp_coords(np.eye(3), [0.4, -1.1, 0.7])
+    else:  # pragma: no cover - a space of SPACES without a case
         raise ValueError(space)
     coords = 0.1 * rng.normal(size=(40, M.dim))
     return M, mode, M.exp_coords(mode, coords)
 
 
-SPACES = ["R1", "R3"]
+SPACES = ["R1", "R3", "SO3"]
 LAWS = {
     "laplace": (ManifoldLaplace, {"normalized": False}),
     "kng": (KNG, {"domain": None}),
