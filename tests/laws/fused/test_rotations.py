@@ -26,8 +26,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pymc_manidp.geometry.rotations import Rotations
 from pymc_manidp.geometry._numba.fused import rotations as fused
+from pymc_manidp.geometry.rotations import Rotations
 
 M = Rotations()
 PARAMS = fused.params(M)
