@@ -455,7 +455,6 @@ def _log_congruence_mean_soa(a, d, wts, cs_out, moments):
     return energy
 
 
-@njit(cache=True, error_model="numpy")
 def log_congruence_mean(a, d, wts, hessian):
     r"""Weighted sums of the logs of ``sym(a d_i a)``: their mean, energy and moments.
 
@@ -491,37 +490,71 @@ def log_congruence_mean(a, d, wts, hessian):
     >>> np.round(np.diag(s), 12).tolist(), round(energy, 12), moments.shape
     ([1.0, 0.0, 0.0], 1.0, (6, 6))
     """
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    d = np.ascontiguousarray(d, dtype=np.float64)
+    wts = np.ascontiguousarray(wts, dtype=np.float64)
+    # one kernel per case, so that SPD(2) compiles no eigendecomposition (LAPACK's eigh
+    # and its error messages cost 7 CPU s of a cold first release, issue 38 item 6)
+    if a.shape[0] == 2:
+        return _log_congruence_mean_2x2(a, d, wts, bool(hessian))
+    return _log_congruence_mean_k(a, d, wts, bool(hessian))
+
+
+@njit(cache=True, error_model="numpy")
+def _log_congruence_mean_2x2(a, d, wts, hessian):
+    """:func:`log_congruence_mean` for ``k = 2``: closed-form logs of 2 x 2 matrices."""
     k, n = a.shape[0], d.shape[0]
     dim = k * (k + 1) // 2
     cs = np.zeros(dim)
     moments = np.zeros((dim, dim) if hessian else (0, 0))
     energy = 0.0
     c = np.empty(dim)
-    if k == 2:
-        a00, a01, a11 = a[0, 0], 0.5 * (a[0, 1] + a[1, 0]), a[1, 1]
-        for i in range(n):
-            d00, d11 = d[i, 0, 0], d[i, 1, 1]
-            d01 = 0.5 * (d[i, 0, 1] + d[i, 1, 0])
-            t00 = d00 * a00 + d01 * a01  # t = d a
-            t01 = d00 * a01 + d01 * a11
-            t10 = d01 * a00 + d11 * a01
-            t11 = d01 * a01 + d11 * a11
-            p00 = a00 * t00 + a01 * t10
-            p11 = a01 * t01 + a11 * t11
-            p01 = 0.5 * (a00 * t01 + a01 * t11 + a01 * t00 + a11 * t10)
-            alpha, beta, l2 = _log_2x2(p00, p11, p01)
-            wi = wts[i]
-            c[0] = alpha + beta * p00
-            c[1] = alpha + beta * p11
-            c[2] = _SQRT2 * beta * p01
+    a00, a01, a11 = a[0, 0], 0.5 * (a[0, 1] + a[1, 0]), a[1, 1]
+    for i in range(n):
+        d00, d11 = d[i, 0, 0], d[i, 1, 1]
+        d01 = 0.5 * (d[i, 0, 1] + d[i, 1, 0])
+        t00 = d00 * a00 + d01 * a01  # t = d a
+        t01 = d00 * a01 + d01 * a11
+        t10 = d01 * a00 + d11 * a01
+        t11 = d01 * a01 + d11 * a11
+        p00 = a00 * t00 + a01 * t10
+        p11 = a01 * t01 + a11 * t11
+        p01 = 0.5 * (a00 * t01 + a01 * t11 + a01 * t00 + a11 * t10)
+        alpha, beta, l2 = _log_2x2(p00, p11, p01)
+        wi = wts[i]
+        c[0] = alpha + beta * p00
+        c[1] = alpha + beta * p11
+        c[2] = _SQRT2 * beta * p01
+        for e in range(3):
+            cs[e] += wi * c[e]
+        if hessian:
             for e in range(3):
-                cs[e] += wi * c[e]
-            if hessian:
-                for e in range(3):
-                    for f in range(3):
-                        moments[e, f] += wi * c[e] * c[f]
-            energy += wi * l2
-    elif k <= JACOBI_MAX_K:
+                for f in range(3):
+                    moments[e, f] += wi * c[e] * c[f]
+        energy += wi * l2
+    out = np.empty((k, k))
+    e = 0
+    for r in range(k):
+        out[r, r] = cs[e]
+        e += 1
+    for r in range(k):
+        for cc in range(r + 1, k):
+            out[r, cc] = cs[e] / _SQRT2
+            out[cc, r] = out[r, cc]
+            e += 1
+    return out, 0.5 * energy, moments
+
+
+@njit(cache=True, error_model="numpy")
+def _log_congruence_mean_k(a, d, wts, hessian):
+    """:func:`log_congruence_mean` for ``k >= 3``: Jacobi sweeps, or LAPACK's ``eigh``."""
+    k, n = a.shape[0], d.shape[0]
+    dim = k * (k + 1) // 2
+    cs = np.zeros(dim)
+    moments = np.zeros((dim, dim) if hessian else (0, 0))
+    energy = 0.0
+    c = np.empty(dim)
+    if k <= JACOBI_MAX_K:
         energy = _log_congruence_mean_soa(a, d, wts, cs, moments)
     else:
         t = np.empty((k, k))
