@@ -6,8 +6,8 @@ The chart is ``x = origin + c``; the log map is ``y - x``, so KNG's norm is
 .. math:: N(c) = \Big|\sum_i (y_i - x)\Big| = |G|, \qquad
           \frac{\partial N}{\partial c} = -\frac{n\,G}{N},
 
-one pass over the records (the differences are summed as the PyTensor graph sums them,
-so the values agree to rounding). The volume density is 1: ``log J = 0``.
+one pass over the records (the differences summed in 8 lanes: the graph's value to
+rounding). The volume density is 1: ``log J = 0``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from pymc_manidp.geometry._numba.cache import njit
 
 __all__ = ["kng_norm", "log_volume_density", "params"]
 
+# the sums run in this many lanes (kng_norm)
+_LANES = 8
 # the graph's pt_norm adds it under the square root (a finite gradient at G = 0)
 _NORM_FLOOR = 1e-300
 
@@ -95,10 +97,25 @@ def kng_norm(c, frame, params, data, weight, g_c):
     n = data.shape[0]
     d = c.shape[0]
     x = np.empty(d)
-    total = np.zeros(d)
     for j in range(d):
         x[j] = origin[j] + c[j]
-    for i in range(n):
+    # 8 records at a time as one run of 8 d numbers (the rows are contiguous): an
+    # elementwise loop the compiler vectorizes, 8 d independent sums instead of d
+    # chains through memory (a row at a time took 3 times the graph's 10 us at d = 1)
+    width = _LANES * d
+    x_tiled = np.empty(width)
+    for k in range(width):
+        x_tiled[k] = x[k % d]
+    lanes = np.zeros(width)
+    flat = data.reshape(n * d)
+    full = (n // _LANES) * width
+    for k0 in range(0, full, width):
+        for k in range(width):
+            lanes[k] += flat[k0 + k] - x_tiled[k]
+    total = np.zeros(d)
+    for k in range(width):
+        total[k % d] += lanes[k]
+    for i in range(n // _LANES * _LANES, n):
         for j in range(d):
             total[j] += data[i, j] - x[j]
     q = 0.0

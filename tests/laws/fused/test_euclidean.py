@@ -20,7 +20,7 @@ from pymc_manidp.geometry.hyperbolic import Hyperbolic
 from pymc_manidp.laws.fused import euclidean as fused
 
 DIMS = (1, 2, 5)
-SIZES = (1, 7, 1000)
+SIZES = (1, 7, 13, 16, 1000)  # 8-record lanes: none, one and a tail, two, many
 SCALES = (1e-9, 1.0, 5.0)
 SPREADS = (0.05, 1.0)
 DRAWS = 20

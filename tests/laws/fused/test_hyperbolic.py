@@ -31,7 +31,7 @@ from pymc_manidp.geometry.hyperbolic import Hyperbolic
 from pymc_manidp.laws.fused import hyperbolic as fused
 
 DIMS = (1, 2, 5)
-SIZES = (1, 7, 1000)
+SIZES = (1, 7, 64, 1000)  # blocks of 64 records: part of one, one, many and a part
 SCALES = (1e-9, 0.01, 1.0, 5.0)
 SPREADS = (0.05, 1.0)
 DRAWS = 20
@@ -169,10 +169,14 @@ def test_gradient_is_the_value_s_central_difference(d):
     frame = tuple(H.chart_frame(origin).values())
     p = fused.params(H)
     for scale in (1e-9, 0.01, 1.0, 5.0):
-        for spread in (0.05, 1.0):
-            data = _records(H, origin, spread, 50, rng)
+        for spread, around_x in ((0.05, False), (1.0, False), (0.05, True)):
             c = rng.normal(size=d)
             c *= scale / np.linalg.norm(c)
+            # around x: phi's series branch (rho < 0.1), and one record at x itself
+            center = H.exp_coords(origin, c) if around_x else origin
+            data = _records(H, center, spread, 50, rng)
+            if around_x:
+                data[0] = center
             g = np.zeros(d)
             value = fused.kng_norm(c, frame, p, data, 1.0, g)
             g_lvd = np.zeros(d)
