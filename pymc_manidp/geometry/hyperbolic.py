@@ -379,6 +379,7 @@ class Hyperbolic(ManifoldBase):
 
     #: The name in files and ``--manifold``.
     name: ClassVar[str] = "hyperbolic"
+    fused_kernels: ClassVar[str | None] = "hyperbolic"
     #: The layout of one record in a data file.
     record_layout: ClassVar[str] = (
         "(n, d+1): hyperboloid coordinates x0, x1, ..., xd with x0 = sqrt(1 + x1^2 + ... + xd^2)"

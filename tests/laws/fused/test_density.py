@@ -32,6 +32,9 @@ def _case(space):
     if space.startswith("R"):
         M = pmd.Euclidean(dim=int(space[1:]))
         mode = rng.normal(size=M.dim)
+    elif space.startswith("H"):
+        M = pmd.Hyperbolic(dim=int(space[1:]))
+        mode = M.exp_coords(M.origin, np.linspace(0.3, 1.2, M.dim))
     elif space == "SO3":
         M = pmd.Rotations()
         mode = M.exp_coords(np.eye(3), [0.4, -1.1, 0.7])
@@ -41,7 +44,7 @@ def _case(space):
     return M, mode, M.exp_coords(mode, coords)
 
 
-SPACES = ["R1", "R3", "SO3"]
+SPACES = ["R1", "R3", "H1", "H2", "H4", "SO3"]
 LAWS = {
     "laplace": (ManifoldLaplace, {"normalized": False}),
     "kng": (KNG, {"domain": None}),
