@@ -190,3 +190,45 @@ def test_an_empty_home_is_no_cache_in_the_working_folder(monkeypatch, tmp_path):
     with pytest.warns(UserWarning, match="not using the compile cache: .*HOME=''"):
         assert cache.private_cache() is None
     assert list(tmp_path.iterdir()) == []
+
+
+MOVED_PROBE = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+mod = __import__(sys.argv[2] + ".sphere_kernels", fromlist=["sphere_log_mean"])
+x = np.array([0.0, 0.0, 1.0])
+y = np.array([[np.sin(0.5), 0.0, np.cos(0.5)]])
+g, energy, _, _ = mod.sphere_log_mean(x, y, np.ones(1), 1.0, False)
+print(json.dumps({"g": list(g), "hits": sum(mod.sphere_log_mean.stats.cache_hits.values())}))
+"""
+
+
+def test_a_kernel_file_under_another_module_name_is_a_miss(tmp_path):
+    """The key is the source's contents, so the same kernel file under another module
+    name (a file moved between folders, as the fused kernels were) found the first
+    module's index, whose functions it could not import (ModuleNotFoundError on
+    load). The module's name is now part of the key: a miss, compiled again."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    src = ROOT / "pymc_manidp" / "geometry" / "_numba" / "sphere_kernels.py"
+    for pkg in ("first_home", "second_home"):
+        (tmp_path / pkg / pkg).mkdir(parents=True)
+        (tmp_path / pkg / pkg / "__init__.py").write_text("")
+        shutil.copy(src, tmp_path / pkg / pkg / "sphere_kernels.py")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    full.update(PYMC_MANIDP_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    answers = []
+    for pkg in ("first_home", "second_home"):  # the second cannot import the first
+        out = subprocess.run(
+            [sys.executable, "-c", MOVED_PROBE, str(tmp_path / pkg), pkg],
+            env=full,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert out.returncode == 0, out.stderr
+        answers.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert answers[0]["hits"] == 0 and answers[1]["hits"] == 0
+    np.testing.assert_allclose(answers[1]["g"], [0.5, 0.0, 0.0], atol=1e-15)
+    np.testing.assert_array_equal(answers[1]["g"], answers[0]["g"])

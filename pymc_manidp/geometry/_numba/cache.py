@@ -315,10 +315,11 @@ def _kernel_locator_class(base):
 
         _pymc_manidp_kernels = True
 
-        def __init__(self, folder, py_file, lineno):
+        def __init__(self, folder, py_file, lineno, module=""):
             self._folder = folder
             self._py_file = py_file
             self._lineno = lineno
+            self._module = module
 
         def ensure_cache_path(self):
             # level by level: parents=True would make ``numba/`` with the umask's mode
@@ -332,14 +333,18 @@ def _kernel_locator_class(base):
             return _source_hash(self._py_file)
 
         def get_disambiguator(self):
-            return str(self._lineno)
+            # the module too: the key is the source's contents, not its path, so the
+            # same file under two module names (a file moved, a copy in another
+            # package) would load an index whose functions live in the other module
+            # (ModuleNotFoundError on load, seen when kernels moved between folders)
+            return f"{self._module}-{self._lineno}"
 
         @classmethod
         def from_function(cls, py_func, py_file):
             folder = _KERNEL_FOLDERS.get(py_func)
             if folder is None:
                 return None  # not ours: numba's own locators decide
-            return cls(folder, py_file, py_func.__code__.co_firstlineno)
+            return cls(folder, py_file, py_func.__code__.co_firstlineno, py_func.__module__)
 
     return KernelCacheLocator
 
