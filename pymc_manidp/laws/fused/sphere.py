@@ -29,11 +29,12 @@ legs), ``<x_i, dx> = <u_i, dx>`` and ``<x_i, G> = <u_i, G>``, so
 ``G`` is known only after the sum, so the pass over the records sums ``P = sum_i f(c_i)
 x_i``, ``S`` and the symmetric ``D x D`` matrix ``U`` (no temporary of the records'
 size); the rest is ``O(D^2)``. The graph differentiates the ambient formula instead:
-the same number in exact arithmetic, but its terms ``f'(c_i) x_i x_i^T`` and
-``<x, G>`` (zero up to rounding) are of size ``f' ~ (pi - theta)^-3`` for a record near
-``x``'s antipode, and their rounding is the graph's gradient's error there (0.5 in
-1,000 for a record 7e-6 from the antipode on S^1), while ``f'(c_i) u_i u_i^T``, of size
-``|f'| q ~ (pi - theta)^-1``, keeps it to ``eps (pi - theta)^-2``.
+the same number in exact arithmetic. Summed here, that form's terms ``f'(c_i) x_i x_i^T``
+(of size ``f' ~ (pi - theta)^-3`` for a record near ``x``'s antipode) and ``<x, G>``
+(zero up to rounding) lost 0.5 in 1,000 of the gradient for a record 7e-6 from the
+antipode on S^1, where this form and the graph agree to 2e-5; ``f'(c_i) u_i u_i^T`` is
+of size ``(pi - theta)^-1``. So close to the antipode the norm is ill-conditioned anyway:
+the rounding of ``c_i`` (eps) moves its gradient by ``~ eps (pi - theta)^-3``.
 
 ``f'(c) = (c f(c) - 1)/(1 - c^2)`` loses ``eps/theta^2`` of its accuracy to
 cancellation near ``theta = 0``, so for ``c > 0`` and ``q = (1-c)(1+c) < 1e-3`` it is
@@ -154,7 +155,7 @@ def _weights(ci):
 
     The angle is ``acos(c)``: the graph's ``atan2(sqrt((1-c)(1+c)), c)`` is that angle
     up to the rounding of ``(1-c)(1+c)`` (a few ulp), and glibc's ``acos`` takes half
-    ``atan2``'s time, the larger part of a record's cost.
+    ``atan2``'s time (the costliest step of a record: 40% of it with ``acos``).
     """
     q = (1.0 - ci) * (1.0 + ci)
     inv_r = 0.0
