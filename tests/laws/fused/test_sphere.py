@@ -10,9 +10,12 @@ injectivity radius); ``n`` in 1, 7, 1000 records spread 0.05 and 0.5 of ``pi R``
 the origin, and records at ``x`` itself and at angles across the thresholds of
 ``theta/sin(theta)`` (``q = sin^2 = 1e-8`` and ``1e-3``). Seeds are fixed in each test.
 
-Tolerances (relative): values 1e-11 of ``|G| + 1e-3 n R``, gradients 1e-9 of
-``|grad| + n`` (``G = P - S x`` cancels when ``x`` is near the records' mean, so its
-rounding is relative to ``n R``, not to ``|G|``); finite differences 1e-6.
+Tolerances: the log volume density 1e-12 (relative); the norm 1e-11 of
+``|G| + 1e-3 n R`` and its gradient 1e-9 of ``|grad| + n`` (``G = P - S x`` cancels when
+``x`` is near the records' mean, so its rounding is relative to ``n R``, not to
+``|G|``), plus, for each record at angle ``theta`` from ``x``, ``1e-14 R (pi-theta)^-2``
+and ``1e-14 (pi-theta)^-3`` (the norm's conditioning near ``x``'s antipode:
+:func:`check_close`); finite differences 1e-6.
 """
 
 from __future__ import annotations
