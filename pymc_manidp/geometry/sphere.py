@@ -147,6 +147,7 @@ class Sphere(ManifoldBase):
     volume_is_radial = True
 
     name: ClassVar[str] = "sphere"
+    fused_kernels: ClassVar[str | None] = "sphere"
     record_layout: ClassVar[str] = "(n, D): the D coordinates of a unit vector (S^(D-1))"
 
     @classmethod

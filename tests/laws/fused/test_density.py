@@ -32,6 +32,13 @@ def _case(space):
     if space.startswith("R"):
         M = pmd.Euclidean(dim=int(space[1:]))
         mode = rng.normal(size=M.dim)
+    elif space[0] == "S" and space[1:].isdigit():  # S<d>, radius 2.5
+        M = pmd.Sphere(dim=int(space[1:]), radius=2.5)
+        mode = (
+            2.5
+            * np.append(np.linspace(0.2, 0.5, M.dim), 1.0)
+            / np.linalg.norm(np.append(np.linspace(0.2, 0.5, M.dim), 1.0))
+        )
     elif space.startswith("H"):
         M = pmd.Hyperbolic(dim=int(space[1:]))
         mode = M.exp_coords(M.origin, np.linspace(0.3, 1.2, M.dim))
@@ -44,7 +51,7 @@ def _case(space):
     return M, mode, M.exp_coords(mode, coords)
 
 
-SPACES = ["R1", "R3", "H1", "H2", "H4", "SO3"]
+SPACES = ["R1", "R3", "S1", "S2", "S4", "H1", "H2", "H4", "SO3"]
 LAWS = {
     "laplace": (ManifoldLaplace, {"normalized": False}),
     "kng": (KNG, {"domain": None}),
@@ -58,7 +65,10 @@ def _inputs(law, mode, data):
 def _points(M, rng, k=15):
     d = M.dim
     if d == 1:
-        return [rng.normal(size=1) * 3.0 for _ in range(k)]
+        pts = [rng.normal(size=1) * 3.0 for _ in range(k)]
+        if np.isfinite(M.injectivity_radius):  # the linear chart winds round S^1 (2.5 pi)
+            pts += [np.array([v]) for v in (40.0, -55.0, 101.0, -150.0)]
+        return pts
     pts = []
     for s in np.linspace(-7.0, 2.5, k):
         pts.append(np.append(rng.normal(size=d), s))
@@ -104,7 +114,7 @@ def test_expanded_draws_are_the_graphs_deterministics(space):
     outs = graph.replace_rvs_by_values([graph["release"], graph["chart_coords"], graph["distance"]])
     fn = pytensor.function([gv], outs, mode="FAST_COMPILE")
     rng = np.random.default_rng(2)
-    u = np.stack(_points(M, rng, 6)).reshape(2, 3, -1)
+    u = np.stack(_points(M, rng, 6)[:6]).reshape(2, 3, -1)
     idata = from_dict({"posterior": {"release" + mcmc.model.FUSED_SUFFIX: u}})
     assert isinstance(idata.posterior["release_polar"], xr.DataArray)
     mcmc.expand_fused(M, mode, sigma, idata)
