@@ -22,16 +22,22 @@ Its gradient in ``x`` (all of ``re_i, im_i`` move with ``x``), with ``g = T/N``,
 where ``H = sum_i [y_i, J y_i] M_i [y_i, J y_i]^T`` is symmetric (``M_i`` the 2 x 2
 Jacobian of ``(h re, h im)`` in ``(re, im)``, symmetric since both are derivatives of one
 function of ``q``) and ``r = sum_i d(w c)/d(re, im) . (y_i, -J y_i)``. ``g`` is known only
-after the sum over the records, so the records' second moments ``H`` (``2k x 2k``,
-upper triangle) are summed in the same single pass as ``T``: ``O(k^2)`` per record and
-no second pass (no temporary of size ``n``).
+after the sum over the records, hence two routes, both without a temporary of size ``n``:
 
-Speed: the pass goes over blocks of ``_BLOCK`` records transposed into small buffers, so
-every loop over a block's records is one LLVM can vectorize (no fastmath needed): the
+- ``k <= _ONE_PASS_MAX_K``: one pass, the records' second moments ``H`` (``2k x 2k``,
+  upper triangle) summed beside ``T``: ``O(k^2)`` per record;
+- above: two passes, ``T`` (so ``g``) first, then ``H g`` as
+  ``sum_i [y_i, J y_i] M_i [y_i . g, J y_i . g]^T``: ``O(k)`` per record each, the
+  per-record coefficients computed twice.
+
+Measured at ``n = 10^4`` (median of 200, 2 shared cores, 2026-11-28, noisy to ~20%):
+one pass 200/250/310/460/730 us at ``k = 3/4/5/6/8``, two passes 290/360/430/510/660 us.
+
+Speed: both go over blocks of ``_BLOCK`` records transposed into small buffers, so
+every loop over a block's records is one LLVM vectorizes (no fastmath needed): the
 scalar functions of ``q`` branch-free (``_atan2_pos`` instead of libm's ``atan2``,
 which is a call per record) and every sum kept as ``_BLOCK`` partial sums, one per
-lane, added up after the pass. Each step of that against the per-record loop,
-``n = 10^4``, ``k = 3`` (2 cores, 2026-11-28): the scalar phase alone 170 -> 51 us.
+lane, added up at the end. The first per-record loop took 535 us at ``k = 3``.
 """
 
 from __future__ import annotations
@@ -121,16 +127,19 @@ _Q = (
 _TAN_3PI_8 = 2.41421356237309504880
 _MOREBITS = 6.123233995736765886130e-17  # pi/2 - float(pi/2)
 _BLOCK = 16  # records per block: one or two vectors of lanes, buffers in L1 up to k = 8
+_ONE_PASS_MAX_K = 5  # above it two O(k) passes beat one O(k^2) pass (measured: module docstring)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _atan2_pos(r, c):
     """``atan2(r, c)`` for ``r >= 0``, ``c >= 0``, without a branch (selects only), so
     that a loop of it vectorizes; libm's ``atan2`` is a call numba cannot."""
-    t = r / c
-    big = t > _TAN_3PI_8
-    mid = t > 0.66
-    xr = -1.0 / t if big else ((t - 1.0) / (t + 1.0) if mid else t)
+    # the reduced argument -1/t, (t - 1)/(t + 1) or t (t = r/c) as one quotient
+    big = r > _TAN_3PI_8 * c
+    mid = r > 0.66 * c
+    num = -c if big else (r - c if mid else r)
+    den = r if big else (r + c if mid else c)
+    xr = num / den
     y0 = np.pi / 2 if big else (np.pi / 4 if mid else 0.0)
     extra = _MOREBITS if big else (0.5 * _MOREBITS if mid else 0.0)
     z = xr * xr
@@ -139,88 +148,96 @@ def _atan2_pos(r, c):
     return y0 + (xr * z * pz / qz + xr + extra)
 
 
-@njit(cache=True, error_model="numpy")
-def kng_norm(c, frame, params, data, weight, g_c):
-    """``||sum_i log_x(y_i)||`` at ``x = exp_frame(frame, c)`` (module docstring); adds
-    ``weight`` times its gradient in ``c`` to ``g_c``."""
-    origin, basis = frame
-    d = c.shape[0]
-    k = origin.shape[0]
+@njit(cache=True, error_model="numpy", inline="always")
+def _block(data, i0, nb, x, yt, zt, reb, imb, co):
+    """Records ``i0 .. i0 + nb`` transposed into ``yt`` and ``J y`` into ``zt``, and
+    their coefficients in ``co``: ``h re``, ``h im``, the Jacobian of ``(h re, h im)``
+    in ``(re, im)`` (``d/dre re``, the shared cross term, ``d/dim im``), the gradient of
+    ``w c`` in ``(re, im)`` and ``w c``; zero in the block's spare lanes."""
+    k = data.shape[1]
     m2 = 2 * k
-    n = data.shape[0]
-    s = 0.0
-    for a in range(d):
-        s += c[a] * c[a]
-    cs, dcs, sc, dsc = _exp_coefficients(s)
-    z0 = np.empty(m2)
-    v = np.zeros(m2)
+    bs = reb.shape[0]
     for j in range(k):
         for e in range(2):
-            z0[2 * j + e] = origin[j, e]
-            acc = 0.0
-            for a in range(d):
-                acc += c[a] * basis[a, j, e]
-            v[2 * j + e] = acc
-    x = np.empty(m2)
-    for b in range(m2):
-        x[b] = cs * z0[b] + sc * v[b]
+            for ii in range(nb):
+                yt[2 * j + e, ii] = data[i0 + ii, j, e]
+        for ii in range(bs):
+            zt[2 * j, ii] = -yt[2 * j + 1, ii]
+            zt[2 * j + 1, ii] = yt[2 * j, ii]
+    for ii in range(bs):
+        reb[ii] = 0.0
+        imb[ii] = 0.0
+    for a in range(m2):
+        xa = x[a]
+        for ii in range(bs):
+            reb[ii] += yt[a, ii] * xa
+            imb[ii] -= zt[a, ii] * xa  # <y, J x> = -<J y, x>
+    for ii in range(bs):
+        re = reb[ii]
+        im = imb[ii]
+        q = re * re + im * im
+        cc = math.sqrt(q)
+        ic = 1.0 / cc
+        sp = 1.0 - q
+        # theta_over_sin(1 - q, c) and its derivative in q, both branches computed
+        # and one selected (the graph's switch), so the loop has no branch
+        series = (sp < _SMALL_SQ) & (cc > 0.0)
+        r = math.sqrt(1.0 if series else sp)
+        ir = 1.0 / r
+        w_far = _atan2_pos(r, cc) * ir
+        w = 1.0 + sp / 6.0 + 3.0 * sp * sp / 40.0 if series else w_far
+        dw = -(1.0 / 6.0 + 3.0 * sp / 20.0) if series else 0.5 * ir * ir * (w_far - ic)
+        h = w * ic
+        dh = (dw - 0.5 * h * ic) * ic  # d(w/c)/dq
+        dr = dw * cc + 0.5 * h  # d(w c)/dq
+        live = ii < nb  # the last block's spare lanes add nothing
+        co[0, ii] = h * re if live else 0.0
+        co[1, ii] = h * im if live else 0.0
+        co[2, ii] = h + 2.0 * dh * re * re if live else 0.0
+        co[3, ii] = 2.0 * dh * re * im if live else 0.0
+        co[4, ii] = h + 2.0 * dh * im * im if live else 0.0
+        co[5, ii] = 2.0 * dr * re if live else 0.0
+        co[6, ii] = 2.0 * dr * im if live else 0.0
+        co[7, ii] = w * cc if live else 0.0
 
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _finish(tot, big_s, x):
+    """``T = tot - S x`` in place, ``N``, ``g = T/N`` and ``g . x``."""
+    m2 = x.shape[0]
+    f = 0.0
+    for a in range(m2):
+        tot[a] -= big_s * x[a]
+        f += tot[a] * tot[a]
+    norm = math.sqrt(f + 1e-300)
+    g = np.empty(m2)
+    gx = 0.0
+    for a in range(m2):
+        g[a] = tot[a] / norm
+        gx += g[a] * x[a]
+    return norm, g, gx
+
+
+@njit(cache=True, error_model="numpy")
+def _norm_one_pass(x, data):
+    """``N`` and its gradient in ``x``, the second moments ``H`` summed in the pass."""
+    n = data.shape[0]
+    m2 = x.shape[0]
     bs = _BLOCK
     ntri = m2 * (m2 + 1) // 2
     yt = np.zeros((m2, bs))  # the block's records, transposed
     zt = np.zeros((m2, bs))  # J y
     reb = np.empty(bs)
     imb = np.empty(bs)
-    co = np.empty((8, bs))  # per record: h re, h im, M (3), d(wc)/d(re, im), w c
+    co = np.empty((8, bs))
     tot_l = np.zeros((m2, bs))  # per-lane partial sums
     rr_l = np.zeros((m2, bs))
     hh_l = np.zeros((ntri, bs))
     s_l = np.zeros(bs)
     for i0 in range(0, n, bs):
-        nb = min(bs, n - i0)
-        for ii in range(nb):
-            for j in range(k):
-                y0 = data[i0 + ii, j, 0]
-                y1 = data[i0 + ii, j, 1]
-                yt[2 * j, ii] = y0
-                yt[2 * j + 1, ii] = y1
-                zt[2 * j, ii] = -y1
-                zt[2 * j + 1, ii] = y0
+        _block(data, i0, min(bs, n - i0), x, yt, zt, reb, imb, co)
         for ii in range(bs):
-            reb[ii] = 0.0
-            imb[ii] = 0.0
-        for a in range(m2):
-            xa = x[a]
-            for ii in range(bs):
-                reb[ii] += yt[a, ii] * xa
-                imb[ii] -= zt[a, ii] * xa  # <y, J x> = -<J y, x>
-        for ii in range(bs):
-            re = reb[ii]
-            im = imb[ii]
-            q = re * re + im * im
-            cc = math.sqrt(q)
-            ic = 1.0 / cc
-            sp = 1.0 - q
-            # theta_over_sin(1 - q, c) and its derivative in q, both branches computed
-            # and one selected (the graph's switch), so the loop has no branch
-            series = (sp < _SMALL_SQ) & (cc > 0.0)
-            r = math.sqrt(1.0 if series else sp)
-            ir = 1.0 / r
-            w_far = _atan2_pos(r, cc) * ir
-            w = 1.0 + sp / 6.0 + 3.0 * sp * sp / 40.0 if series else w_far
-            dw = -(1.0 / 6.0 + 3.0 * sp / 20.0) if series else 0.5 * ir * ir * (w_far - ic)
-            h = w * ic
-            dh = (dw - 0.5 * h * ic) * ic  # d(w/c)/dq
-            dr = dw * cc + 0.5 * h  # d(w c)/dq
-            live = ii < nb  # the last block's spare lanes add nothing
-            co[0, ii] = h * re if live else 0.0
-            co[1, ii] = h * im if live else 0.0
-            co[2, ii] = h + 2.0 * dh * re * re if live else 0.0
-            co[3, ii] = 2.0 * dh * re * im if live else 0.0
-            co[4, ii] = h + 2.0 * dh * im * im if live else 0.0
-            co[5, ii] = 2.0 * dr * re if live else 0.0
-            co[6, ii] = 2.0 * dr * im if live else 0.0
-            s_l[ii] += w * cc if live else 0.0
+            s_l[ii] += co[7, ii]
         t = 0
         for a in range(m2):
             for ii in range(bs):
@@ -250,19 +267,7 @@ def kng_norm(c, frame, params, data, weight, g_c):
             for ii in range(bs):
                 hh[a, b] += hh_l[t, ii]
             t += 1
-
-    f = 0.0
-    for a in range(m2):
-        tot[a] -= big_s * x[a]
-        f += tot[a] * tot[a]
-    f += 1e-300
-    norm = math.sqrt(f)
-    g = np.empty(m2)
-    gx = 0.0
-    for a in range(m2):
-        g[a] = tot[a] / norm
-        gx += g[a] * x[a]
-    # the gradient in x, then through the exp chart
+    norm, g, gx = _finish(tot, big_s, x)
     grad_x = np.empty(m2)
     for a in range(m2):
         acc = 0.0
@@ -271,6 +276,99 @@ def kng_norm(c, frame, params, data, weight, g_c):
         for b in range(a, m2):
             acc += hh[a, b] * g[b]
         grad_x[a] = acc - gx * rr[a] - big_s * g[a]
+    return norm, grad_x
+
+
+@njit(cache=True, error_model="numpy")
+def _norm_two_pass(x, data):
+    """``N`` and its gradient in ``x`` in two passes: ``T`` (so ``g``), then
+    ``sum_i [y_i, J y_i] (M_i (y_i . g, J y_i . g) - (g . x) grad(w c)_i)``: ``O(k)``
+    per record each, the coefficients computed twice."""
+    n = data.shape[0]
+    m2 = x.shape[0]
+    bs = _BLOCK
+    yt = np.zeros((m2, bs))
+    zt = np.zeros((m2, bs))
+    reb = np.empty(bs)
+    imb = np.empty(bs)
+    co = np.empty((8, bs))
+    tot_l = np.zeros((m2, bs))
+    s_l = np.zeros(bs)
+    for i0 in range(0, n, bs):
+        _block(data, i0, min(bs, n - i0), x, yt, zt, reb, imb, co)
+        for ii in range(bs):
+            s_l[ii] += co[7, ii]
+        for a in range(m2):
+            for ii in range(bs):
+                tot_l[a, ii] += co[0, ii] * yt[a, ii] - co[1, ii] * zt[a, ii]
+    tot = np.zeros(m2)
+    big_s = 0.0
+    for ii in range(bs):
+        big_s += s_l[ii]
+    for a in range(m2):
+        for ii in range(bs):
+            tot[a] += tot_l[a, ii]
+    norm, g, gx = _finish(tot, big_s, x)
+
+    gy = np.empty(bs)
+    gz = np.empty(bs)
+    grad_l = np.zeros((m2, bs))
+    for i0 in range(0, n, bs):
+        _block(data, i0, min(bs, n - i0), x, yt, zt, reb, imb, co)
+        for ii in range(bs):
+            gy[ii] = 0.0
+            gz[ii] = 0.0
+        for a in range(m2):
+            ga = g[a]
+            for ii in range(bs):
+                gy[ii] += yt[a, ii] * ga
+                gz[ii] += zt[a, ii] * ga
+        for ii in range(bs):
+            al = co[2, ii] * gy[ii] - co[3, ii] * gz[ii] - co[5, ii] * gx
+            be = co[4, ii] * gz[ii] - co[3, ii] * gy[ii] + co[6, ii] * gx
+            gy[ii] = al
+            gz[ii] = be
+        for a in range(m2):
+            for ii in range(bs):
+                grad_l[a, ii] += gy[ii] * yt[a, ii] + gz[ii] * zt[a, ii]
+    grad_x = np.empty(m2)
+    for a in range(m2):
+        acc = 0.0
+        for ii in range(bs):
+            acc += grad_l[a, ii]
+        grad_x[a] = acc - big_s * g[a]
+    return norm, grad_x
+
+
+@njit(cache=True, error_model="numpy")
+def kng_norm(c, frame, params, data, weight, g_c):
+    """``||sum_i log_x(y_i)||`` at ``x = exp_frame(frame, c)`` (module docstring); adds
+    ``weight`` times its gradient in ``c`` to ``g_c``."""
+    origin, basis = frame
+    d = c.shape[0]
+    k = origin.shape[0]
+    m2 = 2 * k
+    s = 0.0
+    for a in range(d):
+        s += c[a] * c[a]
+    cs, dcs, sc, dsc = _exp_coefficients(s)
+    z0 = np.empty(m2)
+    v = np.zeros(m2)
+    for j in range(k):
+        for e in range(2):
+            z0[2 * j + e] = origin[j, e]
+            acc = 0.0
+            for a in range(d):
+                acc += c[a] * basis[a, j, e]
+            v[2 * j + e] = acc
+    x = np.empty(m2)
+    for b in range(m2):
+        x[b] = cs * z0[b] + sc * v[b]
+    if k <= _ONE_PASS_MAX_K:
+        norm, grad_x = _norm_one_pass(x, data)
+    else:
+        norm, grad_x = _norm_two_pass(x, data)
+    # through the exp chart
     gz0 = 0.0
     gv = 0.0
     for b in range(m2):
