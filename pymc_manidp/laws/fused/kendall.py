@@ -25,19 +25,21 @@ function of ``q``) and ``r = sum_i d(w c)/d(re, im) . (y_i, -J y_i)``. ``g`` is 
 after the sum over the records, hence two routes, both without a temporary of size ``n``:
 
 - ``k <= _ONE_PASS_MAX_K``: one pass, the records' second moments ``H`` (``2k x 2k``,
-  upper triangle) summed beside ``T``: ``O(k^2)`` per record;
+  upper triangle) summed beside ``T``, by lanes of ``_BLOCK`` records transposed into
+  small buffers: ``O(k^2)`` per record;
 - above: two passes, ``T`` (so ``g``) first, then ``H g`` as
-  ``sum_i [y_i, J y_i] M_i [y_i . g, J y_i . g]^T``: ``O(k)`` per record each, the
-  per-record coefficients computed twice.
+  ``sum_i [y_i, J y_i] M_i [y_i . g, J y_i . g]^T``: ``O(k)`` per record each, records
+  read row by row, the per-record coefficients computed twice (the value's only in the
+  first pass).
 
 Measured at ``n = 10^4`` (median of 200, 2 shared cores, 2026-11-28, noisy to ~20%):
-one pass 200/250/310/460/730 us at ``k = 3/4/5/6/8``, two passes 290/360/430/510/660 us.
+one pass 140/180/225/360/530 us at ``k = 3/4/5/6/8``, two passes 180/200/240/280/340 us;
+PyTensor's compiled value and gradient of the same norm 240-270 us.
 
-Speed: both go over blocks of ``_BLOCK`` records transposed into small buffers, so
-every loop over a block's records is one LLVM vectorizes (no fastmath needed): the
-scalar functions of ``q`` branch-free (``_atan2_pos`` instead of libm's ``atan2``,
-which is a call per record) and every sum kept as ``_BLOCK`` partial sums, one per
-lane, added up at the end. The first per-record loop took 535 us at ``k = 3``.
+Speed: every loop over a block's records is one LLVM vectorizes (no fastmath): the
+scalar functions of ``q`` are branch-free (``_atan2_pos`` instead of libm's ``atan2``,
+which is a call per record) and the one pass keeps its sums as ``_BLOCK`` partial sums,
+one per lane, added up at the end. The first, per-record loop took 535 us at ``k = 3``.
 """
 
 from __future__ import annotations
@@ -126,8 +128,8 @@ _Q = (
 )
 _TAN_3PI_8 = 2.41421356237309504880
 _MOREBITS = 6.123233995736765886130e-17  # pi/2 - float(pi/2)
-_BLOCK = 16  # records per block: one or two vectors of lanes, buffers in L1 up to k = 8
-_ONE_PASS_MAX_K = 5  # above it two O(k) passes beat one O(k^2) pass (measured: module docstring)
+_BLOCK = 64  # records per block (lanes); 16, 32, 64, 128: 182, 169, 126, 143 us at k = 3
+_ONE_PASS_MAX_K = 4  # above it two O(k) passes beat one O(k^2) pass (module docstring)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -146,6 +148,42 @@ def _atan2_pos(r, c):
     pz = (((_P[0] * z + _P[1]) * z + _P[2]) * z + _P[3]) * z + _P[4]
     qz = ((((z + _Q[0]) * z + _Q[1]) * z + _Q[2]) * z + _Q[3]) * z + _Q[4]
     return y0 + (xr * z * pz / qz + xr + extra)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _coefficients(reb, imb, nb, co, derivatives):
+    """The coefficients of the block's records from their ``re``, ``im`` (``_block``);
+    one loop with no branch and no call, so that it vectorizes. Without
+    ``derivatives`` only ``co[0]``, ``co[1]``, ``co[7]`` (the value's)."""
+    bs = reb.shape[0]
+    for ii in range(bs):
+        re = reb[ii]
+        im = imb[ii]
+        q = re * re + im * im
+        cc = math.sqrt(q)
+        ic = 1.0 / cc
+        sp = 1.0 - q
+        # theta_over_sin(1 - q, c) and its derivative in q, both branches computed
+        # and one selected (the graph's switch), so the loop has no branch
+        series = (sp < _SMALL_SQ) & (cc > 0.0)
+        r = math.sqrt(1.0 if series else sp)
+        ir = 1.0 / r
+        w_far = _atan2_pos(r, cc) * ir
+        w = 1.0 + sp / 6.0 + 3.0 * sp * sp / 40.0 if series else w_far
+        h = w * ic
+        live = ii < nb  # the last block's spare lanes add nothing
+        co[0, ii] = h * re if live else 0.0
+        co[1, ii] = h * im if live else 0.0
+        co[7, ii] = w * cc if live else 0.0
+        if derivatives:  # loop-invariant: LLVM makes two loops of this one
+            dw = -(1.0 / 6.0 + 3.0 * sp / 20.0) if series else 0.5 * ir * ir * (w_far - ic)
+            dh = (dw - 0.5 * h * ic) * ic  # d(w/c)/dq
+            dr = dw * cc + 0.5 * h  # d(w c)/dq
+            co[2, ii] = h + 2.0 * dh * re * re if live else 0.0
+            co[3, ii] = 2.0 * dh * re * im if live else 0.0
+            co[4, ii] = h + 2.0 * dh * im * im if live else 0.0
+            co[5, ii] = 2.0 * dr * re if live else 0.0
+            co[6, ii] = 2.0 * dr * im if live else 0.0
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -172,33 +210,7 @@ def _block(data, i0, nb, x, yt, zt, reb, imb, co):
         for ii in range(bs):
             reb[ii] += yt[a, ii] * xa
             imb[ii] -= zt[a, ii] * xa  # <y, J x> = -<J y, x>
-    for ii in range(bs):
-        re = reb[ii]
-        im = imb[ii]
-        q = re * re + im * im
-        cc = math.sqrt(q)
-        ic = 1.0 / cc
-        sp = 1.0 - q
-        # theta_over_sin(1 - q, c) and its derivative in q, both branches computed
-        # and one selected (the graph's switch), so the loop has no branch
-        series = (sp < _SMALL_SQ) & (cc > 0.0)
-        r = math.sqrt(1.0 if series else sp)
-        ir = 1.0 / r
-        w_far = _atan2_pos(r, cc) * ir
-        w = 1.0 + sp / 6.0 + 3.0 * sp * sp / 40.0 if series else w_far
-        dw = -(1.0 / 6.0 + 3.0 * sp / 20.0) if series else 0.5 * ir * ir * (w_far - ic)
-        h = w * ic
-        dh = (dw - 0.5 * h * ic) * ic  # d(w/c)/dq
-        dr = dw * cc + 0.5 * h  # d(w c)/dq
-        live = ii < nb  # the last block's spare lanes add nothing
-        co[0, ii] = h * re if live else 0.0
-        co[1, ii] = h * im if live else 0.0
-        co[2, ii] = h + 2.0 * dh * re * re if live else 0.0
-        co[3, ii] = 2.0 * dh * re * im if live else 0.0
-        co[4, ii] = h + 2.0 * dh * im * im if live else 0.0
-        co[5, ii] = 2.0 * dr * re if live else 0.0
-        co[6, ii] = 2.0 * dr * im if live else 0.0
-        co[7, ii] = w * cc if live else 0.0
+    _coefficients(reb, imb, nb, co, True)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -279,64 +291,86 @@ def _norm_one_pass(x, data):
     return norm, grad_x
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _inner_rows(data, i0, nb, x, reb, imb):
+    """``re``, ``im`` of records ``i0 .. i0 + nb`` (row by row: no transposition);
+    spare lanes get a harmless record at ``x``."""
+    k = data.shape[1]
+    for ii in range(reb.shape[0]):
+        reb[ii] = 1.0
+        imb[ii] = 0.0
+    for ii in range(nb):
+        re = 0.0
+        im = 0.0
+        for j in range(k):
+            y0 = data[i0 + ii, j, 0]
+            y1 = data[i0 + ii, j, 1]
+            re += y0 * x[2 * j] + y1 * x[2 * j + 1]
+            im += y1 * x[2 * j] - y0 * x[2 * j + 1]
+        reb[ii] = re
+        imb[ii] = im
+
+
 @njit(cache=True, error_model="numpy")
 def _norm_two_pass(x, data):
     """``N`` and its gradient in ``x`` in two passes: ``T`` (so ``g``), then
     ``sum_i [y_i, J y_i] (M_i (y_i . g, J y_i . g) - (g . x) grad(w c)_i)``: ``O(k)``
-    per record each, the coefficients computed twice."""
+    per record each, the coefficients computed twice. Records are read row by row
+    (contiguous), only the coefficients go by lanes."""
     n = data.shape[0]
+    k = data.shape[1]
     m2 = x.shape[0]
     bs = _BLOCK
-    yt = np.zeros((m2, bs))
-    zt = np.zeros((m2, bs))
     reb = np.empty(bs)
     imb = np.empty(bs)
     co = np.empty((8, bs))
-    tot_l = np.zeros((m2, bs))
-    s_l = np.zeros(bs)
-    for i0 in range(0, n, bs):
-        _block(data, i0, min(bs, n - i0), x, yt, zt, reb, imb, co)
-        for ii in range(bs):
-            s_l[ii] += co[7, ii]
-        for a in range(m2):
-            for ii in range(bs):
-                tot_l[a, ii] += co[0, ii] * yt[a, ii] - co[1, ii] * zt[a, ii]
     tot = np.zeros(m2)
+    blk = np.empty(m2)  # one block's sum: n/16 + 16 terms per sum, not n (rounding)
     big_s = 0.0
-    for ii in range(bs):
-        big_s += s_l[ii]
-    for a in range(m2):
-        for ii in range(bs):
-            tot[a] += tot_l[a, ii]
+    for i0 in range(0, n, bs):
+        nb = min(bs, n - i0)
+        _inner_rows(data, i0, nb, x, reb, imb)
+        _coefficients(reb, imb, nb, co, False)
+        blk[:] = 0.0
+        for ii in range(nb):
+            big_s += co[7, ii]
+            p = co[0, ii]
+            qq = co[1, ii]
+            for j in range(k):
+                y0 = data[i0 + ii, j, 0]
+                y1 = data[i0 + ii, j, 1]
+                # p y - qq J y, J y = (-y1, y0)
+                blk[2 * j] += p * y0 + qq * y1
+                blk[2 * j + 1] += p * y1 - qq * y0
+        for a in range(m2):
+            tot[a] += blk[a]
     norm, g, gx = _finish(tot, big_s, x)
 
-    gy = np.empty(bs)
-    gz = np.empty(bs)
-    grad_l = np.zeros((m2, bs))
+    grad_x = np.zeros(m2)
     for i0 in range(0, n, bs):
-        _block(data, i0, min(bs, n - i0), x, yt, zt, reb, imb, co)
-        for ii in range(bs):
-            gy[ii] = 0.0
-            gz[ii] = 0.0
+        nb = min(bs, n - i0)
+        _inner_rows(data, i0, nb, x, reb, imb)
+        _coefficients(reb, imb, nb, co, True)
+        blk[:] = 0.0
+        for ii in range(nb):
+            gy = 0.0
+            gz = 0.0
+            for j in range(k):
+                y0 = data[i0 + ii, j, 0]
+                y1 = data[i0 + ii, j, 1]
+                gy += g[2 * j] * y0 + g[2 * j + 1] * y1
+                gz += g[2 * j + 1] * y0 - g[2 * j] * y1
+            al = co[2, ii] * gy - co[3, ii] * gz - co[5, ii] * gx
+            be = co[4, ii] * gz - co[3, ii] * gy + co[6, ii] * gx
+            for j in range(k):
+                y0 = data[i0 + ii, j, 0]
+                y1 = data[i0 + ii, j, 1]
+                blk[2 * j] += al * y0 - be * y1
+                blk[2 * j + 1] += al * y1 + be * y0
         for a in range(m2):
-            ga = g[a]
-            for ii in range(bs):
-                gy[ii] += yt[a, ii] * ga
-                gz[ii] += zt[a, ii] * ga
-        for ii in range(bs):
-            al = co[2, ii] * gy[ii] - co[3, ii] * gz[ii] - co[5, ii] * gx
-            be = co[4, ii] * gz[ii] - co[3, ii] * gy[ii] + co[6, ii] * gx
-            gy[ii] = al
-            gz[ii] = be
-        for a in range(m2):
-            for ii in range(bs):
-                grad_l[a, ii] += gy[ii] * yt[a, ii] + gz[ii] * zt[a, ii]
-    grad_x = np.empty(m2)
+            grad_x[a] += blk[a]
     for a in range(m2):
-        acc = 0.0
-        for ii in range(bs):
-            acc += grad_l[a, ii]
-        grad_x[a] = acc - big_s * g[a]
+        grad_x[a] -= big_s * g[a]
     return norm, grad_x
 
 
