@@ -22,24 +22,24 @@ Its gradient in ``x`` (all of ``re_i, im_i`` move with ``x``), with ``g = T/N``,
 where ``H = sum_i [y_i, J y_i] M_i [y_i, J y_i]^T`` is symmetric (``M_i`` the 2 x 2
 Jacobian of ``(h re, h im)`` in ``(re, im)``, symmetric since both are derivatives of one
 function of ``q``) and ``r = sum_i d(w c)/d(re, im) . (y_i, -J y_i)``. ``g`` is known only
-after the sum over the records, hence two routes, both without a temporary of size ``n``:
+after the sum over the records, so the kernel makes two passes over them, both
+without a temporary of size ``n``: ``T`` (so ``g``) first, then ``H g`` as
+``sum_i [y_i, J y_i] M_i [y_i . g, J y_i . g]^T``, ``O(k)`` per record each, the
+per-record coefficients computed twice (the value's only in the first pass).
 
-- ``k <= _ONE_PASS_MAX_K``: one pass, the records' second moments ``H`` (``2k x 2k``,
-  upper triangle) summed beside ``T``, by lanes of ``_BLOCK`` records transposed into
-  small buffers: ``O(k^2)`` per record;
-- above: two passes, ``T`` (so ``g``) first, then ``H g`` as
-  ``sum_i [y_i, J y_i] M_i [y_i . g, J y_i . g]^T``: ``O(k)`` per record each, records
-  read row by row, the per-record coefficients computed twice (the value's only in the
-  first pass).
+One pass is possible (sum ``H`` itself, ``O(k^2)`` per record, beside ``T``; commit
+b1d4952 on branch fz_kendall), and was dropped: at ``n = 10^4`` it took 140/180/225/
+360/530 us at ``k = 3/4/5/6/8`` against 180/200/240/280/340 us for the two passes, and
+doubled the kernel's cold compile (6.6 s against 3.6 s, loaded machine): at most 40 us
+per gradient saved against 3 s of a cold first release.
 
-Measured at ``n = 10^4`` (median of 200, 2 shared cores, 2026-11-28, noisy to ~20%):
-one pass 140/180/225/360/530 us at ``k = 3/4/5/6/8``, two passes 180/200/240/280/340 us;
-PyTensor's compiled value and gradient of the same norm 240-270 us.
-
-Speed: every loop over a block's records is one LLVM vectorizes (no fastmath): the
-scalar functions of ``q`` are branch-free (``_atan2_pos`` instead of libm's ``atan2``,
-which is a call per record) and the one pass keeps its sums as ``_BLOCK`` partial sums,
-one per lane, added up at the end. The first, per-record loop took 535 us at ``k = 3``.
+Speed: records are read row by row; the scalar functions of ``q`` go by blocks of
+``_BLOCK`` records in a loop LLVM vectorizes (no fastmath): branch-free, with
+``_atan2_pos`` instead of libm's ``atan2`` (a call per record, which numba cannot
+vectorize; 170 -> 51 us for that phase at ``k = 3``). A first per-record loop with
+libm's ``atan2`` and ``H`` took 535 us at ``k = 3``; PyTensor's compiled value and
+gradient of the same norm take 240-270 us at ``k = 3 - 8`` (2 shared cores,
+2026-11-28, medians of 200, noisy to ~20%).
 """
 
 from __future__ import annotations
@@ -128,8 +128,7 @@ _Q = (
 )
 _TAN_3PI_8 = 2.41421356237309504880
 _MOREBITS = 6.123233995736765886130e-17  # pi/2 - float(pi/2)
-_BLOCK = 64  # records per block (lanes); 16, 32, 64, 128: 182, 169, 126, 143 us at k = 3
-_ONE_PASS_MAX_K = 4  # above it two O(k) passes beat one O(k^2) pass (module docstring)
+_BLOCK = 64  # records per block (vector lanes of the scalar phase)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -152,8 +151,11 @@ def _atan2_pos(r, c):
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _coefficients(reb, imb, nb, co, derivatives):
-    """The coefficients of the block's records from their ``re``, ``im`` (``_block``);
-    one loop with no branch and no call, so that it vectorizes. Without
+    """The coefficients of a block's records from their ``re``, ``im``: ``h re``,
+    ``h im``, the Jacobian of ``(h re, h im)`` in ``(re, im)`` (``d/dre re``, the shared
+    cross term, ``d/dim im``), the gradient of ``w c`` in ``(re, im)`` and ``w c``; zero
+    in the block's spare lanes. One loop with no branch and no call, so that it
+    vectorizes. Without
     ``derivatives`` only ``co[0]``, ``co[1]``, ``co[7]`` (the value's)."""
     bs = reb.shape[0]
     for ii in range(bs):
@@ -187,33 +189,6 @@ def _coefficients(reb, imb, nb, co, derivatives):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _block(data, i0, nb, x, yt, zt, reb, imb, co):
-    """Records ``i0 .. i0 + nb`` transposed into ``yt`` and ``J y`` into ``zt``, and
-    their coefficients in ``co``: ``h re``, ``h im``, the Jacobian of ``(h re, h im)``
-    in ``(re, im)`` (``d/dre re``, the shared cross term, ``d/dim im``), the gradient of
-    ``w c`` in ``(re, im)`` and ``w c``; zero in the block's spare lanes."""
-    k = data.shape[1]
-    m2 = 2 * k
-    bs = reb.shape[0]
-    for j in range(k):
-        for e in range(2):
-            for ii in range(nb):
-                yt[2 * j + e, ii] = data[i0 + ii, j, e]
-        for ii in range(bs):
-            zt[2 * j, ii] = -yt[2 * j + 1, ii]
-            zt[2 * j + 1, ii] = yt[2 * j, ii]
-    for ii in range(bs):
-        reb[ii] = 0.0
-        imb[ii] = 0.0
-    for a in range(m2):
-        xa = x[a]
-        for ii in range(bs):
-            reb[ii] += yt[a, ii] * xa
-            imb[ii] -= zt[a, ii] * xa  # <y, J x> = -<J y, x>
-    _coefficients(reb, imb, nb, co, True)
-
-
-@njit(cache=True, error_model="numpy", inline="always")
 def _finish(tot, big_s, x):
     """``T = tot - S x`` in place, ``N``, ``g = T/N`` and ``g . x``."""
     m2 = x.shape[0]
@@ -228,67 +203,6 @@ def _finish(tot, big_s, x):
         g[a] = tot[a] / norm
         gx += g[a] * x[a]
     return norm, g, gx
-
-
-@njit(cache=True, error_model="numpy")
-def _norm_one_pass(x, data):
-    """``N`` and its gradient in ``x``, the second moments ``H`` summed in the pass."""
-    n = data.shape[0]
-    m2 = x.shape[0]
-    bs = _BLOCK
-    ntri = m2 * (m2 + 1) // 2
-    yt = np.zeros((m2, bs))  # the block's records, transposed
-    zt = np.zeros((m2, bs))  # J y
-    reb = np.empty(bs)
-    imb = np.empty(bs)
-    co = np.empty((8, bs))
-    tot_l = np.zeros((m2, bs))  # per-lane partial sums
-    rr_l = np.zeros((m2, bs))
-    hh_l = np.zeros((ntri, bs))
-    s_l = np.zeros(bs)
-    for i0 in range(0, n, bs):
-        _block(data, i0, min(bs, n - i0), x, yt, zt, reb, imb, co)
-        for ii in range(bs):
-            s_l[ii] += co[7, ii]
-        t = 0
-        for a in range(m2):
-            for ii in range(bs):
-                ya = yt[a, ii]
-                za = zt[a, ii]
-                tot_l[a, ii] += co[0, ii] * ya - co[1, ii] * za
-                rr_l[a, ii] += co[5, ii] * ya - co[6, ii] * za
-            for b in range(a, m2):
-                for ii in range(bs):
-                    ua = co[2, ii] * yt[a, ii] - co[3, ii] * zt[a, ii]
-                    va = co[4, ii] * zt[a, ii] - co[3, ii] * yt[a, ii]
-                    hh_l[t, ii] += ua * yt[b, ii] + va * zt[b, ii]
-                t += 1
-
-    tot = np.zeros(m2)
-    rr = np.zeros(m2)
-    hh = np.zeros((m2, m2))
-    big_s = 0.0
-    for ii in range(bs):
-        big_s += s_l[ii]
-    t = 0
-    for a in range(m2):
-        for ii in range(bs):
-            tot[a] += tot_l[a, ii]
-            rr[a] += rr_l[a, ii]
-        for b in range(a, m2):
-            for ii in range(bs):
-                hh[a, b] += hh_l[t, ii]
-            t += 1
-    norm, g, gx = _finish(tot, big_s, x)
-    grad_x = np.empty(m2)
-    for a in range(m2):
-        acc = 0.0
-        for b in range(a):
-            acc += hh[b, a] * g[b]
-        for b in range(a, m2):
-            acc += hh[a, b] * g[b]
-        grad_x[a] = acc - gx * rr[a] - big_s * g[a]
-    return norm, grad_x
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -398,10 +312,7 @@ def kng_norm(c, frame, params, data, weight, g_c):
     x = np.empty(m2)
     for b in range(m2):
         x[b] = cs * z0[b] + sc * v[b]
-    if k <= _ONE_PASS_MAX_K:
-        norm, grad_x = _norm_one_pass(x, data)
-    else:
-        norm, grad_x = _norm_two_pass(x, data)
+    norm, grad_x = _norm_two_pass(x, data)
     # through the exp chart
     gz0 = 0.0
     gv = 0.0

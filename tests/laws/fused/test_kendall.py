@@ -235,15 +235,3 @@ def test_records_in_the_series_branch(k):
         got = _fused(M, frame, c, data)
         np.testing.assert_allclose(got[2], want[2], rtol=VALUE_RTOL)
         _close_grad(got[3], want[3])
-
-
-@pytest.mark.parametrize("k", KS)
-def test_one_pass_and_two_passes_agree(k):
-    """Both routes to the gradient (``kng_norm`` takes one by ``k``) give the same norm
-    and gradient in ``x``, to 1e-12 of its largest entry, at n = 1000 records."""
-    M = KendallShape(k_landmarks=k)
-    frame, c, data = _case(M, M.generic_point, 0.5, SPREADS[1], 1000, _rng("passes", k))
-    x = M.exp(frame[0], np.tensordot(c, frame[1], 1)).ravel()
-    one, two = fk._norm_one_pass(x, data), fk._norm_two_pass(x, data)
-    np.testing.assert_allclose(one[0], two[0], rtol=1e-13)
-    _close_grad(one[1], two[1], rtol=1e-12)
