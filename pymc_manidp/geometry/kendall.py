@@ -186,6 +186,7 @@ class KendallShape(ManifoldBase):
     volume_is_radial = True
 
     name: ClassVar[str] = "kendall"
+    fused_kernels: ClassVar[str | None] = "kendall"
     record_layout: ClassVar[str] = "(n, k, 2) or (n, 2k): landmarks x1, y1, x2, y2, ... (k >= 3)"
 
     @classmethod
