@@ -63,7 +63,11 @@ def kernel_params(manifold) -> np.ndarray:
 
 def _compose(space: str, law: str, nframe: int, jit):
     """The kernel ``(u, scale, *frame, params[, data]) -> (logp, grad)`` of a space and
-    law, compiled by ``jit`` (numba's for Python callers, PyTensor's for graphs)."""
+    law, compiled by ``jit`` (numba's for Python callers, PyTensor's for graphs).
+
+    Its layers are inlined into their caller: numba compiles, optimizes and links each
+    function it calls as a unit of its own, and the units, not their size, are what a
+    cold compile costs (docs/benchmarks.md)."""
     mod = importlib.import_module(f"{_KERNELS}.{space}")
     log_volume_density, kng_norm = mod.log_volume_density, mod.kng_norm
     polar_coords, polar_pullback = polar.polar_coords, polar.polar_pullback
@@ -82,7 +86,7 @@ def _compose(space: str, law: str, nframe: int, jit):
             # -t/scale, differentiated in s where it is smooth (t = |c| has a cusp at 0)
             return logp - aux[0] / scale, polar_pullback(u, scale, aux, g_c, -aux[2] / scale)
 
-        density = jit(density)
+        density = jit(density, inline="always")
         if nframe == 1:
 
             def kernel(u, scale, f0, params, big_t):
@@ -92,7 +96,7 @@ def _compose(space: str, law: str, nframe: int, jit):
             def kernel(u, scale, f0, f1, params, big_t):
                 return density(u, scale, (f0, f1), params, big_t)
 
-        return jit(kernel)
+        return jit(kernel, inline="always")
 
     def density(u, scale, frame, params, big_t, data):
         c, log_jac, aux = polar_coords(u, scale, big_t)
@@ -102,7 +106,7 @@ def _compose(space: str, law: str, nframe: int, jit):
         logp += weight * kng_norm(c, frame, params, data, weight, g_c)
         return logp, polar_pullback(u, scale, aux, g_c, 0.0)
 
-    density = jit(density)
+    density = jit(density, inline="always")
     if nframe == 1:
 
         def kernel(u, scale, f0, params, data, big_t):
@@ -112,13 +116,13 @@ def _compose(space: str, law: str, nframe: int, jit):
         def kernel(u, scale, f0, f1, params, data, big_t):
             return density(u, scale, (f0, f1), params, big_t, data)
 
-    return jit(kernel)
+    return jit(kernel, inline="always")
 
 
 @functools.cache
 def _python_kernel(space, law, nframe):
     """The kernel callable from Python (``perform``: PyTensor's C and Python backends)."""
-    return _compose(space, law, nframe, numba.njit(error_model="numpy"))
+    return _compose(space, law, nframe, functools.partial(numba.njit, error_model="numpy"))
 
 
 class PolarLogDensity(Op):
