@@ -52,7 +52,7 @@ from pymc_manidp.geometry._numba.cache import not_ours_alone as _not_ours_alone 
 
 __all__ = ["CACHE_ENV", "NutpieInternalsError", "cache_dir", "clear_cache", "compile_nutpie"]
 
-_CACHE_FORMAT = 3  # bump when the wrappers' layout changes: old entries are then ignored
+_CACHE_FORMAT = 4  # bump when the wrappers' layout changes: old entries are then ignored
 _WRAPPER_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCATOR = None
 
@@ -213,6 +213,8 @@ def _address_as_void_pointer():
     return address_as_void_pointer
 
 
+# The copies out are loops: an ``out[...] = grad`` broadcast compiled numba's shape-error
+# machinery (string formatting of shapes), about 3 CPU s of a cold first release
 _LOGP_SRC = """
 def logp_wrapper(dim, x_, out_, logp_, user_data_):
     if dim != {n_dim}:
@@ -225,7 +227,8 @@ def logp_wrapper(dim, x_, out_, logp_, user_data_):
 {unpack}
         logp_val, grad = inner(x{args})
         logp[()] = logp_val
-        out[...] = grad
+        for i in range({n_dim}):
+            out[i] = grad[i]
         if not np.all(np.isfinite(out)):
             return 3
         if not np.isfinite(logp_val):
@@ -247,7 +250,8 @@ def expand_wrapper(dim, expanded, x_, out_, user_data_):
         out = numba.carray(out_, ({n_expanded},))
 {unpack}
         (values,) = inner(x{args})
-        out[...] = values
+        for i in range({n_expanded}):
+            out[i] = values[i]
     except Exception:
         return -2
     return 0

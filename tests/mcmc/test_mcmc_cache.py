@@ -49,10 +49,50 @@ D1 = _cap(50, NORTH, 0.15, seed=0)
 D2 = _cap(50, TILTED, 0.15, seed=1)  # inside B_{pi/8}(north): 0.2 + 0.15 < 0.39
 
 
-def _inputs(mech, data):
-    """The ``pm.Data`` values of ``mech``'s polar model for ``data``."""
+def _inputs(mech, data, fused=False):
+    """The ``pm.Data`` values of ``mech``'s polar model (or its release's fused one)
+    for ``data``."""
     mode, inputs = mech.mcmc_inputs(mech.domain.check(data))
+    if fused:
+        law = "laplace" if isinstance(mech, pmd.LaplaceMechanism) else "kng"
+        return mcmc.fused_data(S2, mode, mech.sigma(len(data)), law, inputs)
     return mcmc.polar_data(S2, mode, mech.sigma(len(data)), inputs)
+
+
+def _release_model(mech, data):
+    """The model ``mech``'s NUTS release of ``data`` samples (fused on S^2)."""
+    mode, inputs = mech.mcmc_inputs(mech.domain.check(data))
+    return mech._release_model(mode, mech.sigma(len(data)), inputs)
+
+
+@pytest.mark.parametrize("cls", [pmd.LaplaceMechanism, pmd.KNGMechanism])
+def test_the_fused_release_model_reads_the_data_only_through_pm_data(cls):
+    """The release's fused model, given a second data set's values, is that data set's
+    model: same log-density and gradient at random points (and not the first's)."""
+    import pymc as pm
+
+    mech = cls(S2, epsilon=1.0, center=NORTH, radius=R8)
+    old, fresh, first = (_release_model(mech, d) for d in (D1, D2, D1))
+    assert mcmc.is_fused(old)
+    pm.set_data(_inputs(mech, D2, fused=True), model=old)
+    assert sorted(v.name for v in old.data_vars) == sorted(v.name for v in fresh.data_vars)
+    fns = [m.compile_logp(mode="FAST_COMPILE") for m in (old, fresh, first)]
+    dfns = [m.compile_dlogp(mode="FAST_COMPILE") for m in (old, fresh, first)]
+    rng = np.random.default_rng(2)
+    moved = 0
+    for _ in range(5):
+        point = {"release_polar": rng.normal(size=3)}
+        lp_old, lp_new, lp_first = (f(point) for f in fns)
+        g_old, g_new, _ = (f(point) for f in dfns)
+        np.testing.assert_allclose(lp_old, lp_new, rtol=1e-12)
+        np.testing.assert_allclose(g_old, g_new, rtol=1e-12)
+        moved += not np.isclose(lp_first, lp_new, rtol=1e-6)
+    if cls is pmd.KNGMechanism:
+        assert moved == 5  # the two data sets' densities differ: the check can fail
+    else:  # the Laplace's density in u is the same at every footpoint on S^2 (radial):
+        # the data move its chart, which the release maps draws through
+        chart = [{v.name: v.get_value() for v in m.data_vars} for m in (old, first)]
+        assert not np.allclose(chart[0]["chart_origin"], chart[1]["chart_origin"])
 
 
 @pytest.mark.parametrize("cls", [pmd.LaplaceMechanism, pmd.KNGMechanism])
@@ -153,9 +193,9 @@ def test_cache_is_per_mechanism_and_keyed_on_n_and_sampler():
     # the first sampler added under a key is kept
     assert mech.mcmc_cache.add(50, m40) is first
     # a run must replace every pm.Data
-    values = _inputs(mech, D2)
+    values = _inputs(mech, D2, fused=mcmc.is_fused(first.model))
     with pytest.raises(ValueError, match="missing"):
-        first.sample({k: v for k, v in values.items() if k != "footpoint"})
+        first.sample({k: v for k, v in values.items() if k != "scale"})
     with pytest.raises(ValueError, match="unknown"):
         first.sample({**values, "data": D2})
     # copies (and pickles) of a cache are empty
