@@ -33,9 +33,19 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_manidp.geometry._numba.cache import njit
-from pymc_manidp.geometry._numba.sym_kernels import _eigh
 
-__all__ = ["log_volume_density", "params"]
+# the Jacobi loops, not sym_kernels._eigh: _eigh also holds np.linalg.eigh (k > 8), whose
+# LAPACK binding alone took 6-8 s of a cold compile (measured 2026-11-28), and these
+# kernels are compiled whole whatever k is (k is a runtime size)
+from pymc_manidp.geometry._numba.sym_kernels import (
+    _ENTRY_COL,
+    _ENTRY_ROW,
+    _dk_pullback,
+    _jacobi_eigh,
+)
+from pymc_manidp.geometry._numba.sym_sums import _log_divided_difference, _soa_jacobi3
+
+__all__ = ["kng_norm", "log_volume_density", "params"]
 
 _INV_SQRT2 = 1.0 / np.sqrt(2.0)  # the frame's off-diagonal entry, as identity_frame stores it
 # log(sinh t / t): the series below |t| = 0.05 (pt_numerics._LOG_SERIES_SQ's root), the
@@ -146,7 +156,7 @@ def log_volume_density(c, frame, params, g_c):
     u = np.empty((k, k))
     w = np.empty(k)
     _fill_w(c, k, a)
-    _eigh(a, w, u)
+    _jacobi_eigh(a, w, u)
     gw = np.zeros(k)
     val = 0.0
     for i in range(k):
@@ -164,3 +174,415 @@ def log_volume_density(c, frame, params, g_c):
             a[j, i] = acc
     _add_coords(a, k, 1.0, g_c)
     return val
+
+
+# --- KNG's norm ---------------------------------------------------------------------
+
+
+@njit(cache=True, error_model="numpy")
+def _function(w, u, code, out):
+    """``U diag(f(w)) U^T`` into ``out`` (``f = exp`` or ``invsqrt``)."""
+    k = w.shape[0]
+    fw = np.empty(k)
+    for m in range(k):
+        fw[m] = np.exp(w[m]) if code == _EXP else 1.0 / np.sqrt(w[m])
+    for i in range(k):
+        for j in range(i, k):
+            acc = 0.0
+            for m in range(k):
+                acc += u[i, m] * fw[m] * u[j, m]
+            out[i, j] = acc
+            out[j, i] = acc
+
+
+@njit(cache=True, error_model="numpy")
+def _congruence(s, a, out):
+    """``sym(s a s)`` into ``out`` for symmetric ``s``, ``a``."""
+    k = s.shape[0]
+    t = np.empty((k, k))
+    for i in range(k):  # t = a s
+        for j in range(k):
+            acc = 0.0
+            for m in range(k):
+                acc += a[i, m] * s[m, j]
+            t[i, j] = acc
+    for i in range(k):
+        for j in range(i, k):
+            acc = 0.0
+            for m in range(k):
+                acc += s[i, m] * t[m, j] + s[j, m] * t[m, i]
+            out[i, j] = 0.5 * acc
+            out[j, i] = 0.5 * acc
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _beta_s(m, s, det, beta):
+    """``d log[l1, l2] / ds`` at fixed ``m`` (``l = m +- sqrt(s)``, ``beta = log[l1, l2]``):
+    ``(m/det - beta) / (2s)``, or ``phi'(u)/m^3`` with ``phi(u) = atanh(sqrt u)/sqrt u``
+    in ``u = s/m^2`` where that quotient cancels."""
+    u = s / (m * m)
+    if u < _BETA_S_SERIES:
+        ser = 1 / 3 + u * (
+            2 / 5
+            + u * (3 / 7 + u * (4 / 9 + u * (5 / 11 + u * (6 / 13 + u * (7 / 15 + u * 8 / 17)))))
+        )
+        return ser / (m * m * m)
+    return (m / det - beta) / (2.0 * s)
+
+
+@njit(cache=True, error_model="numpy")
+def _sum2(xi, data, tsum, jac):
+    """``k = 2``: ``T = sum_i log(xi D_i xi)`` into ``tsum`` (``T00, T11, T01``) and
+    ``dT/dxi`` into ``jac`` (rows ``T00, T11, T01``; columns the parameters
+    ``xi00, xi11, xi01``), one pass, closed forms (no eigenvectors).
+
+    ``log P = mu I + beta (P - m I)`` with ``mu = log(det)/2`` and ``beta = log[l1, l2]``,
+    both functions of ``m = tr(P)/2`` and the squared half-gap ``s = h^2 + q^2``
+    (``h = (P00 - P11)/2``, ``q = P01``): ``d mu = (m dm - h dh - q dq)/det``,
+    ``d beta = -dm/det + beta_s ds`` (``d beta/dm = (1/l1 - 1/l2)/(l1 - l2) = -1/det``).
+    The value is pt_numerics' closed form of ``logm`` (its series of ``atanh(d)/d``
+    below ``d^2 = 1e-3``, ``l2 = det/l1`` above)."""
+    al, ga = xi[0, 0], xi[1, 1]
+    be = 0.5 * (xi[0, 1] + xi[1, 0])
+    s00 = 0.0
+    s11 = 0.0
+    s01 = 0.0
+    # d mu / dxi and the parts of dL00 - dmu and dL01, per parameter (al, ga, be)
+    mu0 = 0.0
+    mu1 = 0.0
+    mu2 = 0.0
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    b0 = 0.0
+    b1 = 0.0
+    b2 = 0.0
+    for i in range(data.shape[0]):
+        dp, dr = data[i, 0, 0], data[i, 1, 1]
+        dq = 0.5 * (data[i, 0, 1] + data[i, 1, 0])
+        t1 = al * dp + be * dq
+        t2 = al * dq + be * dr
+        t3 = be * dp + ga * dq
+        t4 = be * dq + ga * dr
+        p = al * t1 + be * t2
+        r = be * t3 + ga * t4
+        q = al * t3 + be * t4
+        m = 0.5 * (p + r)
+        h = 0.5 * (p - r)
+        s = h * h + q * q
+        det = p * r - q * q
+        d2 = s / (m * m)
+        if d2 < _ATANHC_SERIES_SQ:
+            beta = (1.0 + d2 * (1 / 3 + d2 * (1 / 5 + d2 * (1 / 7 + d2 / 9)))) / m
+            mu = 0.5 * np.log(det)
+        else:
+            # two logarithms, not the graph's three: log det = log l1 + log l2 to rounding
+            rt = np.sqrt(s)
+            l1 = m + rt
+            ll1 = np.log(l1)
+            ll2 = np.log(det / l1)
+            beta = (ll1 - ll2) / (2.0 * rt)
+            mu = 0.5 * (ll1 + ll2)
+        s00 += mu + beta * h
+        s11 += mu - beta * h
+        s01 += beta * q
+        inv = 1.0 / det
+        bs2 = 2.0 * _beta_s(m, s, det, beta)
+        # dP/d(al, ga, be): dp = (2t1, 0, 2t2), dr = (0, 2t4, 2t3), dq = (t3, t2, t1 + t4)
+        # so dm = (t1, t4, t2 + t3), dh = (t1, -t4, t2 - t3)
+        dm0, dm1, dm2 = t1, t4, t2 + t3
+        dh0, dh1, dh2 = t1, -t4, t2 - t3
+        dq0, dq1, dq2 = t3, t2, t1 + t4
+        dmu0 = (m * dm0 - h * dh0 - q * dq0) * inv
+        dmu1 = (m * dm1 - h * dh1 - q * dq1) * inv
+        dmu2 = (m * dm2 - h * dh2 - q * dq2) * inv
+        db0 = -dm0 * inv + bs2 * (h * dh0 + q * dq0)
+        db1 = -dm1 * inv + bs2 * (h * dh1 + q * dq1)
+        db2 = -dm2 * inv + bs2 * (h * dh2 + q * dq2)
+        mu0 += dmu0
+        mu1 += dmu1
+        mu2 += dmu2
+        a0 += h * db0 + beta * dh0
+        a1 += h * db1 + beta * dh1
+        a2 += h * db2 + beta * dh2
+        b0 += q * db0 + beta * dq0
+        b1 += q * db1 + beta * dq1
+        b2 += q * db2 + beta * dq2
+    tsum[0], tsum[1], tsum[2] = s00, s11, s01
+    jac[0, 0], jac[0, 1], jac[0, 2] = mu0 + a0, mu1 + a1, mu2 + a2
+    jac[1, 0], jac[1, 1], jac[1, 2] = mu0 - a0, mu1 - a1, mu2 - a2
+    jac[2, 0], jac[2, 1], jac[2, 2] = b0, b1, b2
+
+
+@njit(cache=True, error_model="numpy")
+def _sum_k(xi, data, tsum, jac):
+    """``k >= 3`` (and 1): ``T`` into ``tsum`` and the pairing ``jac`` with
+    ``<Tbar, dT> = sum_e Tbar_e (jac dxi)_e`` (``Tbar``'s entries, ``dxi`` in parameters).
+
+    Per record ``P = xi D xi = U diag(w) U^T``, ``Q = D xi``, ``r_n = Q u_n``:
+    ``<Tbar, dlog P> = 2 sum_{m,n} Gamma_mn (u_m^T Tbar u_n)(u_m^T dxi r_n)``
+    (Daleckii–Krein, ``dP = dxi Q + Q^T dxi``, ``Gamma`` the divided differences of
+    ``log``), a sum of ``k(k+1)/2`` outer products over the pairs ``m <= n``."""
+    k = xi.shape[0]
+    dim = k * (k + 1) // 2
+    q = np.empty((k, k))
+    p = np.empty((k, k))
+    u = np.empty((k, k))
+    w = np.empty(k)
+    lw = np.empty(k)
+    rr = np.empty((k, k))
+    av = np.empty(dim)
+    bv = np.empty(dim)
+    for i in range(data.shape[0]):
+        for r in range(k):  # q = D_i xi
+            for c in range(k):
+                acc = 0.0
+                for m in range(k):
+                    acc += data[i, r, m] * xi[m, c]
+                q[r, c] = acc
+        for r in range(k):  # p = sym(xi q)
+            for c in range(r, k):
+                acc = 0.0
+                for m in range(k):
+                    acc += xi[m, r] * q[m, c] + xi[m, c] * q[m, r]
+                p[r, c] = 0.5 * acc
+                p[c, r] = 0.5 * acc
+        _jacobi_eigh(p, w, u)
+        for m in range(k):
+            lw[m] = np.log(w[m])
+        e = 0
+        for r in range(k):
+            acc = 0.0
+            for m in range(k):
+                acc += u[r, m] * lw[m] * u[r, m]
+            tsum[e] += acc
+            e += 1
+        for r in range(k):
+            for c in range(r + 1, k):
+                acc = 0.0
+                for m in range(k):
+                    acc += u[r, m] * lw[m] * u[c, m]
+                tsum[e] += acc
+                e += 1
+        for r in range(k):  # rr = q U
+            for c in range(k):
+                acc = 0.0
+                for m in range(k):
+                    acc += q[r, m] * u[m, c]
+                rr[r, c] = acc
+        for m in range(k):
+            for n in range(m, k):
+                if n == m:
+                    coef = 1.0 / w[m]
+                else:
+                    coef = 2.0 * _log_divided_difference(w[m], w[n], lw[m], lw[n])
+                # av = entries of sym(u_m u_n^T) paired with Tbar (off-diagonal twice);
+                # bv = parameters' pairing with sym(u_m r_n^T + u_n r_m^T)
+                e = 0
+                for r in range(k):
+                    av[e] = u[r, m] * u[r, n]
+                    bv[e] = u[r, m] * rr[r, n] + u[r, n] * rr[r, m]
+                    e += 1
+                for r in range(k):
+                    for c in range(r + 1, k):
+                        av[e] = u[r, m] * u[c, n] + u[c, m] * u[r, n]
+                        bv[e] = (
+                            u[r, m] * rr[c, n]
+                            + u[c, m] * rr[r, n]
+                            + u[r, n] * rr[c, m]
+                            + u[c, n] * rr[r, m]
+                        )
+                        e += 1
+                for e in range(dim):
+                    ae = coef * av[e]
+                    for f in range(dim):
+                        jac[e, f] += ae * bv[f]
+
+
+_CHUNK = 64  # records per vectorized Jacobi (sym_sums._SOA_CHUNK): the chunk stays in L1/L2
+
+
+@njit(cache=True, error_model="numpy")
+def _sum3(xi, data, tsum, jac):
+    """:func:`_sum_k` at ``k = 3``, vectorized over chunks of records.
+
+    The records of a chunk go through sym_sums' vectorized Jacobi (the data axis
+    innermost, as the graph's ``SymCongruenceSum`` kernel, whose congruence it copies
+    term for term); every loop below has the chunk as its inner loop and no reduction
+    (strict floating point does not vectorize reductions): the sums are kept per lane
+    and added up once, after the last chunk."""
+    n = data.shape[0]
+    nc = _CHUNK
+    pa = np.empty((6, nc))  # P: entries 00 11 22 01 02 12, then eigenvalues in rows 0-2
+    ua = np.empty((9, nc))  # eigenvectors, u_rc at 3r + c
+    qa = np.empty((9, nc))  # Q = D xi, q_rc at 3r + c
+    ra = np.empty((9, nc))  # R = Q U
+    lw = np.empty((3, nc))
+    co = np.empty(nc)
+    av = np.empty((6, nc))
+    bv = np.empty((6, nc))
+    tacc = np.zeros((6, nc))
+    jacc = np.zeros((36, nc))
+    a00, a01, a02 = xi[0, 0], xi[0, 1], xi[0, 2]
+    a10, a11, a12 = xi[1, 0], xi[1, 1], xi[1, 2]
+    a20, a21, a22 = xi[2, 0], xi[2, 1], xi[2, 2]
+    for start in range(0, n, nc):
+        m = min(nc, n - start)
+        for j in range(m):  # sym_sums._log_sum3's congruence, term for term
+            i = start + j
+            t00 = data[i, 0, 0] * a00 + data[i, 0, 1] * a10 + data[i, 0, 2] * a20
+            t01 = data[i, 0, 0] * a01 + data[i, 0, 1] * a11 + data[i, 0, 2] * a21
+            t02 = data[i, 0, 0] * a02 + data[i, 0, 1] * a12 + data[i, 0, 2] * a22
+            t10 = data[i, 1, 0] * a00 + data[i, 1, 1] * a10 + data[i, 1, 2] * a20
+            t11 = data[i, 1, 0] * a01 + data[i, 1, 1] * a11 + data[i, 1, 2] * a21
+            t12 = data[i, 1, 0] * a02 + data[i, 1, 1] * a12 + data[i, 1, 2] * a22
+            t20 = data[i, 2, 0] * a00 + data[i, 2, 1] * a10 + data[i, 2, 2] * a20
+            t21 = data[i, 2, 0] * a01 + data[i, 2, 1] * a11 + data[i, 2, 2] * a21
+            t22 = data[i, 2, 0] * a02 + data[i, 2, 1] * a12 + data[i, 2, 2] * a22
+            qa[0, j], qa[1, j], qa[2, j] = t00, t01, t02
+            qa[3, j], qa[4, j], qa[5, j] = t10, t11, t12
+            qa[6, j], qa[7, j], qa[8, j] = t20, t21, t22
+            pa[0, j] = a00 * t00 + a10 * t10 + a20 * t20
+            pa[1, j] = a01 * t01 + a11 * t11 + a21 * t21
+            pa[2, j] = a02 * t02 + a12 * t12 + a22 * t22
+            pa[3, j] = 0.5 * (a00 * t01 + a10 * t11 + a20 * t21 + a01 * t00 + a11 * t10 + a21 * t20)
+            pa[4, j] = 0.5 * (a00 * t02 + a10 * t12 + a20 * t22 + a02 * t00 + a12 * t10 + a22 * t20)
+            pa[5, j] = 0.5 * (a01 * t02 + a11 * t12 + a21 * t22 + a02 * t01 + a12 * t11 + a22 * t21)
+        for j in range(m, nc):  # the last chunk's idle lanes: the identity, no rotation
+            for e in range(6):
+                pa[e, j] = 1.0 if e < 3 else 0.0
+        _soa_jacobi3(pa, ua)
+        for mm in range(3):  # library calls: a loop of their own
+            for j in range(m):
+                lw[mm, j] = np.log(pa[mm, j])
+        for e in range(6):  # T += U diag(log w) U^T
+            r, c = _ENTRY_ROW[e], _ENTRY_COL[e]
+            for j in range(m):
+                tacc[e, j] += (
+                    ua[3 * r, j] * lw[0, j] * ua[3 * c, j]
+                    + ua[3 * r + 1, j] * lw[1, j] * ua[3 * c + 1, j]
+                    + ua[3 * r + 2, j] * lw[2, j] * ua[3 * c + 2, j]
+                )
+        for r in range(3):  # R = Q U
+            for c in range(3):
+                for j in range(m):
+                    ra[3 * r + c, j] = (
+                        qa[3 * r, j] * ua[c, j]
+                        + qa[3 * r + 1, j] * ua[3 + c, j]
+                        + qa[3 * r + 2, j] * ua[6 + c, j]
+                    )
+        for mm in range(3):
+            for nn in range(mm, 3):
+                if nn == mm:
+                    for j in range(m):
+                        co[j] = 1.0 / pa[mm, j]
+                else:
+                    for j in range(m):
+                        co[j] = 2.0 * _log_divided_difference(
+                            pa[mm, j], pa[nn, j], lw[mm, j], lw[nn, j]
+                        )
+                for e in range(6):
+                    r, c = _ENTRY_ROW[e], _ENTRY_COL[e]
+                    if r == c:
+                        for j in range(m):
+                            av[e, j] = co[j] * (ua[3 * r + mm, j] * ua[3 * r + nn, j])
+                            bv[e, j] = (
+                                ua[3 * r + mm, j] * ra[3 * r + nn, j]
+                                + ua[3 * r + nn, j] * ra[3 * r + mm, j]
+                            )
+                    else:
+                        for j in range(m):
+                            av[e, j] = co[j] * (
+                                ua[3 * r + mm, j] * ua[3 * c + nn, j]
+                                + ua[3 * c + mm, j] * ua[3 * r + nn, j]
+                            )
+                            bv[e, j] = (
+                                ua[3 * r + mm, j] * ra[3 * c + nn, j]
+                                + ua[3 * c + mm, j] * ra[3 * r + nn, j]
+                                + ua[3 * r + nn, j] * ra[3 * c + mm, j]
+                                + ua[3 * c + nn, j] * ra[3 * r + mm, j]
+                            )
+                for e in range(6):
+                    for f in range(6):
+                        for j in range(m):
+                            jacc[6 * e + f, j] += av[e, j] * bv[f, j]
+    for e in range(6):
+        acc = 0.0
+        for j in range(nc):
+            acc += tacc[e, j]
+        tsum[e] += acc
+        for f in range(6):
+            acc = 0.0
+            for j in range(nc):
+                acc += jacc[6 * e + f, j]
+            jac[e, f] += acc
+
+
+@njit(cache=True, error_model="numpy")
+def kng_norm(c, frame, params, data, weight, g_c):
+    """``N = ||sum_i log_x(x_i)||_x`` at ``x = exp_frame(frame, c)``, as
+    ``SPD.pt_frechet_gradient_norm(SPD.pt_exp_frame(frame, c), data)``; adds
+    ``weight * dN/dc`` to ``g_c``.
+
+    One pass over the records accumulates ``T`` and the linear map ``dT/dxi``
+    (:func:`_sum2`, :func:`_sum_k`); then ``xibar = (dT/dxi)^T T/N`` goes back through
+    ``xi = X^{-1/2}``, ``X = sym(S E S)`` and ``E = expm(W)`` by their Daleckii–Krein
+    pullbacks (each once per call).
+    """
+    sq = frame[0]
+    k = sq.shape[0]
+    dim = k * (k + 1) // 2
+    wm = np.empty((k, k))
+    tmp = np.empty((k, k))
+    om = np.empty(k)
+    vv = np.empty((k, k))
+    lam = np.empty(k)
+    zz = np.empty((k, k))
+    em = np.empty((k, k))
+    xm = np.empty((k, k))
+    xi = np.empty((k, k))
+    _fill_w(c, k, wm)
+    tmp[:, :] = wm
+    _jacobi_eigh(tmp, om, vv)
+    _function(om, vv, _EXP, em)
+    _congruence(sq, em, xm)
+    tmp[:, :] = xm
+    _jacobi_eigh(tmp, lam, zz)
+    _function(lam, zz, _INVSQRT, xi)
+    tsum = np.zeros(dim)
+    jac = np.zeros((dim, dim))
+    if k == 2:
+        _sum2(xi, data, tsum, jac)
+        for f in range(3):  # T01 counts twice in the Frobenius pairing
+            jac[2, f] *= 2.0
+    elif k == 3:
+        _sum3(xi, data, tsum, jac)
+    else:
+        _sum_k(xi, data, tsum, jac)
+    total = 0.0
+    for e in range(dim):
+        total += tsum[e] * tsum[e] if e < k else 2.0 * tsum[e] * tsum[e]
+    nrm = np.sqrt(total + 1e-300)
+    # xibar in parameters, then as the symmetric G with dN = tr(G dxi)
+    xb = np.zeros(dim)
+    for e in range(dim):
+        te = tsum[e] / nrm
+        for f in range(dim):
+            xb[f] += te * jac[e, f]
+    gm = np.empty((k, k))
+    for r in range(k):
+        gm[r, r] = xb[r]
+    e = k
+    for r in range(k):
+        for cc in range(r + 1, k):
+            gm[r, cc] = 0.5 * xb[e]  # a parameter moves both entries
+            gm[cc, r] = gm[r, cc]
+            e += 1
+    gam = np.empty((k, k))
+    t1 = np.empty((k, k))
+    t2 = np.empty((k, k))
+    _dk_pullback(lam, zz, gm, _INVSQRT, xm, gam, t1, t2)  # xm = Xbar
+    _congruence(sq, xm, em)  # em = Ebar = S Xbar S
+    _dk_pullback(om, vv, em, _EXP, wm, gam, t1, t2)  # wm = Wbar
+    _add_coords(wm, k, weight, g_c)
+    return nrm
