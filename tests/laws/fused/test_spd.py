@@ -260,3 +260,25 @@ def test_other_sizes_match_graph(k):
             assert _close(val, want[0]) and _close(g, want[1]), (c_v, val, g, want[:2])
             val, g = _kng(M, c_v, sqrt_v, data_v)
             assert _close(val, want[2]) and _close(g, want[3]), (c_v, val, g, want[2:])
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_kernels_of_one_size_equal_the_general_ones(k):
+    """``kernels(M)`` (the variants compiled with one size's code) gives the general
+    kernels' numbers bit for bit: they run the same code for that size."""
+    M = SPD(k=k)
+    lvd, kng = fused.kernels(M)
+    rng = np.random.default_rng(SEED + 500 + k)
+    origin = _origins(M, rng)[1]
+    sqrt = M.chart_frame(origin)["sqrt"]
+    data = _records(M, origin, 1.0, 9, rng)
+    c = 0.7 * _directions(M, rng)[1]
+    g1, g2 = np.zeros(M.dim), np.zeros(M.dim)
+    assert lvd(c, (sqrt,), fused.params(M), g1) == fused.log_volume_density(
+        c, (sqrt,), fused.params(M), g2
+    )
+    assert np.array_equal(g1, g2)
+    assert kng(c, (sqrt,), fused.params(M), data, 0.3, g1) == fused.kng_norm(
+        c, (sqrt,), fused.params(M), data, 0.3, g2
+    )
+    assert np.array_equal(g1, g2)
