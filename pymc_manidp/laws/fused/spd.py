@@ -232,18 +232,17 @@ def _congruence(s, a, out):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _beta_s(m, s, det, beta):
-    """``d log[l1, l2] / ds`` at fixed ``m`` (``l = m +- sqrt(s)``, ``beta = log[l1, l2]``):
-    ``(m/det - beta) / (2s)``, or ``phi'(u)/m^3`` with ``phi(u) = atanh(sqrt u)/sqrt u``
-    in ``u = s/m^2`` where that quotient cancels."""
-    u = s / (m * m)
+def _beta_s2(m, s, u, inv, beta):
+    """``2 d log[l1, l2] / ds`` at fixed ``m`` (``l = m +- sqrt(s)``, ``beta = log[l1, l2]``,
+    ``u = s/m^2``, ``inv = 1/det``): ``(m/det - beta) / s``, or ``2 phi'(u)/m^3`` with
+    ``phi(u) = atanh(sqrt u)/sqrt u`` where that quotient cancels."""
     if u < _BETA_S_SERIES:
         ser = 1 / 3 + u * (
             2 / 5
             + u * (3 / 7 + u * (4 / 9 + u * (5 / 11 + u * (6 / 13 + u * (7 / 15 + u * 8 / 17)))))
         )
-        return ser / (m * m * m)
-    return (m / det - beta) / (2.0 * s)
+        return 2.0 * ser / (m * m * m)
+    return (m * inv - beta) / s
 
 
 @njit(cache=True, error_model="numpy")
@@ -302,7 +301,7 @@ def _sum2(al, ga, be, data):
         s11 += mu - beta * h
         s01 += beta * q
         inv = 1.0 / det
-        bs2 = 2.0 * _beta_s(m, s, det, beta)
+        bs2 = _beta_s2(m, s, d2, inv, beta)
         # dP/d(al, ga, be): dp = (2t1, 0, 2t2), dr = (0, 2t4, 2t3), dq = (t3, t2, t1 + t4)
         # so dm = (t1, t4, t2 + t3), dh = (t1, -t4, t2 - t3)
         dm0, dm1, dm2 = t1, t4, t2 + t3
