@@ -516,7 +516,8 @@ def kng_norm_2(c, frame, params, data, weight, g_c):
 _CHUNK = 64  # records per vectorized Jacobi (sym_sums._SOA_CHUNK): the chunk stays in L1/L2
 
 
-@njit(cache=True, error_model="numpy")
+# inlined: compiled once inside the kernel, not compiled alone and linked in again
+@njit(cache=True, inline="always", error_model="numpy")
 def _sum3(xi, data, tsum, jac):
     """:func:`_sum_k` at ``k = 3``, vectorized over chunks of records.
 
@@ -632,7 +633,8 @@ def _sum3(xi, data, tsum, jac):
             jac[e, f] += acc
 
 
-@njit(cache=True, error_model="numpy")
+# inlined: compiled once inside the kernel, not compiled alone and linked in again
+@njit(cache=True, inline="always", error_model="numpy")
 def _chart_point(c, sq):
     """``W``, its eigendecomposition, ``E = expm(W)``, ``X = sym(S E S)``, its
     eigendecomposition and ``xi = X^{-1/2}``: ``(wm, om, vv, em, xm, lam, zz, xi)``."""
@@ -657,7 +659,8 @@ def _chart_point(c, sq):
     return wm, om, vv, em, xm, lam, zz, xi
 
 
-@njit(cache=True, error_model="numpy")
+# inlined: compiled once inside the kernel, not compiled alone and linked in again
+@njit(cache=True, inline="always", error_model="numpy")
 def _pull_back(sq, point, tsum, jac, weight, g_c):
     """``N = |T|_F``, and ``weight * dN/dc`` added to ``g_c``: ``xibar = jac^T T/N``
     back through ``invsqrt``, the congruence by ``S`` and ``expm``. The work arrays of
