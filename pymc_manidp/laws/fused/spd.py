@@ -26,6 +26,11 @@ Coordinates of a symmetric matrix ``A`` here are its entries ``A_pp`` then ``A_p
 in *parameters* (an off-diagonal parameter moves both entries ``pq`` and ``qp``), and
 ``J`` pairs ``Tbar``'s entries with weight 1 on the diagonal and 2 off it (the Frobenius
 inner product of symmetric matrices).
+
+``k`` is a runtime size, so :func:`log_volume_density` and :func:`kng_norm` compile the
+code of every size (13 s of CPU cold for the KNG norm). :func:`kernels` gives the pair
+for one size: ``k = 2`` in closed forms and straight-line code (:func:`kng_norm_2`,
+0.7 s), ``k = 3`` without the general-k loops (:func:`kng_norm_3`).
 """
 
 from __future__ import annotations
