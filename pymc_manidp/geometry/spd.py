@@ -169,6 +169,13 @@ class SPD(ManifoldBase):
     homogeneous = True
 
     name: ClassVar[str] = "spd"
+
+    @property
+    def fused_kernels(self) -> str:
+        """``"spd:<k>"``: the kernels of ``geometry/_numba/fused/spd.py`` compiled for this
+        ``k`` only (``kernels(variant)``; those of every size cost 13 CPU s cold)."""
+        return f"spd:{self.k}"
+
     record_layout: ClassVar[str] = "(n, k, k) or (n, k*k): the matrix's entries row by row"
 
     @classmethod

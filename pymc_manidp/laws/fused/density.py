@@ -47,13 +47,14 @@ def fused_kernels(manifold):
     """The module of the manifold's kernels in chart coordinates, or None.
 
     A manifold names it in ``fused_kernels`` (a module of ``geometry/_numba/fused/``
-    with ``params``, ``log_volume_density`` and ``kng_norm``); a space without one
+    with ``params``, ``log_volume_density`` and ``kng_norm``; ``"module:variant"`` when
+    the module's ``kernels(variant)`` gives a pair compiled for one size); a space without one
     (a user's own manifold) has none, and its releases use the graph.
     """
     name = getattr(manifold, "fused_kernels", None)
     if name is None:
         return None
-    return importlib.import_module(f"{_KERNELS}.{name}")
+    return importlib.import_module(f"{_KERNELS}.{name.partition(':')[0]}")
 
 
 def kernel_params(manifold) -> np.ndarray:
@@ -68,8 +69,12 @@ def _compose(space: str, law: str, nframe: int, jit):
     Its layers are inlined into their caller: numba compiles, optimizes and links each
     function it calls as a unit of its own, and the units, not their size, are what a
     cold compile costs (docs/benchmarks.md)."""
-    mod = importlib.import_module(f"{_KERNELS}.{space}")
-    log_volume_density, kng_norm = mod.log_volume_density, mod.kng_norm
+    module, _, variant = space.partition(":")
+    mod = importlib.import_module(f"{_KERNELS}.{module}")
+    if variant:  # e.g. "spd:2": the module's kernels compiled for one size only
+        log_volume_density, kng_norm = mod.kernels(variant)
+    else:
+        log_volume_density, kng_norm = mod.log_volume_density, mod.kng_norm
     polar_coords, polar_pullback = polar.polar_coords, polar.polar_pullback
     wrapped_distance = polar.wrapped_distance
 
@@ -137,7 +142,7 @@ class PolarLogDensity(Op):
     Parameters
     ----------
     space : str
-        The manifold's ``fused_kernels`` module.
+        The manifold's ``fused_kernels`` (a module, or ``"module:variant"``).
     law : {"laplace", "kng"}
         The law (:data:`LAWS`).
     nframe : int

@@ -45,6 +45,9 @@ def _case(space):
     elif space.startswith("K"):  # K<k>: planar shapes of k landmarks
         M = pmd.KendallShape(int(space[1:]))
         mode = M.validate(rng.normal(size=(M.k_landmarks, 2)))
+    elif space.startswith("SPD"):
+        M = pmd.SPD(int(space[3:]))
+        mode = M.exp_coords(np.eye(M.k), np.linspace(-0.4, 0.6, M.dim))
     elif space == "SO3":
         M = pmd.Rotations()
         mode = M.exp_coords(np.eye(3), [0.4, -1.1, 0.7])
@@ -54,7 +57,7 @@ def _case(space):
     return M, mode, M.exp_coords(mode, coords)
 
 
-SPACES = ["R1", "R3", "S1", "S2", "S4", "H1", "H2", "H4", "SO3", "K3", "K5"]
+SPACES = ["R1", "R3", "S1", "S2", "S4", "H1", "H2", "H4", "SO3", "K3", "K5", "SPD2", "SPD3"]
 LAWS = {
     "laplace": (ManifoldLaplace, {"normalized": False}),
     "kng": (KNG, {"domain": None}),
