@@ -41,6 +41,7 @@ _OPTIONS = {
         choices=("nutpie", "pymc", "auto"),
     ),
     "cache_dir": _Option("PYMC_MANIDP_CACHE_DIR", "path", None, ""),
+    "mcmc_max_trace_bytes": _Option("PYMC_MANIDP_MCMC_MAX_TRACE_BYTES", "positive real", 2e9, ""),
     # read when a mechanism compiles its NUTS model for a new n: "auto" fuses the
     # law's log-density into one numba kernel where the manifold has kernels for it
     # (pymc_manidp.laws.fused), "graph" keeps PyTensor's autodiff graph of the chart
@@ -51,7 +52,6 @@ _OPTIONS = {
         "the NUTS log-density",
         choices=("auto", "graph"),
     ),
-    "mcmc_max_trace_bytes": _Option("PYMC_MANIDP_MCMC_MAX_TRACE_BYTES", "positive real", 2e9, ""),
 }
 
 

@@ -24,6 +24,7 @@ ENVS = (
     "PYMC_MANIDP_NUTS_BACKEND",
     "PYMC_MANIDP_CACHE_DIR",
     "PYMC_MANIDP_MCMC_MAX_TRACE_BYTES",
+    "PYMC_MANIDP_NUTS_DENSITY",
 )
 
 
@@ -43,11 +44,13 @@ def test_the_public_object_is_the_one_the_layers_read():
         "nuts_backend",
         "cache_dir",
         "mcmc_max_trace_bytes",
+        "nuts_density",
     ]
     assert [options.env(k) for k in options] == list(ENVS)
     assert options["mcmc_max_seconds"] == 600.0 == mcmc.MCMC_MAX_SECONDS
     assert options["nuts_backend"] == "auto" and options["cache_dir"] is None
     assert options["mcmc_max_trace_bytes"] == 2e9 == mcmc.MCMC_MAX_TRACE_BYTES
+    assert options["nuts_density"] == "auto"
 
 
 @given(
@@ -100,6 +103,30 @@ def test_backend_is_one_of_three_words(value, err):
     else:
         with pytest.raises(err, match=r"options\['nuts_backend'\].*nutpie, pymc, auto"):
             options["nuts_backend"] = value
+
+
+@pytest.mark.parametrize(
+    "value, err",
+    [
+        ("fused", ValueError),
+        ("", ValueError),
+        (" Graph", None),
+        (1, TypeError),
+        (["graph"], TypeError),
+    ],
+)
+def test_nuts_density_is_auto_or_graph(value, err, monkeypatch):
+    if err is None:
+        options["nuts_density"] = value
+        assert options["nuts_density"] == "graph"
+    else:
+        with pytest.raises(err, match=r"options\['nuts_density'\].*auto, graph"):
+            options["nuts_density"] = value
+    # the environment variable is read, and refused the same way, when no value is set
+    options.reset()
+    monkeypatch.setenv("PYMC_MANIDP_NUTS_DENSITY", "sometimes")
+    with pytest.raises(ValueError, match="PYMC_MANIDP_NUTS_DENSITY"):
+        options["nuts_density"]
 
 
 @pytest.mark.parametrize(

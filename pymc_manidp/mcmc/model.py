@@ -262,12 +262,13 @@ def fused_model(manifold, mode, sigma, law, *, inputs, name="release"):
     """
     values = fused_data(manifold, mode, sigma, law, inputs)
     d = manifold.dim
-    with pm.Model(check_bounds=False) as model:
+    # the chart's own coordinates get a named dim, as polar_model's traced variables
+    # (ArviZ's plots index every dim by its coordinate values)
+    coords = {"polar": np.arange(1 if d == 1 else d + 1)}
+    with pm.Model(coords=coords, check_bounds=False) as model:
         v = {key: pm.Data(key, val) for key, val in values.items()}
         frame = [t for key, t in v.items() if key.startswith("chart_")]
-        u = pm.Flat(
-            name + FUSED_SUFFIX, shape=1 if d == 1 else d + 1, initval=_fused_start(manifold, sigma)
-        )
+        u = pm.Flat(name + FUSED_SUFFIX, dims="polar", initval=_fused_start(manifold, sigma))
         pm.Potential(
             f"{name}_{law}",
             polar_log_density(manifold, law, u, v["scale"], frame, v.get("data")),
@@ -301,10 +302,17 @@ def expand_fused(manifold, mode, sigma, idata, name="release"):
     u = np.asarray(post[name + FUSED_SUFFIX].values, float)
     c = polar_coords_numpy(u, float(sigma), float(manifold.injectivity_radius))
     x = manifold.exp_coords(np.asarray(mode, float), c)
-    dims = tuple(point_dims(manifold))
-    post[name] = xr.DataArray(x, dims=("chain", "draw", *dims))
-    post["chart_coords"] = xr.DataArray(c, dims=("chain", "draw", "coord"))
-    post["distance"] = xr.DataArray(np.sqrt(np.sum(c**2, axis=-1)), dims=("chain", "draw"))
+    dims = point_dims(manifold)
+    chain_draw = {k: post[k].values for k in ("chain", "draw")}
+    post[name] = xr.DataArray(x, dims=("chain", "draw", *dims), coords={**chain_draw, **dims})
+    post["chart_coords"] = xr.DataArray(
+        c,
+        dims=("chain", "draw", "coord"),
+        coords={**chain_draw, "coord": np.arange(manifold.dim)},
+    )
+    post["distance"] = xr.DataArray(
+        np.sqrt(np.sum(c**2, axis=-1)), dims=("chain", "draw"), coords=chain_draw
+    )
     return idata
 
 

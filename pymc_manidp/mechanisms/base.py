@@ -319,8 +319,10 @@ class Mechanism:
     def warm_cache(self, *, backend=None) -> int:
         """Compile this mechanism's NUTS model into the on-disk cache, before any data.
 
-        A first NUTS release of a space and law compiles its model (38-46 CPU seconds
-        for KNG on H² or the Laplace on SO(3); docs/benchmarks.md, "Side by side").
+        A first NUTS release of a space and law compiles its model: a few CPU seconds
+        where the manifold has fused kernels (every shipped space, for the Laplace and
+        KNG on the mean), 34-80 through PyTensor's graph (KNG on the median, a user's
+        own manifold; docs/benchmarks.md, "Fused log-densities").
         The compiled entry points are keyed on the model's structure, which depends on
         the manifold and the law, never on n, ε, σ or the data, nor on the public ball
         except for KNG on the median, whose chart is capped at the ball's edge

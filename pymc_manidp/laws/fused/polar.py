@@ -15,7 +15,7 @@ for ``d = 1`` the chart is linear, ``c = scale * u`` with log-Jacobian ``log sca
 :func:`polar_coords` computes ``c`` and these terms, :func:`polar_pullback` turns a
 gradient in ``c`` into the gradient in ``u`` and adds the chart's own terms. The same
 arithmetic as the PyTensor graph (``log sech^2`` by ``log1p``), so a fused density
-agrees with the graph's to rounding (``tests/laws/fused/test_polar.py``).
+agrees with the graph's to rounding (``tests/laws/fused/test_density.py``).
 
 :func:`polar_coords_numpy` is the same map for many draws at once (NumPy): the draws'
 chart coordinates after a run.
