@@ -455,6 +455,23 @@ def _log_congruence_mean_soa(a, d, wts, cs_out, moments):
     return energy
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _from_coords(cs, k):
+    """The symmetric ``(k, k)`` matrix of orthonormal coordinates ``cs`` (the diagonal
+    first, then the upper triangle by rows, scaled by sqrt 2: ``identity_frame``'s order)."""
+    out = np.empty((k, k))
+    e = 0
+    for r in range(k):
+        out[r, r] = cs[e]
+        e += 1
+    for r in range(k):
+        for cc in range(r + 1, k):
+            out[r, cc] = cs[e] / _SQRT2
+            out[cc, r] = out[r, cc]
+            e += 1
+    return out
+
+
 def log_congruence_mean(a, d, wts, hessian):
     r"""Weighted sums of the logs of ``sym(a d_i a)``: their mean, energy and moments.
 
@@ -532,17 +549,7 @@ def _log_congruence_mean_2x2(a, d, wts, hessian):
                 for f in range(3):
                     moments[e, f] += wi * c[e] * c[f]
         energy += wi * l2
-    out = np.empty((k, k))
-    e = 0
-    for r in range(k):
-        out[r, r] = cs[e]
-        e += 1
-    for r in range(k):
-        for cc in range(r + 1, k):
-            out[r, cc] = cs[e] / _SQRT2
-            out[cc, r] = out[r, cc]
-            e += 1
-    return out, 0.5 * energy, moments
+    return _from_coords(cs, k), 0.5 * energy, moments
 
 
 @njit(cache=True, error_model="numpy")
@@ -603,14 +610,4 @@ def _log_congruence_mean_k(a, d, wts, hessian):
                 for e in range(dim):
                     for f in range(dim):
                         moments[e, f] += wi * c[e] * c[f]
-    out = np.empty((k, k))
-    e = 0
-    for r in range(k):
-        out[r, r] = cs[e]
-        e += 1
-    for r in range(k):
-        for cc in range(r + 1, k):
-            out[r, cc] = cs[e] / _SQRT2
-            out[cc, r] = out[r, cc]
-            e += 1
-    return out, 0.5 * energy, moments
+    return _from_coords(cs, k), 0.5 * energy, moments
