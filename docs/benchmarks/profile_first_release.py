@@ -100,10 +100,10 @@ def _data(space, n):
         M, center, radius = pmd.SPD(2), np.eye(2), 1.0
     elif space == "R3":
         M, center, radius = pmd.Euclidean(dim=3), np.zeros(3), 1.0
-    elif space == "K4":  # planar shapes of 4 landmarks: the unit square's, radius 0.5
+    elif space == "K4":  # planar shapes of 4 landmarks: the unit square's, radius 0.3
         M = pmd.KendallShape(4)
         center = M.validate(np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]))
-        radius = 0.5
+        radius = 0.3  # below r* = pi/8
     else:
         raise SystemExit(f"unknown space {space}: H2, SO3, S2, SPD2, R3 or K4")
     coords = rng.normal(size=(n, M.dim)) * 0.25 * radius

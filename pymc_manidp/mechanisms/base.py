@@ -308,7 +308,9 @@ class Mechanism:
         The law is sampled on the manifold in a polar chart at its mode (for a
         restricted law the unrestricted one, conditioned on the ball by keeping the
         draws inside). σ, the chart and the density's inputs are ``pm.Data``
-        (``mcmc.polar_model``).
+        (``mcmc.polar_model``). This is PyTensor's graph of the law, the model to
+        inspect or extend; a NUTS release samples the same log-density through one
+        fused kernel where the manifold has one (``mcmc.fused_model``).
         """
         self._check_sampler("nuts")
         data = self.domain.check(data, clip=check_bool(clip, "clip"))
