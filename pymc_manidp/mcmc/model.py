@@ -19,7 +19,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_manidp._options import options
-from pymc_manidp.laws.charts import PolarChart, chart_coords, point_dims, polar_log_radius
+from pymc_manidp.laws.charts import PolarChart, chart_coords, point_dims
 from pymc_manidp.laws.distributions import KNG, ManifoldLaplace
 from pymc_manidp.laws.fused import LAWS, fused_kernels, polar_coords_numpy, polar_log_density
 from pymc_manidp.laws.regression import regression_chart_logp
@@ -176,14 +176,30 @@ FUSED_SUFFIX = "_polar"
 
 
 def fused_law(manifold, law, law_kwargs=None, *, domain=None) -> str | None:
-    """Which fused density (``"laplace"``, ``"kng"``) samples this law, or None.
+    """Name the fused density (``"laplace"``, ``"kng"``) that samples this law, or None.
 
     The release's law is fused (one numba kernel for the log-density and its
-    gradient, :mod:`pymc_manidp.laws.fused`) when the manifold ships kernels in chart
+    gradient, ``pymc_manidp.laws.fused``) when the manifold ships kernels in chart
     coordinates (``manifold.fused_kernels``), the law is the unnormalized Laplace or
     KNG on the Fréchet mean on the whole chart (no ``domain`` cap), and the option
     ``nuts_density`` (``PYMC_MANIDP_NUTS_DENSITY``) is not ``"graph"``; otherwise
     :func:`polar_model`'s PyTensor graph samples it (the same law).
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The law's manifold.
+    law : PyMC distribution class
+        As :func:`polar_model`'s ``law``.
+    law_kwargs : dict, optional
+        As :func:`polar_model`'s ``law_kwargs``.
+    domain : DataDomain, optional
+        :func:`polar_model`'s chart cap; a capped chart has no fused density.
+
+    Returns
+    -------
+    str or None
+        ``"laplace"``, ``"kng"``, or None for the graph.
     """
     if options["nuts_density"] == "graph" or domain is not None:
         return None
@@ -198,9 +214,28 @@ def fused_law(manifold, law, law_kwargs=None, *, domain=None) -> str | None:
 
 
 def fused_data(manifold, mode, sigma, law, inputs) -> dict:
-    """The values of every ``pm.Data`` of :func:`fused_model`: :func:`polar_data`'s,
-    without the Laplace's footpoint, which must be the mode (the fused Laplace
-    measures distances from the chart's origin).
+    """Give the values of every ``pm.Data`` of :func:`fused_model`.
+
+    They are :func:`polar_data`'s, without the Laplace's footpoint, which must be the
+    mode (the fused Laplace measures distances from the chart's origin).
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The law's manifold.
+    mode : array, shape ``point_shape``
+        The chart's origin.
+    sigma : float
+        The law's σ.
+    law : {"laplace", "kng"}
+        The fused law (:func:`fused_law`).
+    inputs : dict of str to array
+        ``{"footpoint": mode}`` or ``{"data": records}``.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``"scale"``, ``"chart_<key>"`` and, for KNG, ``"data"``.
 
     Raises
     ------
@@ -224,17 +259,23 @@ def _fused_start(manifold, sigma):
     d = manifold.dim
     if d == 1:
         return np.ones(1)
-    t = np.asarray(float(sigma))
-    s = polar_log_radius(t, t, float(manifold.injectivity_radius)).eval()
-    return np.append(np.full(d, 1.0 / np.sqrt(d)), float(s))
+    # polar_log_radius in NumPy: its PyTensor graph's eval compiled a function (0.5 s
+    # of a cold first release)
+    sigma, big_t = float(sigma), float(manifold.injectivity_radius)
+    s = (
+        0.0
+        if np.isinf(big_t)
+        else np.log(big_t * np.arctanh(min(sigma / big_t, 1 - 1e-16)) / sigma)
+    )
+    return np.append(np.full(d, 1.0 / np.sqrt(d)), s)
 
 
 def fused_model(manifold, mode, sigma, law, *, inputs, name="release"):
-    """:func:`polar_model`'s law as one fused node: the model a NUTS release compiles.
+    """Build :func:`polar_model`'s law as one fused node: the model a NUTS release compiles.
 
     The free variable ``name + FUSED_SUFFIX`` is the polar chart's ``u = (z, s)``
     (``(1,)`` when ``d = 1``), its log-density a ``pm.Potential`` of
-    :func:`pymc_manidp.laws.fused.polar_log_density` (named ``name + "_" + law``):
+    ``pymc_manidp.laws.fused.polar_log_density`` (named ``name + "_" + law``):
     the same function of ``u``, value and gradient, as :func:`polar_model`'s graph
     (``tests/laws/fused/``), compiled as
     a handful of numba functions instead of hundreds. The released point and the
@@ -277,8 +318,21 @@ def fused_model(manifold, mode, sigma, law, *, inputs, name="release"):
 
 
 def is_fused(model, name="release") -> str | None:
-    """The law of a :func:`fused_model` (its draws need :func:`expand_fused`; its
-    data are :func:`fused_data`'s), or None for any other model."""
+    """Name the law of a :func:`fused_model`, or give None for any other model.
+
+    Parameters
+    ----------
+    model : pm.Model
+        A model.
+    name : str
+        The released variable's name.
+
+    Returns
+    -------
+    str or None
+        ``"laplace"`` or ``"kng"`` for a fused model (its draws need
+        :func:`expand_fused`, its data are :func:`fused_data`'s), else None.
+    """
     if name + FUSED_SUFFIX not in model.named_vars:
         return None
     return next(law for law in LAWS if f"{name}_{law}" in model.named_vars)
@@ -290,6 +344,19 @@ def expand_fused(manifold, mode, sigma, idata, name="release"):
     From the draws of ``u`` (``name + FUSED_SUFFIX``): ``chart_coords`` (normal
     coordinates at ``mode``, dim ``coord``), ``distance`` (their norm) and ``name``
     (the points, ``exp`` at ``mode``), as :func:`polar_model` traces them.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The law's manifold.
+    mode : array, shape ``point_shape``
+        The chart's origin the run sampled at.
+    sigma : float
+        The law's σ (the chart's scale).
+    idata : DataTree
+        The run (:meth:`CompiledSampler.sample`).
+    name : str
+        The released variable's name.
 
     Returns
     -------

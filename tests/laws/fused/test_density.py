@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytensor
+import pytensor.tensor as pt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import pymc_manidp as pmd
 from pymc_manidp import mcmc
 from pymc_manidp.laws.distributions import KNG, ManifoldLaplace
+from pymc_manidp.laws.fused import PolarLogDensity
 
 RTOL = 1e-9
 
@@ -145,3 +149,48 @@ def test_laws_without_a_fused_density_keep_the_graph():
     assert mcmc.fused_law(M, KNG, {"domain": None}, domain=object()) is None
     with pmd.options.context(nuts_density="graph"):
         assert mcmc.fused_law(M, KNG, {"domain": None}) is None
+
+
+@given(
+    st.sampled_from([1 / 3, 0.3333333333333333, 5e-324, 1e-300, 1e308, np.nan, np.inf, -0.0]),
+    st.integers(0, 2),
+)
+def test_a_laplace_footpoint_off_the_mode_is_refused(value, index):
+    """The fused Laplace measures distances from the chart's origin: a footpoint that is
+    not the mode, by any amount (a sub-ulp change, a NaN), is refused, never sampled."""
+    M, mode, _ = _case("R3")
+    footpoint = mode.copy()
+    footpoint[index] = value if value != -0.0 else np.nextafter(mode[index], np.inf)
+    assert not np.array_equal(footpoint, mode)
+    with pytest.raises(ValueError, match="footpoint must be the mode"):
+        mcmc.fused_data(M, mode, 0.2, "laplace", {"footpoint": footpoint})
+    values = mcmc.fused_data(M, mode, 0.2, "laplace", {"footpoint": mode.copy()})
+    assert "footpoint" not in values and set(values) == {"scale", "chart_origin"}
+
+
+def test_the_op_refuses_inputs_it_cannot_read():
+    op = PolarLogDensity("euclidean", "kng", 1, np.inf)
+    u, scale, origin, params = pt.dvector(), pt.dscalar(), pt.dvector(), pt.dvector()
+    with pytest.raises(ValueError, match="expected 3 inputs after u and scale"):
+        op(u, scale, origin, params)
+    with pytest.raises(ValueError, match="u must be a vector and scale a scalar"):
+        op(pt.dmatrix(), scale, origin, params, pt.dmatrix())
+    with pytest.raises(ValueError, match="law must be one of"):
+        PolarLogDensity("euclidean", "gauss", 1, np.inf)
+
+
+@pytest.mark.parametrize("space", ["R3", "S2", "SO3", "K3"])
+def test_the_chains_start_one_sigma_from_the_mode_as_the_graphs(space):
+    """The fused model's start (NumPy) is the graph model's (PyTensor's polar chart
+    applied to the point one sigma along the diagonal), to rounding."""
+    M, mode, data = _case(space)
+    sigma = 0.2
+    graph = mcmc.polar_model(
+        M, mode, sigma, KNG, inputs={"data": data}, law_kwargs={"domain": None}
+    )
+    fused = mcmc.fused_model(M, mode, sigma, "kng", inputs={"data": data})
+    (gv,) = graph.value_vars
+    (fv,) = fused.value_vars
+    want = graph.initial_point()[gv.name]
+    got = fused.initial_point()[fv.name]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
