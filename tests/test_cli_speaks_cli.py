@@ -266,6 +266,10 @@ def test_a_rotation_1e_9_from_the_identity_prints_as_one(tmp_path):
     np.savetxt(tmp_path / "rot.csv", np.tile(rotation.reshape(1, 9), (3, 1)), delimiter=",")
     argv = ["release", "rot.csv", "--manifold", "rotations", "--epsilon", "1e9"]
     argv += ["--center", "identity", "--radius", "0.1", "--out", "rot.json"]
+    # seeded: sigma is 1.3e-10, so the noise moves the distance by several sigma often
+    # enough (0.73e-9 to 1.43e-9 in six unseeded runs; 1.72e-9 failed a clean-clone CI
+    # run) for the bounds below to fail about one run in ten; seed 2 gives 0.95e-9
+    argv += ["--seed", "2", "--allow-fixed-seed"]
     proc = installed(*argv, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     value = np.array(json.loads((tmp_path / "rot.json").read_text())["release"]["value"])
