@@ -62,13 +62,14 @@ def kernel_params(manifold) -> np.ndarray:
     return np.asarray(fused_kernels(manifold).params(manifold), dtype=np.float64)
 
 
-def _compose(space: str, law: str, nframe: int, jit):
-    """The kernel ``(u, scale, *frame, params[, data]) -> (logp, grad)`` of a space and
-    law, compiled by ``jit`` (numba's for Python callers, PyTensor's for graphs).
+def _compose(space: str, law: str, nframe: int, big_t: float, jit):
+    """The Op's kernel ``(u, scale, *frame, params[, data]) -> (logp, grad)`` of a space
+    and law (``scale`` and ``logp`` 0-d arrays, as PyTensor passes and takes them),
+    compiled by ``jit`` (numba's for Python callers, PyTensor's for graphs).
 
-    Its layers are inlined into their caller: numba compiles, optimizes and links each
-    function it calls as a unit of its own, and the units, not their size, are what a
-    cold compile costs (docs/benchmarks.md)."""
+    Its layers are inlined into it: numba compiles, optimizes and links each function it
+    calls as a unit of its own, and the units, not their size, are what a cold compile
+    costs (docs/benchmarks.md)."""
     module, _, variant = space.partition(":")
     mod = importlib.import_module(f"{_KERNELS}.{module}")
     if variant:  # e.g. "spd:2": the module's kernels compiled for one size only
@@ -94,14 +95,16 @@ def _compose(space: str, law: str, nframe: int, jit):
         density = jit(density, inline="always")
         if nframe == 1:
 
-            def kernel(u, scale, f0, params, big_t):
-                return density(u, scale, (f0,), params, big_t)
+            def kernel(u, scale, f0, params):
+                logp, grad = density(u, scale.item(), (f0,), params, big_t)
+                return np.asarray(logp), grad
         else:
 
-            def kernel(u, scale, f0, f1, params, big_t):
-                return density(u, scale, (f0, f1), params, big_t)
+            def kernel(u, scale, f0, f1, params):
+                logp, grad = density(u, scale.item(), (f0, f1), params, big_t)
+                return np.asarray(logp), grad
 
-        return jit(kernel, inline="always")
+        return jit(kernel)
 
     def density(u, scale, frame, params, big_t, data):
         c, log_jac, aux = polar_coords(u, scale, big_t)
@@ -114,20 +117,22 @@ def _compose(space: str, law: str, nframe: int, jit):
     density = jit(density, inline="always")
     if nframe == 1:
 
-        def kernel(u, scale, f0, params, data, big_t):
-            return density(u, scale, (f0,), params, big_t, data)
+        def kernel(u, scale, f0, params, data):
+            logp, grad = density(u, scale.item(), (f0,), params, big_t, data)
+            return np.asarray(logp), grad
     else:
 
-        def kernel(u, scale, f0, f1, params, data, big_t):
-            return density(u, scale, (f0, f1), params, big_t, data)
+        def kernel(u, scale, f0, f1, params, data):
+            logp, grad = density(u, scale.item(), (f0, f1), params, big_t, data)
+            return np.asarray(logp), grad
 
-    return jit(kernel, inline="always")
+    return jit(kernel)
 
 
 @functools.cache
-def _python_kernel(space, law, nframe):
+def _python_kernel(space, law, nframe, big_t):
     """The kernel callable from Python (``perform``: PyTensor's C and Python backends)."""
-    return _compose(space, law, nframe, functools.partial(numba.njit, error_model="numpy"))
+    return _compose(space, law, nframe, big_t, functools.partial(numba.njit, error_model="numpy"))
 
 
 class PolarLogDensity(Op):
@@ -170,10 +175,9 @@ class PolarLogDensity(Op):
         return Apply(self, [u, scale, *rest], [pt.dscalar(), u.type()])
 
     def perform(self, node, inputs, output_storage):
-        fn = _python_kernel(self.space, self.law, self.nframe)
-        u, scale, *rest = (np.asarray(x, dtype=np.float64) for x in inputs)
-        logp, grad = fn(u, float(scale), *rest, self.big_t)
-        output_storage[0][0] = np.asarray(logp, dtype=np.float64)
+        fn = _python_kernel(self.space, self.law, self.nframe, self.big_t)
+        logp, grad = fn(*(np.asarray(x, dtype=np.float64) for x in inputs))
+        output_storage[0][0] = logp
         output_storage[1][0] = grad
 
     def infer_shape(self, node, shapes):
@@ -212,35 +216,7 @@ def _kernel_salt() -> int:
 
 @register_funcify_default_op_cache_key(PolarLogDensity)
 def _numba_polar_log_density(op, node, **kwargs):
-    kernel = _compose(op.space, op.law, op.nframe, numba_njit)
-    big_t = op.big_t
-
-    if op.nframe == 1 and op.law == "laplace":
-
-        @numba_njit
-        def polar_log_density(u, scale, f0, params):
-            logp, grad = kernel(u, scale.item(), f0, params, big_t)
-            return np.asarray(logp), grad
-    elif op.nframe == 1:
-
-        @numba_njit
-        def polar_log_density(u, scale, f0, params, data):
-            logp, grad = kernel(u, scale.item(), f0, params, data, big_t)
-            return np.asarray(logp), grad
-    elif op.law == "laplace":
-
-        @numba_njit
-        def polar_log_density(u, scale, f0, f1, params):
-            logp, grad = kernel(u, scale.item(), f0, f1, params, big_t)
-            return np.asarray(logp), grad
-    else:
-
-        @numba_njit
-        def polar_log_density(u, scale, f0, f1, params, data):
-            logp, grad = kernel(u, scale.item(), f0, f1, params, data, big_t)
-            return np.asarray(logp), grad
-
-    return polar_log_density, _kernel_salt()
+    return _compose(op.space, op.law, op.nframe, op.big_t, numba_njit), _kernel_salt()
 
 
 def polar_log_density(manifold, law, u, scale, frame, data=None):
