@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import sys
@@ -67,6 +68,8 @@ def _refuse_ignored_options(args) -> None:
         ignored += ["--skip-diagnostics"] * args.skip_diagnostics
         ignored += ["--delta"] * (args.delta is not None)
         ignored += ["--estimate-delta"] * args.estimate_delta
+    if args.sampler != "nuts":  # only a NUTS release tries a short run first
+        ignored += ["--no-short-run"] * args.no_short_run
     if args.mechanism == "kng" and args.restrict:
         ignored.append("--restrict")
     if args.mechanism == "laplace" and args.statistic is not None:
@@ -89,7 +92,7 @@ def _refuse_ignored_options(args) -> None:
             "--mechanism laplace, --statistic for kng, --median-floor for the kng median's exact "
             "sampler; --draws/--tune/--chains/--report/"
             "--skip-diagnostics/--delta/--estimate-delta are for --sampler nuts or "
-            "metropolis): drop them"
+            "metropolis, --no-short-run for nuts): drop them"
         )
     if args.seed is not None and not args.allow_fixed_seed:
         raise ValueError(
@@ -116,6 +119,8 @@ def release(args) -> int:
         mcmc["settings"] = MCMCSettings().with_overrides(
             **{k: getattr(args, k) for k in MCMC_OPTIONS}
         )
+        if args.no_short_run:  # None in with_overrides keeps a value: replace it
+            mcmc["settings"] = dataclasses.replace(mcmc["settings"], short_run=None)
         from pymc_manidp.mcmc.memory_limit import check_mcmc_memory
 
         # the trace's size is public: a run that cannot fit is refused before any file

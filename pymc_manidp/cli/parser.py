@@ -160,6 +160,13 @@ def _add_release(sub) -> None:
         text = f"{text} (default: %(settings_default)s)"
         action = p.add_argument(f"--{name}", type=int, default=None, help=text)
         action.settings_default = _SettingsDefault(name)
+    p.add_argument(
+        "--no-short-run",
+        action="store_true",
+        help="NUTS: sample the full --tune + --draws at once (by default, at the default "
+        "length, a release first tries 300 tuning steps and 500 draws per chain and samples "
+        "the full run only when that one fails the diagnostics)",
+    )
     p.add_argument("--clip", action="store_true", help="project records outside the ball onto it")
     p.add_argument(
         "--project",

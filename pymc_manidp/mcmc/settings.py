@@ -18,6 +18,26 @@ from pymc_manidp._validation import check_positive_int
 
 __all__ = ["MCMCSettings"]
 
+#: the default run's length (the fields' defaults below)
+_DEFAULT_TUNE = 1000
+_DEFAULT_DRAWS = 1000
+#: the short run a release at the default length tries first: nutpie's own tuning
+#: length and half the draws; on the built-in targets at n = 10^4 its tail ESS was
+#: 726-894 in 4 x 500 draws against the gate's 400 (docs/benchmarks.md)
+_AUTO_SHORT_RUN = (300, 500)
+
+
+def _check_short_run(value):
+    """``"auto"``, ``None`` or a pair of ints ``(tune >= 0, draws >= 1)``."""
+    if value is None or (isinstance(value, str) and value == "auto"):
+        return value
+    if isinstance(value, str) or not isinstance(value, tuple | list) or len(value) != 2:
+        raise TypeError(f"short_run must be 'auto', None or a pair (tune, draws), got {value!r}")
+    tune = check_positive_int(value[0], "short_run's tune", minimum=0)
+    draws = check_positive_int(value[1], "short_run's draws")
+    return (tune, draws)
+
+
 #: names of the NUTS implementations (``None`` or ``"auto"``: nutpie when installed)
 _BACKENDS = (None, "auto", "nutpie", "pymc")
 
@@ -28,7 +48,11 @@ class MCMCSettings:
 
     The defaults are PyMC's: 4 chains of 1,000 tuning steps and 1,000 draws, enough
     effective draws for the diagnostics gate on the built-in targets
-    (docs/benchmarks.md).
+    (docs/benchmarks.md). A NUTS *release* at these defaults first tries a shorter
+    run (``short_run``): one draw is released, and the run is there to pass the gate,
+    which 4 x (300 + 500) does on the built-in targets with twice the effective draws
+    it asks (docs/benchmarks.md, "How long a release samples"); the full run samples
+    only when the shorter one fails it.
 
     Parameters
     ----------
@@ -44,6 +68,18 @@ class MCMCSettings:
     backend : {None, "auto", "nutpie", "pymc"}
         NUTS implementation; ``None`` follows ``$PYMC_MANIDP_NUTS_BACKEND``, then
         ``"auto"`` (nutpie when installed). Metropolis is always PyMC's.
+    short_run : "auto", None or (int, int)
+        ``(tune, draws)`` of a first, shorter run that a NUTS release tries before
+        the full ``(tune, draws)``: its draw is released when it passes the
+        diagnostics gate; otherwise the full run samples afresh (the next seed of the
+        release's random source) and the gate judges that one alone. ``"auto"``
+        (default): ``(300, 500)`` when ``tune`` and ``draws`` are the defaults, none
+        when the caller chose the run's length (a run of exactly the length asked).
+        ``None``: the full run at once. A length of the short run above the full
+        one's is cut to it; a short run as long as the full one is no short run.
+        Ignored by Metropolis (too correlated for the gate in a short run), by a
+        release with ``skip_diagnostics=True`` (nothing would judge the short run)
+        and outside releases.
     cores : int, optional
         How many processes PyMC's own samplers (its NUTS, Metropolis) run the chains
         in, ``>= 1``; ``None`` is PyMC's default (one per core, at most 4). ``1`` runs
@@ -59,18 +95,23 @@ class MCMCSettings:
     (1000, 1000, 4)
     >>> s.with_overrides(chains=2, draws=None).chains  # None keeps the value
     2
+    >>> [(r.tune, r.draws) for r in s.stages()]  # what a NUTS release may run, in turn
+    [(300, 500), (1000, 1000)]
+    >>> [(r.tune, r.draws) for r in MCMCSettings(draws=2000).stages()]
+    [(1000, 2000)]
     >>> MCMCSettings(chains=1)
     Traceback (most recent call last):
     ...
     ValueError: chains must be an integer >= 2, got 1
     """
 
-    draws: int = 1000
-    tune: int = 1000
+    draws: int = _DEFAULT_DRAWS
+    tune: int = _DEFAULT_TUNE
     chains: int = 4
     target_accept: float = 0.9
     backend: str | None = None
     cores: int | None = None
+    short_run: object = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "draws", check_positive_int(self.draws, "draws"))
@@ -91,6 +132,28 @@ class MCMCSettings:
         object.__setattr__(self, "backend", backend)
         if self.cores is not None:
             object.__setattr__(self, "cores", check_positive_int(self.cores, "cores"))
+        object.__setattr__(self, "short_run", _check_short_run(self.short_run))
+
+    def stages(self) -> tuple[MCMCSettings, ...]:
+        """The runs a NUTS release may sample, in turn: the short run (if any), then
+        this one; each later run only when the one before failed the gate.
+
+        Returns
+        -------
+        tuple of MCMCSettings
+            One or two settings; every one has ``short_run=None``.
+        """
+        full = dataclasses.replace(self, short_run=None)
+        short = self.short_run
+        if short == "auto":
+            defaults = (_DEFAULT_TUNE, _DEFAULT_DRAWS)
+            short = _AUTO_SHORT_RUN if (self.tune, self.draws) == defaults else None
+        if short is None:
+            return (full,)
+        tune, draws = min(short[0], self.tune), min(short[1], self.draws)
+        if (tune, draws) == (self.tune, self.draws):
+            return (full,)
+        return (dataclasses.replace(full, tune=tune, draws=draws), full)
 
     def with_overrides(self, **changes) -> MCMCSettings:
         """A copy with the fields given and not ``None`` replaced (checked again)."""
