@@ -522,7 +522,10 @@ class Mechanism:
             if request.is_mcmc:  # the trace's size and the run's time (n) are public:
                 # refused before the charge, which would otherwise stand as failed
                 mcmc.check_mcmc_memory(request.settings, self.manifold)
-                mcmc.check_mcmc_budget(self.manifold, request.calibration.n, request.settings)
+                # the time's lower bound is the shortest run the release may sample
+                mcmc.check_mcmc_budget(
+                    self.manifold, request.calibration.n, self._stages(request)[0]
+                )
             budget, charge = self._make_charge(terms, sampler)
         except BaseException:
             # refused before its charge: a ledger made for it is not left behind
@@ -837,8 +840,7 @@ class Mechanism:
             values = mcmc.polar_data(self.manifold, mode, cal.sigma, inputs)
         # NUTS first tries the settings' short run, gated like any run; a failed one
         # is not released from, and the full run samples afresh (MCMCSettings.stages)
-        gated = sampler == "nuts" and not request.skip_diagnostics
-        stages = settings.stages() if gated else (settings,)
+        stages = self._stages(request)
         tried = []
         for i, stage in enumerate(stages):
             seed = int(request.rng.integers(2**31 - 1))
@@ -861,6 +863,14 @@ class Mechanism:
                 # failures quote data-dependent numbers, so for the curator only
                 info["runs"] = tried
             return idata, info
+
+    @staticmethod
+    def _stages(request: ReleaseRequest):
+        """The runs an MCMC release may sample, in turn: the settings' short run first
+        for NUTS judged by the gate (``MCMCSettings.stages``), else the run asked."""
+        if request.sampler == "nuts" and not request.skip_diagnostics:
+            return request.settings.stages()
+        return (request.settings,)
 
     def _pick_draw(self, idata, rng):
         """One uniformly random post-tuning draw (inside the public ball if restricted)."""

@@ -202,3 +202,25 @@ def test_the_command_line_refuses_no_short_run_where_it_would_be_ignored(tmp_pat
         code, out, err = run([*argv, "--sampler", sampler], capsys)
         assert code == 2 and out == ""
         assert "--no-short-run has no effect" in err and "--no-short-run for nuts" in err
+
+
+@pytest.mark.parametrize(
+    "kwargs, length",
+    [({}, (300, 500)), ({"skip_diagnostics": True}, (1000, 1000))],
+)
+def test_the_time_bound_before_the_charge_is_the_shortest_run_the_release_may_sample(
+    kwargs, length, monkeypatch
+):
+    # check_mcmc_budget bounds the run's time from below: with a short run first, the
+    # release may take only that long, so a bound on the full run could refuse a release
+    # that fits the limit
+    seen = []
+
+    def stand_in(manifold, n, settings):
+        seen.append((settings.tune, settings.draws))
+        raise _Stop
+
+    monkeypatch.setattr(mcmc, "check_mcmc_budget", stand_in)
+    with pytest.raises(_Stop):
+        _kng().release(DATA, sampler="nuts", random_seed=1, **kwargs)
+    assert seen == [length]
