@@ -55,8 +55,9 @@ profile_first_release.py's case, ``x`` at the records' mean and 0.3 r from it) t
 139 us before (four records at a time, libm's ``acos``) and 45 us now, 3.1 times
 faster (3.5 on S^1, 2.6 on S^5; same process, alternating, medians of 300, 2 shared
 cores under load, 2026-11-28), values and gradients within 1.5e-13 (S^2) and 9.4e-13
-(S^5, gradient at the mean) of the old kernel's. Cold compile unchanged (5.1-5.9 s
-for the first call of both, loaded machine).
+(S^5, gradient at the mean) of the old kernel's. Its cold compile (first call, empty
+cache) did not measurably change: 3.6-4.6 s before, 4.1-4.6 s now (three runs each,
+loaded machine).
 """
 
 from __future__ import annotations
