@@ -8,7 +8,10 @@ sign of the Householder frame) and random points; ``|c|/R`` from 0 and 1e-9 (the
 of ``cos``, ``sinc`` and ``log sinc``), across each series' threshold, to 0.99 pi (the
 injectivity radius); ``n`` in 1, 7, 1000 records spread 0.05 and 0.5 of ``pi R`` around
 the origin, and records at ``x`` itself and at angles across the thresholds of
-``theta/sin(theta)`` (``q = sin^2 = 1e-8`` and ``1e-3``). Seeds are fixed in each test.
+``theta/sin(theta)`` (``q = sin^2 = 1e-8`` and ``1e-3``) and of the kernel's ``acos``
+(``c = +-1/2``), with ``n`` across the kernel's blocks of 64 records. The kernel's ``acos`` against
+libm's (1 ulp) and its ``f``, ``f'`` against 40-digit mpmath at and beside every
+threshold. Seeds are fixed in each test.
 
 Tolerances: the log volume density 1e-12 (relative); the norm 1e-11 of
 ``|G| + 1e-3 n R`` and its gradient 1e-9 of ``|grad| + n`` (``G = P - S x`` cancels when
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import math
 
+import mpmath
+import numba
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -260,3 +265,120 @@ def test_params_is_the_radius_and_refuses_other_spaces():
     assert fused.params(Sphere(dim=3)).dtype == np.float64
     with pytest.raises(TypeError, match="need a Sphere, got Euclidean"):
         fused.params(Euclidean(dim=2))
+
+
+def _q_edge(q):
+    """The ``c > 0`` at which ``(1 - c)(1 + c)`` is about ``q``."""
+    return math.sqrt(1.0 - q)
+
+
+# the kernel's thresholds in c: acos's reduction (|c| = 1/2), the series of f and f'
+# (q = 1e-8, 1e-3), the ends; each with its neighbours one ulp either side
+_C_EDGES = [
+    -1.0, -0.5, -1 / 3, -0.3333333333333333, -5e-324, 0.0, 5e-324, 1 / 3, 0.5,
+    _q_edge(fused._ASIN_SERIES), _q_edge(fused._SMALL_SQ), 1.0,
+]  # fmt: skip
+_CS = st.one_of(
+    st.sampled_from(_C_EDGES).flatmap(
+        lambda m: st.sampled_from([m, math.nextafter(m, -2.0), math.nextafter(m, 2.0)])
+    ),
+    st.floats(-1.0, 1.0),
+)
+
+
+@given(c=_CS)
+def test_acos_is_libms_to_one_ulp(c):
+    """The kernel's branch-free ``acos`` (fdlibm's reduction and rational) is within one
+    ulp of libm's on ``[-1, 1]``, at each branch point of its reduction and beside it."""
+    if abs(c) > 1.0:  # the neighbours of -1 and 1 outside
+        assert math.isnan(fused._acos(c))
+        return
+    want = math.acos(c)
+    assert abs(fused._acos(c) - want) <= math.ulp(want), (c, fused._acos(c), want)
+
+
+@given(c=st.sampled_from([math.nextafter(1.0, 2.0), math.nextafter(-1.0, -2.0), 1e308, -1e308]))
+def test_acos_is_nan_outside_its_domain(c):
+    assert math.isnan(fused._acos(c))
+    assert math.isnan(fused._acos(math.nan)) and math.isnan(fused._acos(math.inf))
+
+
+@numba.njit(error_model="numpy")
+def _acos_loop(cs):  # the vectorized loop the kernel runs, not one call at a time
+    out = np.empty_like(cs)
+    for i in range(cs.size):
+        out[i] = fused._acos(cs[i])
+    return out
+
+
+def test_acos_is_libms_on_a_dense_grid():
+    """2e5 points: uniform on [-1, 1] and geometric towards -1, 0 and 1 (seed 3)."""
+    rng = np.random.default_rng(3)
+    tail = np.logspace(-17, 0, 20_000)
+    cs = np.concatenate([rng.uniform(-1, 1, 100_000), 1 - tail, tail - 1, tail, -tail])
+    got = _acos_loop(cs)
+    want = np.array([math.acos(c) for c in cs])
+    ulps = np.array([math.ulp(w) for w in want])
+    assert np.all(np.abs(got - want) <= ulps)
+
+
+def _weights_mpmath(c):
+    """``theta/sin(theta)`` and its derivative in ``c = cos(theta)``, 40 digits."""
+    with mpmath.workdps(40):
+        cm = mpmath.mpf(c)
+        q = (1 - cm) * (1 + cm)
+        f = mpmath.acos(cm) / mpmath.sqrt(q)
+        return float(f), float((cm * f - 1) / q)
+
+
+@given(c=_CS)
+def test_weights_are_mpmaths(c):
+    """``f`` to 1e-15 (relative) on ``(-1, 1)``; ``f'`` to ``2e-15 (1 + 1/q)`` for
+    ``c > 0`` (the cancellation in ``(c f - 1)/q`` above ``q = 1e-3``, where its series
+    stops) and 2e-15 for ``c <= 0``; at ``c = 1`` the limits 1 and -1/3, at ``c = -1``
+    the graph's ``inf`` and ``-inf``, beyond them the graph's series and NaN."""
+    f, fp = fused._weights(c)
+    if c >= 1.0:  # q <= 0 by rounding: the series, as the graph
+        assert abs(f - 1.0) <= 1e-15 and abs(fp + 1 / 3) <= 1e-15, (c, f, fp)
+        return
+    if c == -1.0:
+        assert (f, fp) == (math.inf, -math.inf)
+        return
+    if c < -1.0:  # the graph's sqrt of a negative q
+        assert math.isnan(f) and math.isnan(fp)
+        return
+    f0, fp0 = _weights_mpmath(c)
+    q = (1.0 - c) * (1.0 + c)
+    assert abs(f - f0) <= 1e-15 * f0, (c, f, f0)
+    tol = 2e-15 * (1.0 + 1.0 / q) if c > 0.0 else 2e-15
+    assert abs(fp - fp0) <= tol * abs(fp0), (c, fp, fp0)
+
+
+@pytest.mark.parametrize(("d", "radius"), [(1, 1.0), (2, 2.5), (5, 1.0)])
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 129])
+def test_records_at_the_kernels_thresholds(graphs, d, radius, n):
+    """Records beside each branch point of the kernel's ``acos`` (angles pi/3, 2pi/3 and
+    pi/2 from ``x``, 1e-13 either side) and of ``f``, ``f'`` (plus records at ``x``), the
+    rest spread 0.3 of ``pi R``; ``n`` across the blocks of 64 records: the graph's
+    values and gradients (seed 11)."""
+    space, graph = Sphere(dim=d, radius=radius), graphs[d, radius]
+    rng = np.random.default_rng(11)
+    origin = space.sample_uniform(rng)
+    frame = space.chart_frame(origin)
+    c = 0.3 * radius * rng.standard_normal(d)
+    x = space.exp(origin, c @ frame["basis"])
+    angles = np.pi * np.array([1 / 3, 2 / 3, 1 / 2])[:, None] + np.array([-1e-13, 0.0, 1e-13])
+    v = space.to_tangent(x, rng.standard_normal((angles.size, space.dim + 1)))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    edges = space.exp(np.broadcast_to(x, v.shape), radius * angles.reshape(-1, 1) * v)
+    data = np.vstack([edges, near_x_records(space, x, rng)])
+    data = np.vstack([data, records(space, origin, max(n - len(data), 0), 0.3, rng)])[:n]
+    data = data[rng.permutation(n)]
+    check_close(
+        space,
+        fused_all(space, c, frame, data),
+        graph(c, frame["origin"], frame["basis"], data),
+        c,
+        frame,
+        data,
+    )
