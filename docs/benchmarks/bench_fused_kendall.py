@@ -5,7 +5,8 @@ below (commit 9c1cb25), in one process on the same data.
 Data: the K4 case of ``profile_first_release.py`` (planar shapes of 4 landmarks about
 the unit square, radius r = 0.3, records at normal chart coordinates of scale 0.25 r,
 n = 10^4), at the chart point ``x`` of the records' mean (chart origin there) and at
-``x`` 0.3 r away; also k = 3, 6, 8 (same scheme, regular polygon). Calls interleaved
+``x`` 0.3 r away; also k = 3, 6, 8 (same scheme, regular polygon), and at k = 4
+n = 10^5, 10^6 (the records repeated; 50 and 7 calls). Calls interleaved
 (old, new, old, ...), median of ``REPS`` (argument, default 300) each; prints both
 medians, their ratio, the relative difference of the values and the largest difference
 of the gradients relative to their largest entry, and each value's relative error
@@ -365,6 +366,20 @@ def main():
             f"ratio {to / tn:.2f}x; rel diff value {dv:.1e}, gradient {dg:.1e} (max entry); "
             f"value's rel error old {abs(vo / ve - 1):.1e}, new {abs(vn / ve - 1):.1e}"
         )
+
+    # larger n at k = 4 (the records repeated): the workspace's bound, memory traffic
+    frame, par, data, c = _case(4, 0.3)
+    for n, reps in ((10**5, 50), (10**6, 7)):
+        big = np.ascontiguousarray(np.resize(data, (n, *data.shape[1:])))
+        times = {"old": [], "new": []}
+        for _ in range(reps):
+            for name, mod in (("old", old), ("new", new)):
+                g = np.zeros(c.shape[0])
+                t = time.perf_counter()
+                mod.kng_norm(c, frame, par, big, 1.0, g)
+                times[name].append(time.perf_counter() - t)
+        to, tn = (np.median(times[n]) * 1e3 for n in ("old", "new"))
+        print(f"k=4 n={n:.0e} x 0.3 r away: old {to:.2f} ms, new {tn:.2f} ms, ratio {to / tn:.2f}x")
 
 
 if __name__ == "__main__":

@@ -295,3 +295,17 @@ def test_records_at_the_branch_points_against_the_graph(k, n, radius, seed):
     np.testing.assert_allclose(got[2], want[2], rtol=VALUE_RTOL, atol=1e-14 * n)
     if want[2] > 1e-4:
         _close_grad(got[3], want[3])
+
+
+@pytest.mark.parametrize("k", (3, 8))
+def test_records_beyond_the_workspace_against_the_graph(k):
+    """More records than the kernel's workspace holds (the later blocks computed again in
+    the second pass), the last block partial: value and gradient equal the graph's."""
+    M = KendallShape(k_landmarks=k)
+    per_block = (8 + 2 * k) * fk._BLOCK
+    n = (fk._WORK_DOUBLES // per_block + 2) * fk._BLOCK + 5
+    frame, c, data = _case(M, M.generic_point, 0.3, SPREADS[1], n, _rng("beyond", k))
+    want = _graph(k)(c, *frame, data)
+    got = _fused(M, frame, c, data)
+    np.testing.assert_allclose(got[2], want[2], rtol=VALUE_RTOL)
+    _close_grad(got[3], want[3])

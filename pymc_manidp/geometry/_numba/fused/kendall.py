@@ -25,9 +25,9 @@ function of ``q``) and ``r = sum_i d(w c)/d(re, im) . (y_i, -J y_i)``. ``g`` is 
 after the sum over the records, so the kernel makes two passes over them: ``T`` (so
 ``g``) first, then ``H g`` as ``sum_i [y_i, J y_i] M_i [y_i . g, J y_i . g]^T``, ``O(k)``
 per record each. The first pass keeps, block by block, the records transposed and
-their coefficients in a workspace of ``(2k + 8) n`` doubles (twice the data at
-``k = 4``), which the second reads instead of the rows and instead of computing the
-coefficients again.
+their coefficients in a workspace (``(2k + 8)`` doubles a record, 2 MB at most:
+``n = 16384`` at ``k = 4``), which the second reads instead of the rows and instead of
+computing the coefficients again; the blocks beyond it are computed again.
 
 One pass is possible (sum ``H`` itself, ``O(k^2)`` per record, beside ``T``; commit
 b1d4952 on branch fz_kendall), and was dropped: at ``n = 10^4`` it took 140/180/225/
@@ -45,7 +45,10 @@ reassociation is needed) and the lanes summed at the end. Value and gradient at
 ``profile_first_release.py``, both kernels in one process, interleaved, medians of
 200): 91/78/121/140 us at ``k = 4/3/6/8`` against 194/175/259/325 us for the previous
 kernel (rows read per record and coefficients computed in both passes), 2.1-2.3x
-(2 shared cores under load, 2026-11-28). Earlier: a first per-record loop with libm's
+(2 shared cores under load, 2026-11-28); at ``k = 4``, 1.4x at ``n = 10^5`` and
+1.2x at ``10^6`` (memory-bound: the rows are read twice). An unbounded workspace
+(``O(n)``, allocated on each call) was 3x slower than the previous kernel at
+``n = 10^6`` (page faults). Earlier: a first per-record loop with libm's
 ``atan2`` and ``H`` took 535 us at ``k = 3``; PyTensor's compiled value and gradient
 of the same norm took 240/215/238/253 us at ``k = 3/4/6/8``. The sums' new order
 moves the value near the records' mean (``T`` ~75 times smaller than its terms) by
@@ -139,6 +142,10 @@ _Q = (
 _TAN_3PI_8 = 2.41421356237309504880
 _MOREBITS = 6.123233995736765886130e-17  # pi/2 - float(pi/2)
 _BLOCK = 64  # records per block (vector lanes of the scalar phase)
+# the workspace's size, doubles: 2 MB keeps n = 10^4 records at k = 4 (their rows
+# and coefficients) in L2/L3; a larger one, allocated on each call, costs more in
+# page faults and memory traffic than recomputing (3x slower at n = 10^6)
+_WORK_DOUBLES = 2**18
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -214,59 +221,65 @@ def _finish(tot, big_s, x):
     return norm, g, gx
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _load(data, i0, nb, yb):
-    """Records ``i0 .. i0 + nb`` transposed into ``yb`` (coordinate, lane): read row
-    by row (contiguous), so the loops over the lanes vectorize; spare lanes 0."""
+@njit(cache=True, error_model="numpy")
+def _block(data, i0, nb, x, buf, reb, imb):
+    """Records ``i0 .. i0 + nb`` into ``buf``: their 8 coefficients (``_coefficients``)
+    in ``buf[:8]``, then the records transposed (``buf[8 + a, ii]``, spare lanes 0),
+    read row by row (contiguous) so that the loops over the lanes vectorize."""
     k = data.shape[1]
+    bs = buf.shape[1]
+    co = buf[:8]
+    yb = buf[8:]
     for ii in range(nb):
         for j in range(k):
             yb[2 * j, ii] = data[i0 + ii, j, 0]
             yb[2 * j + 1, ii] = data[i0 + ii, j, 1]
-    for ii in range(nb, yb.shape[1]):
+    for ii in range(nb, bs):
         for a in range(2 * k):
             yb[a, ii] = 0.0
+    for ii in range(bs):
+        reb[ii] = 0.0
+        imb[ii] = 0.0
+    for j in range(k):
+        x0 = x[2 * j]
+        x1 = x[2 * j + 1]
+        for ii in range(bs):
+            y0 = yb[2 * j, ii]
+            y1 = yb[2 * j + 1, ii]
+            reb[ii] += y0 * x0 + y1 * x1
+            imb[ii] += y1 * x0 - y0 * x1
+    for ii in range(nb, bs):  # spare lanes: a harmless record (q = 1)
+        reb[ii] = 1.0
+        imb[ii] = 0.0
+    _coefficients(reb, imb, nb, co)
 
 
 @njit(cache=True, error_model="numpy")
 def _norm_two_pass(x, data):
     """``N`` and its gradient in ``x`` in two passes: ``T`` (so ``g``), then
     ``sum_i [y_i, J y_i] (M_i (y_i . g, J y_i . g) - (g . x) grad(w c)_i)``, ``O(k)``
-    per record each. The first keeps every block's records (transposed) and
-    coefficients in ``work`` for the second, which so reads no row and computes no
-    coefficient again. Sums go by lanes (``acc[a, ii]``: one partial sum per lane, so
-    the loops vectorize without reassociation), the lanes summed at the end."""
+    per record each. The first keeps the first blocks (``_block``: records transposed
+    and coefficients; ``_WORK_DOUBLES`` at most) in ``work`` for the second, which so
+    reads their rows and computes their coefficients once; later blocks are computed
+    again. Sums go by lanes (``acc[a, ii]``: one partial sum per lane, so the loops
+    vectorize without reassociation), the lanes summed at the end."""
     n = data.shape[0]
-    k = data.shape[1]
     m2 = x.shape[0]
+    k = m2 // 2
     bs = _BLOCK
     nblk = (n + bs - 1) // bs
     reb = np.empty(bs)
     imb = np.empty(bs)
-    # per block: its 8 coefficients, then its records transposed (work[b, 8 + a, ii])
-    work = np.empty((nblk, 8 + m2, bs))
+    nw = min(nblk, _WORK_DOUBLES // ((8 + m2) * bs))
+    work = np.empty((nw, 8 + m2, bs))
+    spare = np.empty((8 + m2, bs))  # the blocks beyond the workspace, one at a time
     acc = np.zeros((m2 + 1, bs))
     for b in range(nblk):
         i0 = b * bs
-        nb = min(bs, n - i0)
-        co = work[b, :8]
-        yb = work[b, 8:]
-        _load(data, i0, nb, yb)
-        for ii in range(bs):
-            reb[ii] = 0.0
-            imb[ii] = 0.0
-        for j in range(k):
-            x0 = x[2 * j]
-            x1 = x[2 * j + 1]
-            for ii in range(bs):
-                y0 = yb[2 * j, ii]
-                y1 = yb[2 * j + 1, ii]
-                reb[ii] += y0 * x0 + y1 * x1
-                imb[ii] += y1 * x0 - y0 * x1
-        for ii in range(nb, bs):  # spare lanes: a harmless record (q = 1)
-            reb[ii] = 1.0
-            imb[ii] = 0.0
-        _coefficients(reb, imb, nb, co)
+        buf = work[b] if b < nw else spare
+        _block(data, i0, min(bs, n - i0), x, buf, reb, imb)
+        co = buf[:8]
+        yb = buf[8:]
         for ii in range(bs):
             acc[m2, ii] += co[7, ii]
         for j in range(k):
@@ -289,8 +302,14 @@ def _norm_two_pass(x, data):
     gyb = np.empty(bs)
     gzb = np.empty(bs)
     for b in range(nblk):
-        co = work[b, :8]
-        yb = work[b, 8:]
+        if b < nw:
+            buf = work[b]
+        else:
+            i0 = b * bs
+            buf = spare
+            _block(data, i0, min(bs, n - i0), x, buf, reb, imb)
+        co = buf[:8]
+        yb = buf[8:]
         for ii in range(bs):
             gyb[ii] = 0.0
             gzb[ii] = 0.0
