@@ -256,3 +256,56 @@ def test_branch_free_atan2_matches_libm():
     np.testing.assert_allclose(got, want, rtol=5e-16, atol=0)
     assert fk._atan2_pos(1.0, 0.0) == math.pi / 2
     assert fk._atan2_pos(0.0, 1.0) == 0.0
+
+
+# the per-record branch points: theta/sin theta's series (sin^2 theta = 1e-8, with a
+# margin above the rounding of q = cos^2 theta), the seams of _atan2_pos's reduction
+# (tan theta = 0.66 and tan(3 pi/8)), a record at the point, and one ~1e-3 from pi/2
+_THETA_EDGES = [0.0, 1e-300, 1e-5, HALF_PI - 1e-3, 1 / 3]
+for _b in (math.asin(1e-4), math.atan(0.66), 3 * math.pi / 8):
+    _THETA_EDGES += [_b, _b * (1 - 1e-6), _b * (1 + 1e-6), math.nextafter(_b, 0.0)]
+# records per block of the kernel and its neighbours (spare lanes in the last block)
+_BLOCK_NS = (1, 2, fk._BLOCK - 1, fk._BLOCK, fk._BLOCK + 1, 2 * fk._BLOCK + 3)
+
+
+@given(
+    k=st.sampled_from(KS),
+    n=st.sampled_from(_BLOCK_NS),
+    radius=st.sampled_from((1e-9, 0.3, 1.0)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_records_at_the_branch_points_against_the_graph(k, n, radius, seed):
+    """Records at Procrustes distances on each side of every per-record branch point
+    (the edges cycled, so every block holds several), ``n`` on each side of a block's
+    size: values and gradients equal the graph's. Both round ``T`` (terms up to pi/2),
+    so the values get an absolute ``1e-14 n`` too, and the gradients, ``T/N``'s
+    direction, are compared where ``N > 1e-4`` (not when the few records lie within
+    rounding of the point, where it is arbitrary)."""
+    M = KendallShape(k_landmarks=k)
+    rng = np.random.default_rng(seed)
+    frame, c, _ = _case(M, M.generic_point, radius, 0.0, 1, rng)
+    x = M.exp(frame[0], np.tensordot(c, frame[1], 1))
+    u = M.to_tangent(x, rng.standard_normal((n, k, 2)))
+    u /= np.linalg.norm(u, axis=(1, 2))[:, None, None]
+    theta = np.resize(rng.permutation(_THETA_EDGES), n)[:, None, None]
+    data = np.cos(theta) * x + np.sin(theta) * u
+    data = np.ascontiguousarray(_rotate(data, rng.uniform(0.0, 2 * np.pi, n)))
+    want = _graph(k)(c, *frame, data)
+    got = _fused(M, frame, c, data)
+    np.testing.assert_allclose(got[2], want[2], rtol=VALUE_RTOL, atol=1e-14 * n)
+    if want[2] > 1e-4:
+        _close_grad(got[3], want[3])
+
+
+@pytest.mark.parametrize("k", (3, 8))
+def test_records_beyond_the_workspace_against_the_graph(k):
+    """More records than the kernel's workspace holds (the later blocks computed again in
+    the second pass), the last block partial: value and gradient equal the graph's."""
+    M = KendallShape(k_landmarks=k)
+    per_block = (8 + 2 * k) * fk._BLOCK
+    n = (fk._WORK_DOUBLES // per_block + 2) * fk._BLOCK + 5
+    frame, c, data = _case(M, M.generic_point, 0.3, SPREADS[1], n, _rng("beyond", k))
+    want = _graph(k)(c, *frame, data)
+    got = _fused(M, frame, c, data)
+    np.testing.assert_allclose(got[2], want[2], rtol=VALUE_RTOL)
+    _close_grad(got[3], want[3])

@@ -22,25 +22,37 @@ Its gradient in ``x`` (all of ``re_i, im_i`` move with ``x``), with ``g = T/N``,
 where ``H = sum_i [y_i, J y_i] M_i [y_i, J y_i]^T`` is symmetric (``M_i`` the 2 x 2
 Jacobian of ``(h re, h im)`` in ``(re, im)``, symmetric since both are derivatives of one
 function of ``q``) and ``r = sum_i d(w c)/d(re, im) . (y_i, -J y_i)``. ``g`` is known only
-after the sum over the records, so the kernel makes two passes over them, both
-without a temporary of size ``n``: ``T`` (so ``g``) first, then ``H g`` as
-``sum_i [y_i, J y_i] M_i [y_i . g, J y_i . g]^T``, ``O(k)`` per record each, the
-per-record coefficients computed twice (the value's only in the first pass).
+after the sum over the records, so the kernel makes two passes over them: ``T`` (so
+``g``) first, then ``H g`` as ``sum_i [y_i, J y_i] M_i [y_i . g, J y_i . g]^T``, ``O(k)``
+per record each. The first pass keeps, block by block, the records transposed and
+their coefficients in a workspace (``(2k + 8)`` doubles a record, 2 MB at most:
+``n = 16384`` at ``k = 4``), which the second reads instead of the rows and instead of
+computing the coefficients again; the blocks beyond it are computed again.
 
 One pass is possible (sum ``H`` itself, ``O(k^2)`` per record, beside ``T``; commit
 b1d4952 on branch fz_kendall), and was dropped: at ``n = 10^4`` it took 140/180/225/
-360/530 us at ``k = 3/4/5/6/8`` against 180/200/240/280/340 us for the two passes, and
-doubled the kernel's cold compile (6.6 s against 3.6 s, loaded machine): at most 40 us
-per gradient saved against 3 s of a cold first release.
+360/530 us at ``k = 3/4/5/6/8`` against 180/200/240/280/340 us for the two passes then
+(both recomputing the coefficients and reading rows), and doubled the kernel's cold
+compile (6.6 s against 3.6 s, loaded machine).
 
-Speed: records are read row by row; the scalar functions of ``q`` go by blocks of
-``_BLOCK`` records in a loop LLVM vectorizes (no fastmath): branch-free, with
-``_atan2_pos`` instead of libm's ``atan2`` (a call per record, which numba cannot
-vectorize; 170 -> 51 us for that phase at ``k = 3``). A first per-record loop with
-libm's ``atan2`` and ``H`` took 535 us at ``k = 3``. Now, value and gradient at
-``n = 10^4``: 175/190/255/315 us at ``k = 3/4/6/8``, against 240/215/238/253 us for
-PyTensor's compiled value and gradient of the same norm in the same process (2 shared
-cores, 2026-11-28, medians of 200, noisy to ~10%).
+Speed: each block of ``_BLOCK`` records is read row by row (contiguous) into lanes
+(coordinate, record), and every loop after that runs over the lanes without a branch,
+so LLVM vectorizes it (no fastmath): ``re``/``im``, the scalar functions of ``q``
+(``_atan2_pos`` instead of libm's ``atan2``, a call per record numba cannot vectorize;
+170 -> 51 us for that phase at ``k = 3``), and the sums, kept one per lane (so no
+reassociation is needed) and the lanes summed at the end. Value and gradient at
+``n = 10^4`` (``docs/benchmarks/bench_fused_kendall.py``, the K4 case of
+``profile_first_release.py``, both kernels in one process, interleaved, medians of
+200): 91/78/121/140 us at ``k = 4/3/6/8`` against 194/175/259/325 us for the previous
+kernel (rows read per record and coefficients computed in both passes), 2.1-2.3x
+(2 shared cores under load, 2026-11-28); at ``k = 4``, 1.4x at ``n = 10^5`` and
+1.2x at ``10^6`` (memory-bound: the rows are read twice). An unbounded workspace
+(``O(n)``, allocated on each call) was 3x slower than the previous kernel at
+``n = 10^6`` (page faults). Earlier: a first per-record loop with libm's
+``atan2`` and ``H`` took 535 us at ``k = 3``; PyTensor's compiled value and gradient
+of the same norm took 240/215/238/253 us at ``k = 3/4/6/8``. The sums' new order
+moves the value near the records' mean (``T`` ~75 times smaller than its terms) by
+~1e-13 relative, no less accurate than before against the same terms summed exactly.
 """
 
 from __future__ import annotations
@@ -130,6 +142,10 @@ _Q = (
 _TAN_3PI_8 = 2.41421356237309504880
 _MOREBITS = 6.123233995736765886130e-17  # pi/2 - float(pi/2)
 _BLOCK = 64  # records per block (vector lanes of the scalar phase)
+# the workspace's size, doubles: 2 MB keeps n = 10^4 records at k = 4 (their rows
+# and coefficients) in L2/L3; a larger one, allocated on each call, costs more in
+# page faults and memory traffic than recomputing (3x slower at n = 10^6)
+_WORK_DOUBLES = 2**18
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -150,15 +166,14 @@ def _atan2_pos(r, c):
     return y0 + (xr * z * pz / qz + xr + extra)
 
 
-# not inlined: called twice, and one compiled copy keeps the cold compile shorter
+# not inlined: a separate function keeps the cold compile shorter
 @njit(cache=True, error_model="numpy")
-def _coefficients(reb, imb, nb, co, derivatives):
+def _coefficients(reb, imb, nb, co):
     """The coefficients of a block's records from their ``re``, ``im``: ``h re``,
     ``h im``, the Jacobian of ``(h re, h im)`` in ``(re, im)`` (``d/dre re``, the shared
-    cross term, ``d/dim im``), the gradient of ``w c`` in ``(re, im)`` and ``w c``; zero
-    in the block's spare lanes. One loop with no branch and no call, so that it
-    vectorizes. Without
-    ``derivatives`` only ``co[0]``, ``co[1]``, ``co[7]`` (the value's)."""
+    cross term, ``d/dim im``), the gradient of ``w c`` in ``(re, im)`` and ``w c``, in
+    ``co[0..7]``; zero in the block's spare lanes. One loop with no branch and no call,
+    so that it vectorizes."""
     bs = reb.shape[0]
     for ii in range(bs):
         re = reb[ii]
@@ -179,15 +194,14 @@ def _coefficients(reb, imb, nb, co, derivatives):
         co[0, ii] = h * re if live else 0.0
         co[1, ii] = h * im if live else 0.0
         co[7, ii] = w * cc if live else 0.0
-        if derivatives:  # loop-invariant: LLVM makes two loops of this one
-            dw = -(1.0 / 6.0 + 3.0 * sp / 20.0) if series else 0.5 * ir * ir * (w_far - ic)
-            dh = (dw - 0.5 * h * ic) * ic  # d(w/c)/dq
-            dr = dw * cc + 0.5 * h  # d(w c)/dq
-            co[2, ii] = h + 2.0 * dh * re * re if live else 0.0
-            co[3, ii] = 2.0 * dh * re * im if live else 0.0
-            co[4, ii] = h + 2.0 * dh * im * im if live else 0.0
-            co[5, ii] = 2.0 * dr * re if live else 0.0
-            co[6, ii] = 2.0 * dr * im if live else 0.0
+        dw = -(1.0 / 6.0 + 3.0 * sp / 20.0) if series else 0.5 * ir * ir * (w_far - ic)
+        dh = (dw - 0.5 * h * ic) * ic  # d(w/c)/dq
+        dr = dw * cc + 0.5 * h  # d(w c)/dq
+        co[2, ii] = h + 2.0 * dh * re * re if live else 0.0
+        co[3, ii] = 2.0 * dh * re * im if live else 0.0
+        co[4, ii] = h + 2.0 * dh * im * im if live else 0.0
+        co[5, ii] = 2.0 * dr * re if live else 0.0
+        co[6, ii] = 2.0 * dr * im if live else 0.0
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -207,99 +221,124 @@ def _finish(tot, big_s, x):
     return norm, g, gx
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _inner_rows(data, i0, nb, x, reb, imb):
-    """``re``, ``im`` of records ``i0 .. i0 + nb`` (row by row: no transposition);
-    spare lanes get a harmless record at ``x``."""
+@njit(cache=True, error_model="numpy")
+def _block(data, i0, nb, x, buf, reb, imb):
+    """Records ``i0 .. i0 + nb`` into ``buf``: their 8 coefficients (``_coefficients``)
+    in ``buf[:8]``, then the records transposed (``buf[8 + a, ii]``, spare lanes 0),
+    read row by row (contiguous) so that the loops over the lanes vectorize."""
     k = data.shape[1]
-    for ii in range(reb.shape[0]):
+    bs = buf.shape[1]
+    co = buf[:8]
+    yb = buf[8:]
+    for ii in range(nb):
+        for j in range(k):
+            yb[2 * j, ii] = data[i0 + ii, j, 0]
+            yb[2 * j + 1, ii] = data[i0 + ii, j, 1]
+    for ii in range(nb, bs):
+        for a in range(2 * k):
+            yb[a, ii] = 0.0
+    for ii in range(bs):
+        reb[ii] = 0.0
+        imb[ii] = 0.0
+    for j in range(k):
+        x0 = x[2 * j]
+        x1 = x[2 * j + 1]
+        for ii in range(bs):
+            y0 = yb[2 * j, ii]
+            y1 = yb[2 * j + 1, ii]
+            reb[ii] += y0 * x0 + y1 * x1
+            imb[ii] += y1 * x0 - y0 * x1
+    for ii in range(nb, bs):  # spare lanes: a harmless record (q = 1)
         reb[ii] = 1.0
         imb[ii] = 0.0
-    for ii in range(nb):
-        re = 0.0
-        im = 0.0
-        for j in range(k):
-            y0 = data[i0 + ii, j, 0]
-            y1 = data[i0 + ii, j, 1]
-            re += y0 * x[2 * j] + y1 * x[2 * j + 1]
-            im += y1 * x[2 * j] - y0 * x[2 * j + 1]
-        reb[ii] = re
-        imb[ii] = im
+    _coefficients(reb, imb, nb, co)
 
 
 @njit(cache=True, error_model="numpy")
 def _norm_two_pass(x, data):
     """``N`` and its gradient in ``x`` in two passes: ``T`` (so ``g``), then
-    ``sum_i [y_i, J y_i] (M_i (y_i . g, J y_i . g) - (g . x) grad(w c)_i)``: ``O(k)``
-    per record each, the coefficients computed twice. Records are read row by row
-    (contiguous), only the coefficients go by lanes."""
+    ``sum_i [y_i, J y_i] (M_i (y_i . g, J y_i . g) - (g . x) grad(w c)_i)``, ``O(k)``
+    per record each. The first keeps the first blocks (``_block``: records transposed
+    and coefficients; ``_WORK_DOUBLES`` at most) in ``work`` for the second, which so
+    reads their rows and computes their coefficients once; later blocks are computed
+    again. Sums go by lanes (``acc[a, ii]``: one partial sum per lane, so the loops
+    vectorize without reassociation), the lanes summed at the end."""
     n = data.shape[0]
-    k = data.shape[1]
     m2 = x.shape[0]
+    k = m2 // 2
     bs = _BLOCK
+    nblk = (n + bs - 1) // bs
     reb = np.empty(bs)
     imb = np.empty(bs)
-    co = np.empty((8, bs))
+    nw = min(nblk, _WORK_DOUBLES // ((8 + m2) * bs))
+    work = np.empty((nw, 8 + m2, bs))
+    spare = np.empty((8 + m2, bs))  # the blocks beyond the workspace, one at a time
+    acc = np.zeros((m2 + 1, bs))
+    for b in range(nblk):
+        i0 = b * bs
+        buf = work[b] if b < nw else spare
+        _block(data, i0, min(bs, n - i0), x, buf, reb, imb)
+        co = buf[:8]
+        yb = buf[8:]
+        for ii in range(bs):
+            acc[m2, ii] += co[7, ii]
+        for j in range(k):
+            for ii in range(bs):
+                p = co[0, ii]
+                qq = co[1, ii]
+                y0 = yb[2 * j, ii]
+                y1 = yb[2 * j + 1, ii]
+                acc[2 * j, ii] += p * y0 + qq * y1
+                acc[2 * j + 1, ii] += p * y1 - qq * y0
     tot = np.zeros(m2)
-    blk = np.empty(m2)  # one block's sum first: sums of _BLOCK, then n/_BLOCK terms
     big_s = 0.0
-    for i0 in range(0, n, bs):
-        nb = min(bs, n - i0)
-        _inner_rows(data, i0, nb, x, reb, imb)
-        _coefficients(reb, imb, nb, co, False)
-        blk[:] = 0.0
-        for ii in range(nb):
-            big_s += co[7, ii]
-            p = co[0, ii]
-            qq = co[1, ii]
-            for j in range(k):
-                y0 = data[i0 + ii, j, 0]
-                y1 = data[i0 + ii, j, 1]
-                # p y - qq J y, J y = (-y1, y0)
-                blk[2 * j] += p * y0 + qq * y1
-                blk[2 * j + 1] += p * y1 - qq * y0
+    for ii in range(bs):
         for a in range(m2):
-            tot[a] += blk[a]
+            tot[a] += acc[a, ii]
+        big_s += acc[m2, ii]
     norm, g, gx = _finish(tot, big_s, x)
 
-    grad_x = np.zeros(m2)
+    acc[:] = 0.0
     gyb = np.empty(bs)
     gzb = np.empty(bs)
-    for i0 in range(0, n, bs):
-        nb = min(bs, n - i0)
-        for ii in range(nb):  # re, im and y.g, Jy.g in one read of each record
-            re = 0.0
-            im = 0.0
-            gy = 0.0
-            gz = 0.0
-            for j in range(k):
-                y0 = data[i0 + ii, j, 0]
-                y1 = data[i0 + ii, j, 1]
-                re += y0 * x[2 * j] + y1 * x[2 * j + 1]
-                im += y1 * x[2 * j] - y0 * x[2 * j + 1]
-                gy += g[2 * j] * y0 + g[2 * j + 1] * y1
-                gz += g[2 * j + 1] * y0 - g[2 * j] * y1
-            reb[ii] = re
-            imb[ii] = im
-            gyb[ii] = gy
-            gzb[ii] = gz
-        for ii in range(nb, bs):
-            reb[ii] = 1.0
-            imb[ii] = 0.0
-        _coefficients(reb, imb, nb, co, True)
-        blk[:] = 0.0
-        for ii in range(nb):
+    for b in range(nblk):
+        if b < nw:
+            buf = work[b]
+        else:
+            i0 = b * bs
+            buf = spare
+            _block(data, i0, min(bs, n - i0), x, buf, reb, imb)
+        co = buf[:8]
+        yb = buf[8:]
+        for ii in range(bs):
+            gyb[ii] = 0.0
+            gzb[ii] = 0.0
+        for j in range(k):
+            g0 = g[2 * j]
+            g1 = g[2 * j + 1]
+            for ii in range(bs):
+                y0 = yb[2 * j, ii]
+                y1 = yb[2 * j + 1, ii]
+                gyb[ii] += g0 * y0 + g1 * y1
+                gzb[ii] += g1 * y0 - g0 * y1
+        for ii in range(bs):  # y.g, Jy.g -> the record's two weights (alpha, beta)
             gy = gyb[ii]
             gz = gzb[ii]
-            al = co[2, ii] * gy - co[3, ii] * gz - co[5, ii] * gx
-            be = co[4, ii] * gz - co[3, ii] * gy + co[6, ii] * gx
-            for j in range(k):
-                y0 = data[i0 + ii, j, 0]
-                y1 = data[i0 + ii, j, 1]
-                blk[2 * j] += al * y0 - be * y1
-                blk[2 * j + 1] += al * y1 + be * y0
+            c3 = co[3, ii]
+            gyb[ii] = co[2, ii] * gy - c3 * gz - co[5, ii] * gx
+            gzb[ii] = co[4, ii] * gz - c3 * gy + co[6, ii] * gx
+        for j in range(k):
+            for ii in range(bs):
+                al = gyb[ii]
+                be = gzb[ii]
+                y0 = yb[2 * j, ii]
+                y1 = yb[2 * j + 1, ii]
+                acc[2 * j, ii] += al * y0 - be * y1
+                acc[2 * j + 1, ii] += al * y1 + be * y0
+    grad_x = np.zeros(m2)
+    for ii in range(bs):
         for a in range(m2):
-            grad_x[a] += blk[a]
+            grad_x[a] += acc[a, ii]
     for a in range(m2):
         grad_x[a] -= big_s * g[a]
     return norm, grad_x
