@@ -18,7 +18,14 @@ sampler="nuts")`` with its defaults:
   points nutpie calls (``mcmc.nutpie_cache._cfunc``; a load when cached);
 - ``sample``: ``CompiledSampler.sample``, of which ``nuts`` is nutpie's own time
   (tuning and draws; ``tune_share`` = the tuning steps' share of the leapfrog steps);
-- ``gate``: the diagnostics (``check_run``); ``release``: the whole call; ``total``:
+- ``gate``: the diagnostics (``check_run``); ``release``: the whole call; of which
+  ``numba_init``, numba's compiler context set up at its first use in the process (its
+  registries imported and installed: ``BaseContext.refresh``, whichever step loads or
+  compiles the first numba function: ``check`` on S², ``compile`` on SO(3)), and
+  ``dask_import``, xarray importing ``dask.array`` at its first ``DataArray`` when Dask
+  is installed (nutpie's conversion of the draws, inside ``sample``): one-time costs of
+  the dependencies that a second release in the process, or any earlier use of numba or
+  xarray, does not pay; ``total``:
   from the interpreter's start; ``release CPU``: the release call's CPU seconds (all
   threads of the child); ``CPU``: user + sys seconds of the whole child (all threads).
 
@@ -81,6 +88,8 @@ PHASES = (
     "nuts",
     "gate",
     "release",
+    "numba_init",
+    "dask_import",
 )
 
 
@@ -149,6 +158,29 @@ def _use_nutpie_jax(mcmc):
     mcmc.CompiledSampler._sample_nutpie = sample_jax
 
 
+def _time_first_uses(timed):
+    """Time numba's context refreshes (outermost calls) and xarray's probe of Dask."""
+    from numba.core.base import BaseContext
+    from xarray.namedarray import pycompat
+
+    refresh, depth = BaseContext.refresh, [0]
+    timed_refresh = timed("numba_init", refresh)
+
+    def outermost(self):  # refresh calls itself: count the outer call only
+        depth[0] += 1
+        try:
+            return timed_refresh(self) if depth[0] == 1 else refresh(self)
+        finally:
+            depth[0] -= 1
+
+    BaseContext.refresh = outermost
+    probe = pycompat.DuckArrayModule.__init__
+    timed_probe = timed("dask_import", probe)
+    pycompat.DuckArrayModule.__init__ = lambda self, mod: (
+        timed_probe(self, mod) if mod == "dask" else probe(self, mod)
+    )
+
+
 def child(case, profile):
     if os.environ.get("BENCH_VARIANT") == "nutpie-nodask":
         # as on an install without the [dask] extra: xarray's first DataArray (nutpie's
@@ -193,6 +225,7 @@ def child(case, profile):
         return timed(name.removesuffix("_wrapper"), cfunc)(src, name, *args, **kwargs)
 
     nutpie_cache._cfunc = by_kind
+    _time_first_uses(timed)
     if os.environ.get("BENCH_VARIANT") == "nutpie-jax":
         _use_nutpie_jax(mcmc)
     t0, cpu0 = time.perf_counter(), time.process_time()

@@ -431,10 +431,23 @@ def _prop_token(value):
 @functools.cache
 def _source_hash():
     """Hash of this package's Python source (a new version never loads old entries)."""
-    root = Path(__file__).resolve().parents[1]
+    return _tree_hash(Path(__file__).resolve().parents[1])
+
+
+def _tree_hash(root):
+    """sha256 over the ``*.py`` files under ``root``, in ``sorted(Path)`` order, of each
+    file's path relative to ``root`` followed by its bytes.
+
+    The relative path is cut from the string: ``Path.relative_to`` cost 80% of this
+    hash (5-15 ms of every warm first release, for 140 files), and the digest is the
+    one ``relative_to`` gave (``tests/mcmc/test_nutpie_cache.py``)."""
     h = hashlib.sha256()
+    prefix = len(str(root)) + 1
     for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode() + path.read_bytes())
+        name = str(path)
+        h.update(name[prefix:].encode())
+        with open(name, "rb") as f:
+            h.update(f.read())
     return h.hexdigest()
 
 

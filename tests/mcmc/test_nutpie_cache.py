@@ -653,3 +653,49 @@ def test_noise_aware_models_can_be_keyed(space):
     assert k0 is not None
     assert key(M.sample_uniform(rng), 0.3) == k0
     assert key(x, 0.2) != k0
+
+
+def _tree_hash_reference(root):
+    """The source hash as first written (``Path.relative_to``, one update a file)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def test_source_hash_is_the_relative_to_digest_and_sees_every_edit(tmp_path):
+    """The cache key's source hash (now sliced strings, not ``relative_to``) is the
+    digest of the first formula on a tree whose names sort differently as strings and
+    as paths ("a-x.py" < "a/b.py" as strings, after it as paths), with an empty file,
+    a non-ASCII name; on the package itself; and it
+    changes with one byte, a rename and a new file."""
+    root = tmp_path / "pkg"
+    files = {
+        "a-x.py": b"x = 1\n",
+        "a/b.py": b"y = 1/3\n",
+        "a_b.py": b"",
+        "a/c/d.py": b"z = 0.3333333333333333\n",
+        "\u00e9t\u00e9.py": "caf\u00e9 = 1\n".encode(),
+        "m/inner.py": b"w = 2\n",
+        "notes.txt": b"not hashed",
+    }
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    digest = nutpie_cache._tree_hash(root)
+    assert digest == _tree_hash_reference(root)
+    package = Path(nutpie_cache.__file__).resolve().parents[1]
+    assert nutpie_cache._source_hash() == _tree_hash_reference(package)
+    (root / "notes.txt").write_bytes(b"edited")  # not source: same key
+    assert nutpie_cache._tree_hash(root) == digest
+    (root / "a/b.py").write_bytes(b"y = 1/3\n ")
+    edited = nutpie_cache._tree_hash(root)
+    (root / "a/b.py").rename(root / "a/b2.py")
+    renamed = nutpie_cache._tree_hash(root)
+    (root / "new.py").write_bytes(b"")
+    added = nutpie_cache._tree_hash(root)
+    assert len({digest, edited, renamed, added}) == 4
+    assert added == _tree_hash_reference(root)
