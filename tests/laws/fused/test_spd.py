@@ -12,6 +12,7 @@ Seeds are fixed (numpy default_rng(20261128 + ...)); tolerances are stated where
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -282,3 +283,237 @@ def test_kernels_of_one_size_equal_the_general_ones(k):
         c, (sqrt,), fused.params(M), data, 0.3, g2
     )
     assert np.array_equal(g1, g2)
+
+
+# --- k = 2: the vectorized records' loop (_sum2) and its logarithm (_log) -----------------
+
+mpmath = pytest.importorskip("mpmath")
+
+
+def _bits(u):
+    """The float64 whose bits are the int ``u`` (0 <= u < 2^64)."""
+    return float(np.array([u], dtype=np.uint64).view(np.float64)[0])
+
+
+_REDUCTION = 0x3FE6A09E00000000  # the mantissa where _log's f = x/2^k - 1 changes binade
+_ADVERSARIAL_LOGS = [
+    0.0,
+    -0.0,
+    5e-324,
+    1e-323,
+    2.2250738585072014e-308,  # least normal: _log's subnormal scaling switch
+    math.nextafter(2.2250738585072014e-308, 0.0),
+    math.nextafter(2.2250738585072014e-308, 1.0),
+    1 / 3,
+    0.3333333333333333,
+    1.0,
+    math.nextafter(1.0, 0.0),
+    math.nextafter(1.0, 2.0),
+    2.0,
+    0.5,
+    math.sqrt(2.0),
+    math.sqrt(0.5),
+    _bits(_REDUCTION),
+    _bits(_REDUCTION - 1),
+    _bits(_REDUCTION + 1),
+    _bits(_REDUCTION + (1 << 52)),  # the same mantissa one binade up
+    _bits(_REDUCTION + (1 << 52) - 1),
+    _bits(_REDUCTION - (1 << 52)),  # and in the subnormals' scaled range
+    _bits(0x000FFFFFFFFFFFFF),  # the largest subnormal
+    _bits(0x0006A09E00000000),
+    _bits(0x0006A09DFFFFFFFF),
+    1e308,
+    1.7976931348623157e308,
+    float("inf"),
+]
+
+
+def _ulps(got, x):
+    """``|got - log x|`` in units of the last place of ``log x`` (mpmath, 60 digits)."""
+    with mpmath.workdps(60):
+        exact = mpmath.log(mpmath.mpf(x))
+        return float(abs(mpmath.mpf(got) - exact) / mpmath.mpf(math.ulp(float(exact))))
+
+
+@given(
+    st.one_of(
+        st.sampled_from(_ADVERSARIAL_LOGS),
+        st.floats(min_value=0.0, allow_infinity=True, allow_nan=False),
+        st.integers(0, 0x7FF0000000000000).map(_bits),  # every binade alike
+        st.floats(0.5, 2.0),
+        st.integers(-64, 64).map(lambda j: _bits(_REDUCTION + j)),
+    )
+)
+def test_log_is_within_one_ulp(x):
+    """``_log`` (the vectorizable logarithm of the k = 2 kernel) against mpmath: less
+    than one unit in the last place over the whole range (subnormals, the subnormal
+    scaling switch, the reduction's switch at sqrt(2)/2 in several binades, 1 and its
+    neighbours, the largest float); ``-inf`` at 0 (both signs), ``inf`` at ``inf``."""
+    got = fused._log(x)
+    if x == 0.0:
+        assert got == -math.inf
+    elif math.isinf(x):
+        assert got == math.inf
+    else:
+        assert _ulps(got, x) < 1.0, (x, got, math.log(x))
+
+
+@given(
+    st.one_of(
+        st.floats(max_value=-5e-324, allow_infinity=True, allow_nan=False),
+        st.just(float("nan")),
+        st.sampled_from([-5e-324, -1.0, -math.inf, _bits(0x7FF8000000000001)]),
+    )
+)
+def test_log_of_negatives_and_nan_is_nan(x):
+    """Negative numbers (subnormal, -inf included) and nans give nan, as libm's ``log``."""
+    assert math.isnan(fused._log(x))
+
+
+def test_log_agrees_with_libm_on_a_million_bit_patterns():
+    """The vectorized loop's ``_log`` (the compiled kernel's path: 8 lanes per
+    instruction) against ``np.log`` on 10^6 random positive bit patterns (every binade,
+    subnormals included) and 10^5 values in [0.5, 2]: within one ulp of libm's
+    (both are faithful, so they may differ by their last bit), and at most 5% differ."""
+    rng = np.random.default_rng(SEED + 600)
+    x = np.concatenate(
+        [
+            rng.integers(1, 0x7FF0000000000000, size=1_000_000, dtype=np.int64).view(np.float64),
+            rng.uniform(0.5, 2.0, size=100_000),
+        ]
+    )
+    got = _log_all(x)
+    want = np.log(x)
+    diff = np.abs(got - want) / np.spacing(np.abs(want))
+    assert diff.max() <= 1.0, x[np.argmax(diff)]
+    assert np.mean(diff > 0) < 0.05
+
+
+@functools.cache
+def _log_all_kernel():
+    from numba import njit
+
+    @njit(error_model="numpy")
+    def log_all(x, out):
+        for i in range(x.shape[0]):  # a loop like _sum2's: LLVM vectorizes it
+            out[i] = fused._log(x[i])
+
+    return log_all
+
+
+def _log_all(x):
+    out = np.empty_like(x)
+    _log_all_kernel()(x, out)
+    return out
+
+
+def _kng2(M, c, sqrt, data, weight=1.0, start=0.0):
+    """:func:`_kng` through ``kng_norm_2`` (the kernel ``kernels("2")`` gives), compiled
+    alone for a new array layout, not the kernel of every size."""
+    g = np.full(3, start)
+    val = fused.kng_norm_2(c, (sqrt,), fused.params(M), data, weight, g)
+    return val, g - start
+
+
+def _threshold_records(scale, thresholds=(1e-3, 1e-2)):
+    """2 x 2 records ``scale (I + [[a, b], [b, -a]])`` with ``a^2 + b^2`` stepping by
+    single ulps across each threshold of ``_sum2``'s switches on ``d^2 = s/m^2`` (the
+    series of atanh below 1e-3, of ``d beta/ds`` below 1e-2), at three angles."""
+    out = []
+    for thr in thresholds:
+        for angle in (0.0, 0.7, math.pi / 2):
+            for j in range(-6, 7):
+                h = math.sqrt(thr) * (1.0 + j * 2.0**-52)
+                a, b = h * math.cos(angle), h * math.sin(angle)
+                out.append(scale * np.array([[1.0 + a, b], [b, 1.0 - a]]))
+    return np.ascontiguousarray(np.stack(out))
+
+
+def _d2_at_identity(data):
+    """``d^2 = s/m^2`` of each record as ``_sum2`` computes it when ``xi = I``."""
+    p, r = data[:, 0, 0], data[:, 1, 1]
+    q = 0.5 * (data[:, 0, 1] + data[:, 1, 0])
+    m, h = 0.5 * (p + r), 0.5 * (p - r)
+    return (h * h + q * q) / (m * m)
+
+
+@pytest.mark.parametrize("scale", [1.0, 3.7, 1e-3])
+def test_kng_norm_2_at_the_switches_matches_graph(scale):
+    """Records placed one ulp apart across both switches of the k = 2 records' loop
+    (so one block holds records on both sides of each, and the 78 records span two
+    blocks of 64): the value and gradient equal the graph's to RTOL, at the chart's
+    origin (``xi = I`` exactly, so the records' own ``d^2`` is what the loop tests:
+    checked to fall on both sides) and at two points off it."""
+    M = SPD(k=2)
+    oracle_f = _oracle_2()
+    data = _threshold_records(scale)
+    d2 = _d2_at_identity(data)
+    for thr in (1e-3, 1e-2):
+        near = np.abs(d2 / thr - 1.0) < 1e-13
+        assert np.any(near & (d2 < thr)) and np.any(near & (d2 >= thr)), thr
+    rng = np.random.default_rng(SEED + 700)
+    for c in (np.zeros(3), 0.3 * _directions(M, rng)[1], 1.5 * _directions(M, rng)[2]):
+        val, g = _kng2(M, c, np.eye(2), data, weight=0.7, start=0.25)
+        _, _, want, want_g = oracle_f(c, np.eye(2), data)
+        assert _close(val, want), (c, val, want)
+        assert _close(g, 0.7 * want_g), (c, g, 0.7 * want_g)
+
+
+@functools.cache
+def _oracle_2():
+    M = SPD(k=2)
+    c = pt.dvector("c")
+    sqrt = pt.dmatrix("sqrt")
+    data = pt.dtensor3("data")
+    kn = M.pt_frechet_gradient_norm(M.pt_exp_frame({"sqrt": sqrt}, c), data)
+    return pytensor.function(
+        [c, sqrt, data],
+        [kn, kn, kn, pytensor.grad(kn, c)],
+        mode="FAST_RUN",
+        on_unused_input="ignore",
+    )
+
+
+@pytest.mark.parametrize("n", [63, 64, 65, 129])
+def test_kng_norm_2_is_independent_of_the_blocks(n):
+    """The records' order and the blocks' boundaries change the sums only by rounding:
+    the records reversed and shifted by one block give the same value and gradient to
+    1e-13 (relative), for n around one and two blocks of 64."""
+    M = SPD(k=2)
+    rng = np.random.default_rng(SEED + 800 + n)
+    data = _records(M, np.eye(2), 1.0, n, rng)
+    c = 0.4 * _directions(M, rng)[1]
+    val, g = _kng2(M, c, np.eye(2), data)
+    for perm in (data[::-1], np.roll(data, 64 % n, axis=0)):
+        v2, g2 = _kng2(M, c, np.eye(2), np.ascontiguousarray(perm))
+        assert _close(v2, val, rtol=1e-13) and _close(g2, g, rtol=1e-13), (n, v2, val)
+
+
+def test_kng_norm_2_reads_strided_records():
+    """Records in a non-contiguous view (every other one of a larger array, and the
+    transposed matrices: the same symmetric records) give the contiguous copy's numbers
+    bit for bit: the loop copies the records it reads, whatever their strides."""
+    M = SPD(k=2)
+    rng = np.random.default_rng(SEED + 900)
+    big = _records(M, np.eye(2), 1.0, 200, rng)
+    view = big[::2].transpose(0, 2, 1)
+    c = 0.4 * _directions(M, rng)[2]
+    assert _kng2(M, c, np.eye(2), view)[0] == _kng2(M, c, np.eye(2), np.ascontiguousarray(view))[0]
+
+
+def test_kng_norm_2_nan_records_give_nan():
+    """A record with a nan entry, or one that is not positive definite (the logarithm
+    of a negative determinant), makes the value nan, as in the graph."""
+    M = SPD(k=2)
+    oracle_f = _oracle_2()
+    rng = np.random.default_rng(SEED + 1000)
+    data = _records(M, np.eye(2), 1.0, 70, rng)
+    c = 0.2 * _directions(M, rng)[1]
+    for i, bad in (
+        (3, np.array([[np.nan, 0.0], [0.0, 1.0]])),
+        (66, np.array([[1.0, 2.0], [2.0, 1.0]])),
+    ):
+        d = data.copy()
+        d[i] = bad
+        val, _ = _kng2(M, c, np.eye(2), d)
+        assert math.isnan(val) and math.isnan(oracle_f(c, np.eye(2), d)[2])
