@@ -10,6 +10,11 @@ series of Rodrigues' coefficients, of the right Jacobian and of the volume densi
 1.5, 0.99 pi and 3.3 (past the chart: ``-inf``); records within 0.05, 1.0 and 2.5 rad
 of the chart point (2.5: angles past pi/2, the ``atan2`` branch), one of them the chart
 point itself (``theta/sin theta``'s series); n in {1, 7, 1000}.
+Oracle 3, for the branch-free ``_atan2_upper`` that lets ``kng_norm``'s loop vectorize:
+libm's ``math.atan2`` (2 ulp), over the whole upper half plane, at its reduction
+thresholds, subnormal, huge, signed zeros and non-finite; and for the kernel at records a
+few 1e-16 from each branch point of their terms (blocks of 128 full, partial and one
+record long): the graph, and the value's terms by libm summed exactly (``math.fsum``).
 Tolerances: values and gradients within ``rel 1e-9`` plus ``1e-12 n`` absolute
 (sums of ``n`` terms of size up to ``pi``: rounding is ~1e-16 n; measured differences
 were below 2e-13 at n = 1,000). Seeds are fixed (``default_rng(seed)`` below).

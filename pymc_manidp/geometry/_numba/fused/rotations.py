@@ -66,7 +66,9 @@ away) 60 us a call against 180 us for the kernel before (commit 9c1cb25: three l
 a block and libm's ``atan``), a ratio of 3.0 (``docs/benchmarks/bench_fused_rotations.py``,
 interleaved medians of 300, 2026-11-28, load ~6 on 2 cores); values within 8e-15
 relative of that kernel's, gradients within 4e-15. The cold compile of ``kng_norm``
-grew by ~0.6 CPU s (1.0-1.1 s to 1.5-1.8 s).
+grew by ~0.6 CPU s (1.0-1.1 s to 1.5-1.8 s). A warm NUTS release of KNG (the same case,
+``profile_first_release.py SO3:KNG:10000``, load ~4.7): sampling 11.3-11.9 s -> 4.1-4.4 s,
+release CPU 7.8 -> 3.0 s (docs/benchmarks.md).
 """
 
 from __future__ import annotations
