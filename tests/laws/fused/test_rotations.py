@@ -10,6 +10,11 @@ series of Rodrigues' coefficients, of the right Jacobian and of the volume densi
 1.5, 0.99 pi and 3.3 (past the chart: ``-inf``); records within 0.05, 1.0 and 2.5 rad
 of the chart point (2.5: angles past pi/2, the ``atan2`` branch), one of them the chart
 point itself (``theta/sin theta``'s series); n in {1, 7, 1000}.
+Oracle 3, for the branch-free ``_atan2_upper`` that lets ``kng_norm``'s loop vectorize:
+libm's ``math.atan2`` (2 ulp), over the whole upper half plane, at its reduction
+thresholds, subnormal, huge, signed zeros and non-finite; and for the kernel at records a
+few 1e-16 from each branch point of their terms (blocks of 128 full, partial and one
+record long): the graph, and the value's terms by libm summed exactly (``math.fsum``).
 Tolerances: values and gradients within ``rel 1e-9`` plus ``1e-12 n`` absolute
 (sums of ``n`` terms of size up to ``pi``: rounding is ~1e-16 n; measured differences
 were below 2e-13 at n = 1,000). Seeds are fixed (``default_rng(seed)`` below).
@@ -231,3 +236,134 @@ def test_nan_coordinates_propagate_as_in_the_graph(graph):
     got = _kernels(c, frame, data)
     assert got[0] == want[0] == -np.inf  # the graph's switch: NaN is not inside the chart
     assert np.isnan(got[2]) and np.isnan(want[2])
+
+
+# _atan2_upper's reduction thresholds (r against |c|): tan(3 pi/8) and 0.66
+_TAN_3PI_8 = 2.414213562373095
+
+
+def _ulp_close(got, want):
+    """Within 2 ulp (relative 4.5e-16) of libm, or two subnormal steps of it."""
+    return got == want or abs(got - want) <= 4.5e-16 * abs(want) + 1e-323
+
+
+_ANY_C = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True),
+    st.sampled_from([0.0, -0.0, 5e-324, -5e-324, 1 / 3, -0.3333333333333333, 1e308, -1e308]),
+)
+_R = st.one_of(
+    st.floats(0.0, 1e308, allow_subnormal=True),
+    st.sampled_from([0.0, 5e-324, 1 / 3, 0.3333333333333333, 1.0, 1e308]),
+)
+
+
+@given(r=_R, c=_ANY_C)
+def test_atan2_upper_equals_libm(r, c):
+    """Cephes' atan with selects only (what lets kng_norm's loop vectorize), against
+    ``math.atan2`` in the whole upper half plane: subnormal to 1e308, both signs of
+    ``c`` (``-0.0`` included: libm's ``pi``)."""
+    got = fused._atan2_upper(r, c)
+    assert _ulp_close(got, math.atan2(r, c)), (r, c, got, math.atan2(r, c))
+
+
+@given(
+    c=st.one_of(st.floats(1e-300, 1e300), st.sampled_from([1.0, 1 / 3, 5e-324, 1e308])),
+    ratio=st.sampled_from([_TAN_3PI_8, 0.66]),
+    steps=st.integers(-4, 4),
+    sign=st.sampled_from([1.0, -1.0]),
+)
+def test_atan2_upper_at_its_reduction_thresholds(c, ratio, steps, sign):
+    """``r`` a few ulp either side of ``tan(3 pi/8)|c|`` and ``0.66|c|``, where the
+    reduction changes branch (a branch used past its range loses accuracy there)."""
+    r = ratio * c
+    for _ in range(abs(steps)):
+        r = math.nextafter(r, math.inf if steps > 0 else 0.0)
+    got = fused._atan2_upper(r, sign * c)
+    assert _ulp_close(got, math.atan2(r, sign * c)), (r, sign * c, got)
+
+
+def test_atan2_upper_on_a_dense_sweep_and_at_special_points():
+    """2 x 10^4 angles over [0, pi] at radii 1e-300 to 1e300, and the axes, the
+    subnormal and huge corners and non-finite arguments (``r = +inf`` is ``pi/2``, NaN
+    propagates)."""
+    rng = np.random.default_rng(7)
+    theta = np.concatenate([np.linspace(0.0, np.pi, 10_001), rng.uniform(0, np.pi, 10_000)])
+    radius = 10.0 ** rng.uniform(-300, 300, theta.size)
+    for r, c in zip(np.abs(radius * np.sin(theta)), radius * np.cos(theta), strict=True):
+        assert _ulp_close(fused._atan2_upper(r, c), math.atan2(r, c)), (r, c)
+    for r, c in [(0.0, 0.0), (0.0, -0.0), (1.0, 0.0), (1.0, -0.0), (0.0, 1.0), (0.0, -1.0)]:
+        assert fused._atan2_upper(r, c) == math.atan2(r, c)
+    # where 0.66|c| and tan(3 pi/8)|c| round (subnormal) or overflow
+    for r, c in [(5e-324, 5e-324), (1e-323, 5e-324), (3e-323, 1e-323), (1e308, 1e308)]:
+        for sign in (1.0, -1.0):
+            assert _ulp_close(fused._atan2_upper(r, sign * c), math.atan2(r, sign * c)), (r, c)
+    assert fused._atan2_upper(math.inf, 1e308) == math.pi / 2
+    assert fused._atan2_upper(math.inf, 1.0) == math.pi / 2
+    assert fused._atan2_upper(1.0, math.inf) == 0.0
+    assert math.isnan(fused._atan2_upper(math.nan, 1.0))
+    assert math.isnan(fused._atan2_upper(1.0, math.nan))
+
+
+def _norm_by_fsum(c, frame, data):
+    """KNG's norm from the module's formula, each record's ``theta/sin theta`` by
+    libm's ``atan2`` (or the graph's series) and the sums exact (``math.fsum``), and
+    the sum of the terms' lengths (the scale of the sums' rounding)."""
+    x = frame["origin"] @ M.from_rotvecs(c)  # the chart point (A = I for these frames)
+    terms = []
+    for rec in data:
+        m = x.T @ rec
+        v = 0.5 * np.array([m[2, 1] - m[1, 2], m[0, 2] - m[2, 0], m[1, 0] - m[0, 1]])
+        s, cs = float(v @ v), 0.5 * (np.trace(m) - 1.0)
+        r = math.sqrt(s)
+        f = 1.0 + s / 6.0 + 3.0 * s * s / 40.0 if s < 1e-8 and cs > 0 else math.atan2(r, cs) / r
+        terms.append(f * v)
+    t = [math.fsum(col) for col in np.array(terms).T]
+    return math.sqrt(sum(ti * ti for ti in t) + 1e-300), float(np.linalg.norm(terms, axis=1).sum())
+
+
+# angles from x at each branch point of the records' terms: theta/sin's series
+# (sin^2 = 1e-8), the atan reduction's (tan = 0.66, tan = tan(3 pi/8)), cos = 0 (pi/2,
+# where atan2's c changes sign), and near the half turn (sin^2 < 1e-8 with cos < 0)
+_THRESHOLD_ANGLES = (
+    math.asin(1e-4),
+    math.atan(0.66),
+    3 * math.pi / 8,
+    math.pi / 2,
+    math.pi - 5e-5,
+)
+
+
+@pytest.mark.parametrize("n", [5, 127, 128, 129, 300])
+def test_kernel_at_the_branch_points_of_the_records(graph, n):
+    """Records at angles a few 1e-16 either side of every branch point of the records'
+    terms, among random ones; ``n`` across the kernel's blocks of 128 (a last block
+    full, one record long, partial). Oracles: the graph (rel 1e-9, as above) and, for
+    the value, the same terms by libm's ``atan2`` summed exactly (within 1e-14 of the
+    sum of the terms' lengths, plus the half turn's conditioning, below)."""
+    rng = np.random.default_rng(n)
+    for kind in range(3):
+        frame = M.chart_frame(_origin(kind, rng))
+        c = rng.normal(size=3) * 0.2
+        x = frame["origin"] @ M.from_rotvecs(c)
+        angles = rng.uniform(0.0, 1.2, size=n)
+        picks = [a + k * 1e-16 for a in _THRESHOLD_ANGLES for k in (-3, -1, 0, 1, 3)]
+        picks = list(rng.permutation(picks))
+        places = rng.choice(n, size=min(n, len(picks)), replace=False)
+        angles[places] = picks[: len(places)]
+        axes = rng.normal(size=(n, 3))
+        axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+        data = np.ascontiguousarray(x @ M.from_rotvecs(axes * angles[:, None]))
+        want = graph(c, frame, data)
+        got = _kernels(c, frame, data)
+        _close(got[2], want[2], n)
+        # a record near the half turn has f = theta/sin theta ~ 6e4 and a v known to
+        # ~1e-16 absolute (a difference of entries ~1), so its gradient term, ~f^2 |dv|,
+        # moves with the rounding of M: both routes alike (the old kernel's gradient
+        # was as far from the graph's)
+        f_max = max(a / math.sin(a) if a > 0 else 1.0 for a in angles)
+        np.testing.assert_allclose(got[3], want[3], rtol=1e-9, atol=1e-12 * n + 1e-16 * f_max**2)
+        # rounding of x's 9 entries moves each term ~1e-16 of its length, and the half
+        # turn's term theta v/|v| by ~1e-16 f (v's absolute rounding over |v|)
+        exact, scale = _norm_by_fsum(c, frame, data)
+        tol = 1e-14 * scale + 2e-16 * f_max
+        assert abs(got[2] - exact) <= tol, (got[2], exact, tol)

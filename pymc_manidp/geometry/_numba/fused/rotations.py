@@ -50,6 +50,25 @@ both give ``inf``. Near a half turn ``v_i`` (a difference of entries) loses rela
 accuracy in both alike; the public ball (radius below ``pi/2``) keeps records far from it.
 ``c`` may be anywhere: the norm is defined for every ``x``, and the log volume density is
 ``-inf`` (gradient 0) past ``|c| = pi``, as the graph.
+
+Speed: ``kng_norm`` copies each block of ``_BLOCK`` records into columns, then runs one
+loop over them with no branch and no call, which LLVM vectorizes (8 records a zmm
+register, no fastmath): both branches of ``theta_over_sin`` are computed and one
+selected, and its angle is ``_atan2_upper`` (Cephes' ``atan`` with selects, within 2
+ulp of libm's ``atan2``) where libm's call made each record a scalar call. ``T`` and
+``H`` are summed per lane (``_BLOCK`` running sums of ~n/128 terms each, added at the
+end): the same sums on any vector width, and less rounding than one running sum
+(near the records' mean ``|T|`` is far below the sum of its terms' lengths: 7e-16
+against 8e-15 relative to the exactly summed terms at ``x`` 1e-3 from the mean, 2e-13
+against 1.6e-12 where ``|T|`` is 1e-5 of that sum). At ``n = 10^4`` (the SO3 case of
+``docs/benchmarks/profile_first_release.py``, ``x`` near the records' mean or 0.3 r
+away) 60 us a call against 180 us for the kernel before (commit 9c1cb25: three loops
+a block and libm's ``atan``), a ratio of 3.0 (``docs/benchmarks/bench_fused_rotations.py``,
+interleaved medians of 300, 2026-11-28, load ~6 on 2 cores); values within 8e-15
+relative of that kernel's, gradients within 4e-15. The cold compile of ``kng_norm``
+grew by ~0.6 CPU s (1.0-1.1 s to 1.5-1.8 s). A warm NUTS release of KNG (the same case,
+``profile_first_release.py SO3:KNG:10000``, load ~4.7): sampling 11.3-11.9 s -> 4.1-4.4 s,
+release CPU 7.8 -> 3.0 s (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -68,9 +87,31 @@ _PI_SQ = np.pi**2
 # beta = (t - sin t)/t^3 by its series below t^2 = 1e-2 (next term t^10/13! < 2e-20);
 # above, (1 - sinc t)/t^2 loses ~eps/t^2 relative, but beta enters times hat(w)^2 ~ t^2
 _BETA_SERIES_SQ = 1e-2
-# records per block of kng_norm's loop (a 14 KB buffer: L1): 128 was the fastest of
-# 16 to 256, by a few percent
+# records per block of kng_norm's loop: its rows (9 x 128 doubles) and the per-lane
+# sums (12 x 128) stay in L1; 128 was a few percent faster than 64 and 256 (and the
+# rows copied to columns first than M computed from the records in place)
 _BLOCK = 128
+# Cephes' atan (atan.c, double precision): the rational approximation on
+# |x| <= tan(pi/8) after the reduction by pi/4 or pi/2, and the low bits of pi/2
+_ATAN_P = (
+    -8.750608600031904122785e-1,
+    -1.615753718733365076637e1,
+    -7.500855792314704667340e1,
+    -1.228866684490136173410e2,
+    -6.485021904942025371773e1,
+)
+_ATAN_Q = (
+    2.485846490142306297962e1,
+    1.650270098316988542046e2,
+    4.328810604912902668951e2,
+    4.853903996359136964868e2,
+    1.945506571482613964425e2,
+)
+_TAN_3PI_8 = 2.41421356237309504880
+_MOREBITS = 6.123233995736765886130e-17  # pi/2 - float(pi/2)
+_TINY = 2.0**-900
+_HUGE = 2.0**900
+_TINY_SCALE = 2.0**200
 
 
 def params(manifold) -> np.ndarray:
@@ -97,26 +138,64 @@ def _sinc_sqrt(s):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
+def _atan2_upper(r, c):
+    """``atan2(r, c)`` for ``r >= 0`` (the upper half plane), with selects only, so that
+    a loop of it vectorizes: libm's ``atan2`` is a call, which numba cannot vectorize.
+
+    Cephes' ``atan`` of ``r/|c|``, its reduction written as one quotient, and for
+    ``c < 0`` (``-0.0`` too, as libm) the supplement ``pi - atan2(r, |c|)`` with the
+    multiple of ``pi/4`` and the tail subtracted apart, so that it is as accurate.
+    Within 2 ulp of ``math.atan2`` from subnormal arguments to ``1e308`` (tested, and
+    at each reduction threshold); ``atan2(0, +-0)`` is ``0``/``pi`` and
+    ``atan2(inf, c)`` is ``pi/2``, as libm's (both infinite: NaN, libm's ``pi/4``).
+    """
+    ac = abs(c)
+    # the threshold products 0.66|c| lose bits below 2^-900 (subnormal) and overflow
+    # above 2^900: scale both (the angle is the same; an r made inf or 0 is, too)
+    scale = _TINY_SCALE if ac < _TINY else (1.0 / _TINY_SCALE if ac > _HUGE else 1.0)
+    r = r * scale
+    ac = ac * scale
+    big = r > _TAN_3PI_8 * ac
+    mid = r > 0.66 * ac
+    # the reduced argument -|c|/r, (r - |c|)/(r + |c|) or r/|c|
+    num = -ac if big else (r - ac if mid else r)
+    den = r if big else (r + ac if mid else ac)
+    # den is 0 only at r = c = 0, whose angle is 0 (or pi)
+    xr = num / den if den != 0.0 else 0.0
+    z = xr * xr
+    pz = (((_ATAN_P[0] * z + _ATAN_P[1]) * z + _ATAN_P[2]) * z + _ATAN_P[3]) * z + _ATAN_P[4]
+    qz = ((((z + _ATAN_Q[0]) * z + _ATAN_Q[1]) * z + _ATAN_Q[2]) * z + _ATAN_Q[3]) * z
+    tail = xr * z * pz / (qz + _ATAN_Q[4]) + xr
+    y0 = np.pi / 2 if big else (np.pi / 4 if mid else 0.0)
+    extra = _MOREBITS if big else (0.5 * _MOREBITS if mid else 0.0)
+    # c < 0 (the sign bit, so -0.0 too, as libm): pi - (y0 + extra) - tail, the multiple
+    # of pi/4 (float(pi) - y0 is exact) and the low parts (2 _MOREBITS - extra) apart
+    if np.copysign(1.0, c) < 0.0:
+        return (np.pi - y0) + ((2.0 * _MOREBITS - extra) - tail)
+    return y0 + (tail + extra)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
 def _theta_over_sin(s, c):
     """``theta/sin(theta)`` from ``s = sin^2``, ``c = cos`` (the graph's
     ``theta_over_sin``), and its partial derivatives in ``s`` and ``c``.
 
     The graph's ``atan2(r, c)/r`` is differentiated as written (``r^2 + c^2`` is not
     replaced by 1), so the two gradients are the same numbers for records slightly off
-    the group too.
+    the group too. Both branches are computed and one selected (the graph's switch),
+    so that kng_norm's loop over the records has no branch and vectorizes.
     """
-    if s < _SMALL_SQ and c > 0.0:
-        return 1.0 + s / 6.0 + 3.0 * s * s / 40.0, 1.0 / 6.0 + 0.15 * s, 0.0
+    series = (s < _SMALL_SQ) & (c > 0.0)
     r = np.sqrt(s)
-    # the graph's atan2(r, c); for c > 0 (angles below pi/2: every record of the public
-    # ball) atan(r/c), the same angle within an ulp, and kng_norm 15% faster (n = 10^4)
-    theta = np.arctan(r / c) if c > 0.0 else np.arctan2(r, c)
     # two divisions where the formula as written has five
     inv_r = 1.0 / r
     inv_rc = 1.0 / (r * r + c * c)
-    f = theta * inv_r
+    f = _atan2_upper(r, c) * inv_r
     # d(atan2(r, c)/r)/dr = c/(r (r^2 + c^2)) - theta/r^2, and dr/ds = 1/(2r)
-    return f, 0.5 * inv_r * inv_r * (c * inv_rc - f), -inv_rc
+    fs = 0.5 * inv_r * inv_r * (c * inv_rc - f)
+    if series:
+        return 1.0 + s / 6.0 + 3.0 * s * s / 40.0, 1.0 / 6.0 + 0.15 * s, 0.0
+    return f, fs, -inv_rc
 
 
 @njit(cache=True, error_model="numpy")
@@ -233,23 +312,26 @@ def kng_norm(c, frame, params, data, weight, g_c):
     x00, x01, x02 = x[0, 0], x[0, 1], x[0, 2]
     x10, x11, x12 = x[1, 0], x[1, 1], x[1, 2]
     x20, x21, x22 = x[2, 0], x[2, 1], x[2, 2]
-    # Blocks of _BLOCK records, each in three short loops: M_i (and v_i, |v_i|^2,
-    # cos_i) into an L1-sized buffer, then f_i and its partials (atan2, a libm call),
-    # then the sums. In one loop the call made every live value (the 9 entries of x,
-    # 12 sums) spill around it each record: 1.6x slower (2026-11-28, n = 10^4).
-    # The records are still read once.
-    buf = np.empty((_BLOCK, 14))
-    fbuf = np.empty((_BLOCK, 3))
-    t0 = t1 = t2 = 0.0
-    h00 = h01 = h02 = h10 = h11 = h12 = h20 = h21 = h22 = 0.0
+    # Blocks of _BLOCK records: their rows copied into the columns of ``rows`` (one
+    # record a column), then one loop over the columns with no branch and no call, which
+    # LLVM vectorizes (8 records a zmm register). The records are read once; each lane
+    # j of ``sums`` adds the terms of records j, j + _BLOCK, ... in order, and the lanes
+    # are added at the end: the same sums on any vector width, and ~80 terms a chain
+    # rather than n (rounding ~10x smaller than one running sum's at n = 10^4).
+    rows = np.empty((9, _BLOCK))
+    sums = np.zeros((12, _BLOCK))
     n = data.shape[0]
     for start in range(0, n, _BLOCK):
         size = min(_BLOCK, n - start)
         for j in range(size):
             i = start + j
-            d00, d01, d02 = data[i, 0, 0], data[i, 0, 1], data[i, 0, 2]
-            d10, d11, d12 = data[i, 1, 0], data[i, 1, 1], data[i, 1, 2]
-            d20, d21, d22 = data[i, 2, 0], data[i, 2, 1], data[i, 2, 2]
+            rows[0, j], rows[1, j], rows[2, j] = data[i, 0, 0], data[i, 0, 1], data[i, 0, 2]
+            rows[3, j], rows[4, j], rows[5, j] = data[i, 1, 0], data[i, 1, 1], data[i, 1, 2]
+            rows[6, j], rows[7, j], rows[8, j] = data[i, 2, 0], data[i, 2, 1], data[i, 2, 2]
+        for j in range(size):
+            d00, d01, d02 = rows[0, j], rows[1, j], rows[2, j]
+            d10, d11, d12 = rows[3, j], rows[4, j], rows[5, j]
+            d20, d21, d22 = rows[6, j], rows[7, j], rows[8, j]
             # M = x^T x_i
             m00 = x00 * d00 + x10 * d10 + x20 * d20
             m01 = x00 * d01 + x10 * d11 + x20 * d21
@@ -263,24 +345,11 @@ def kng_norm(c, frame, params, data, weight, g_c):
             v0 = 0.5 * (m21 - m12)
             v1 = 0.5 * (m02 - m20)
             v2 = 0.5 * (m10 - m01)
-            buf[j, 0], buf[j, 1], buf[j, 2] = m00, m01, m02
-            buf[j, 3], buf[j, 4], buf[j, 5] = m10, m11, m12
-            buf[j, 6], buf[j, 7], buf[j, 8] = m20, m21, m22
-            buf[j, 9], buf[j, 10], buf[j, 11] = v0, v1, v2
-            buf[j, 12] = v0 * v0 + v1 * v1 + v2 * v2
-            buf[j, 13] = 0.5 * (m00 + m11 + m22 - 1.0)
-        for j in range(size):
-            fbuf[j, 0], fbuf[j, 1], fbuf[j, 2] = _theta_over_sin(buf[j, 12], buf[j, 13])
-        for j in range(size):
-            m00, m01, m02 = buf[j, 0], buf[j, 1], buf[j, 2]
-            m10, m11, m12 = buf[j, 3], buf[j, 4], buf[j, 5]
-            m20, m21, m22 = buf[j, 6], buf[j, 7], buf[j, 8]
-            v0, v1, v2 = buf[j, 9], buf[j, 10], buf[j, 11]
-            f, fs, fc = fbuf[j, 0], fbuf[j, 1], fbuf[j, 2]
+            f, fs, fc = _theta_over_sin(v0 * v0 + v1 * v1 + v2 * v2, 0.5 * (m00 + m11 + m22 - 1.0))
             tr = m00 + m11 + m22
-            t0 += f * v0
-            t1 += f * v1
-            t2 += f * v2
+            sums[0, j] += f * v0
+            sums[1, j] += f * v1
+            sums[2, j] += f * v2
             # p = P v, P = M^T - tr I
             p0 = (m00 - tr) * v0 + m10 * v1 + m20 * v2
             p1 = m01 * v0 + (m11 - tr) * v1 + m21 * v2
@@ -289,15 +358,23 @@ def kng_norm(c, frame, params, data, weight, g_c):
             q1 = fs * p1 + fc * v1
             q2 = fs * p2 + fc * v2
             hf = 0.5 * f
-            h00 += hf * (m00 - tr) + q0 * v0
-            h01 += hf * m10 + q0 * v1
-            h02 += hf * m20 + q0 * v2
-            h10 += hf * m01 + q1 * v0
-            h11 += hf * (m11 - tr) + q1 * v1
-            h12 += hf * m21 + q1 * v2
-            h20 += hf * m02 + q2 * v0
-            h21 += hf * m12 + q2 * v1
-            h22 += hf * (m22 - tr) + q2 * v2
+            # H, row by row
+            sums[3, j] += hf * (m00 - tr) + q0 * v0
+            sums[4, j] += hf * m10 + q0 * v1
+            sums[5, j] += hf * m20 + q0 * v2
+            sums[6, j] += hf * m01 + q1 * v0
+            sums[7, j] += hf * (m11 - tr) + q1 * v1
+            sums[8, j] += hf * m21 + q1 * v2
+            sums[9, j] += hf * m02 + q2 * v0
+            sums[10, j] += hf * m12 + q2 * v1
+            sums[11, j] += hf * (m22 - tr) + q2 * v2
+    tot = np.zeros(12)
+    for k in range(12):
+        for j in range(_BLOCK):
+            tot[k] += sums[k, j]
+    t0, t1, t2 = tot[0], tot[1], tot[2]
+    h00, h01, h02, h10, h11, h12 = tot[3], tot[4], tot[5], tot[6], tot[7], tot[8]
+    h20, h21, h22 = tot[9], tot[10], tot[11]
     norm = np.sqrt(t0 * t0 + t1 * t1 + t2 * t2 + 1e-300)
     u0, u1, u2 = t0 / norm, t1 / norm, t2 / norm
     # dN/d delta = H u, delta the body-frame increment dx = x hat(delta)
