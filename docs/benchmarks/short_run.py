@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from profile_first_release import _data  # noqa: E402
+from profile_first_release import _data
 
-import pymc_manidp as pmd  # noqa: E402
-from pymc_manidp.privacy.diagnostics import check_run  # noqa: E402
+import pymc_manidp as pmd
+from pymc_manidp.privacy.diagnostics import check_run
 
 
 def _lowest_ess(idata):
