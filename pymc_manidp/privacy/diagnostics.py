@@ -206,6 +206,10 @@ class CuratorReport:
     delta_estimate : dict or None
         ``Release.delta_estimate`` of the reported release (an estimate, see
         ``privacy.coupling``).
+    runs : list of dict or None
+        ``Release.sampler_info["runs"]``: the runs a release sampled in turn (its
+        short run, and the full run when that one failed the gate), each with its
+        length and failed checks; the table and verdict are the last run's.
     """
 
     table: object
@@ -214,6 +218,7 @@ class CuratorReport:
     files: tuple = ()
     # issue 17: the release's L-lag coupling estimate of delta (an estimate, curator only)
     delta_estimate: dict | None = None
+    runs: list | None = None
 
     def __str__(self) -> str:
         head = (
@@ -221,6 +226,8 @@ class CuratorReport:
             if self.verdict.passed
             else "gate: FAILED - " + "; ".join(self.verdict.failures)
         )
+        if self.runs:  # which run the table is of, and why an earlier one was not used
+            head += "\nruns: " + "; then ".join(_run_line(r) for r in self.runs)
         if self.delta_estimate is not None:  # issue 17
             e = self.delta_estimate
             head += (
@@ -235,6 +242,14 @@ class CuratorReport:
 
         for fig in self.figures.values():
             plt.close(fig)
+
+
+def _run_line(run) -> str:
+    """One run of ``sampler_info["runs"]`` in words."""
+    length = f"{run['chains']} x ({run['tune']} + {run['draws']})"
+    if not run["failed_checks"]:
+        return f"{length} passed"
+    return f"{length} failed ({'; '.join(run['failed_checks'])})"
 
 
 def _figure(plot_collection):
@@ -342,4 +357,5 @@ def report(run, *, footpoint=None, manifold=None, out=None, name="release", ci_p
         files = tuple(out / f"{key}.png" for key in figures)
         for path, fig in zip(files, figures.values(), strict=True):
             fig.savefig(path, dpi=100)
-    return CuratorReport(table, check_run(idata, name), figures, files, estimate)
+    runs = (getattr(run, "sampler_info", None) or {}).get("runs")
+    return CuratorReport(table, check_run(idata, name), figures, files, estimate, runs)

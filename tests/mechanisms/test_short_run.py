@@ -224,3 +224,29 @@ def test_the_time_bound_before_the_charge_is_the_shortest_run_the_release_may_sa
     with pytest.raises(_Stop):
         _kng().release(DATA, sampler="nuts", random_seed=1, **kwargs)
     assert seen == [length]
+
+
+def test_the_curators_report_says_which_runs_sampled():
+    from pymc_manidp.privacy.diagnostics import report
+
+    rel = _kng().release(DATA, sampler="nuts", random_seed=3, settings=FALLBACK)
+    rep = report(rel)
+    try:
+        text = str(rep)
+    finally:
+        rep.close()
+    line = next(line for line in text.splitlines() if line.startswith("runs: "))
+    assert line.startswith("runs: 4 x (10 + 5) failed (")
+    assert line.endswith("; then 4 x (200 + 400) passed")
+    rep = report(
+        _kng().release(
+            DATA,
+            sampler="nuts",
+            random_seed=3,
+            settings=mcmc.MCMCSettings(tune=200, draws=400),
+        )
+    )
+    try:
+        assert "runs: " not in str(rep)  # one run: nothing to say
+    finally:
+        rep.close()
