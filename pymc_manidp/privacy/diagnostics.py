@@ -9,6 +9,7 @@ caller opts out explicitly (and the opt-out is recorded in the Release).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +76,11 @@ def _monitored(idata, name):
     x = np.asarray(post[name].values, float)
     flat = x.reshape(x.shape[0], x.shape[1], -1)
     for j in range(flat.shape[-1]):
-        if np.ptp(flat[..., j]) > 0:  # constant embedding coordinates carry no information
-            out[f"{name}[{j}]"] = flat[..., j]
+        column = flat[..., j]
+        # a constant embedding coordinate carries no information; one holding a NaN is
+        # not constant (np.ptp is NaN there, and NaN > 0 had dropped it from the gate)
+        if not np.all(column == column.flat[0]):
+            out[f"{name}[{j}]"] = column
     return out
 
 
@@ -118,16 +122,27 @@ def check_run(idata, name="release", *, max_rhat=MAX_RHAT, min_ess=MIN_ESS) -> D
         The figures and the list of failed checks.
     """
     mon = _monitored(idata, name)
-    rhat, bulk, tail = _convergence(mon)
+    if all(np.all(np.isfinite(v)) for v in mon.values()):
+        rhat, bulk, tail = _convergence(mon)
+    else:  # NaN/inf in arviz_stats' arithmetic warns: each is a failure listed below
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            rhat, bulk, tail = _convergence(mon)
     stats = idata["sample_stats"] if "sample_stats" in idata.children else {}
     div = int(stats["diverging"].values.sum()) if "diverging" in stats else 0
     draws = int(np.prod(mon["distance"].shape))
-    failures = []
-    worst = max(rhat, key=lambda k: rhat[k])
+    failures = [
+        f"{k} has {int(np.size(v) - np.isfinite(v).sum())} non-finite draws"
+        for k, v in mon.items()
+        if not np.all(np.isfinite(v))
+    ]
+    # NaN first: max and min compare NaN as neither larger nor smaller, so a NaN R-hat
+    # or ESS after the first key would never be the one checked
+    worst = max(rhat, key=lambda k: (np.isnan(rhat[k]), rhat[k]))
     if not rhat[worst] <= max_rhat:
         failures.append(f"R-hat of {worst} is {rhat[worst]:.4f} > {max_rhat}")
     for label, ess in (("bulk", bulk), ("tail", tail)):
-        k = min(ess, key=lambda key: ess[key])
+        k = min(ess, key=lambda key: (not np.isnan(ess[key]), ess[key]))
         if not ess[k] >= min_ess:
             failures.append(f"{label} ESS of {k} is {ess[k]:.0f} < {min_ess}")
     if div:

@@ -15,6 +15,8 @@ import numpy as np
 import pymc as pm
 import pytest
 import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pymc_manidp as pmd
 from pymc_manidp.privacy.diagnostics import (
@@ -277,3 +279,58 @@ def test_arviz_works_on_a_release_without_friction():
 
     az.plot_rank(rel.diagnostics)  # raised "x must be strictly increasing" before
     plt.close("all")
+
+
+# --- non-finite draws never pass the gate ----------------------------------------------------
+def _healthy_run(seed=0, chains=4, draws=1000):
+    """Independent draws on S^2 and their distances: a run the gate passes."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(chains, draws, 3))
+    z /= np.linalg.norm(z, axis=-1, keepdims=True)
+    return z, np.abs(rng.normal(size=(chains, draws)))
+
+
+def _run(release, distance):
+    return xr.DataTree.from_dict(
+        {
+            "posterior": xr.Dataset(
+                {
+                    "release": (("chain", "draw", "e"), release),
+                    "distance": (("chain", "draw"), distance),
+                }
+            )
+        }
+    )
+
+
+def test_a_healthy_synthetic_run_passes():
+    assert check_run(_run(*_healthy_run())).passed  # so the failures below are the NaN's
+
+
+@settings(max_examples=25)
+@given(
+    chain=st.integers(0, 3),
+    draw=st.integers(0, 999),
+    coord=st.integers(-1, 2),  # -1: the distance
+    value=st.sampled_from([np.nan, np.inf, -np.inf]),
+    count=st.sampled_from([1, 2, 500]),
+)
+def test_a_run_with_non_finite_draws_fails_the_gate(chain, draw, coord, value, count):
+    # a NaN in an embedding coordinate made np.ptp NaN, and NaN > 0 dropped the
+    # coordinate from the gate: 500 NaN draws in one chain passed (fails on the old code)
+    release, distance = _healthy_run()
+    target = distance if coord < 0 else release[..., coord]
+    target[chain, draw : draw + count] = value
+    report = check_run(_run(release, distance))
+    assert not report.passed
+    name = "distance" if coord < 0 else f"release[{coord}]"
+    assert any(f.startswith(f"{name} has ") and "non-finite draws" in f for f in report.failures)
+
+
+def test_a_nan_r_hat_after_the_first_quantity_is_the_one_reported():
+    release, distance = _healthy_run()
+    release[2, 500:, 1] = np.nan
+    report = check_run(_run(release, distance))
+    assert np.isnan(report.rhat["release[1]"])
+    assert "R-hat of release[1] is nan > 1.01" in report.failures
+    assert "bulk ESS of release[1] is nan < 400" in report.failures
