@@ -668,7 +668,8 @@ def _tree_hash_reference(root):
 def test_source_hash_is_the_relative_to_digest_and_sees_every_edit(tmp_path):
     """The cache key's source hash (now sliced strings, not ``relative_to``) is the
     digest of the first formula on a tree whose names sort differently as strings and
-    as paths ("a-x.py" < "a/b.py" as strings, after it as paths), with an empty file,
+    as paths (the files a-x and a/b: "a-x" sorts first as a string, last as a path,
+    since "-" < "/" but "a" < "a-x"), with an empty file,
     a non-ASCII name; on the package itself; and it
     changes with one byte, a rename and a new file."""
     root = tmp_path / "pkg"
