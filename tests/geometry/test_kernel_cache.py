@@ -232,3 +232,56 @@ def test_a_kernel_file_under_another_module_name_is_a_miss(tmp_path):
     assert answers[0]["hits"] == 0 and answers[1]["hits"] == 0
     np.testing.assert_allclose(answers[1]["g"], [0.5, 0.0, 0.0], atol=1e-15)
     np.testing.assert_array_equal(answers[1]["g"], answers[0]["g"])
+
+
+CALLER = """
+from pymc_manidp.geometry._numba.cache import njit
+from pymc_manidp.geometry._numba.probe_callee import callee
+
+
+@njit(cache=True)
+def caller(x):
+    return callee(x) + 1.0
+"""
+
+CALLER_PROBE = """
+import json
+from pymc_manidp.geometry._numba import probe_caller
+value = probe_caller.caller(1.0)
+print(json.dumps({"value": value, "hits": sum(probe_caller.caller.stats.cache_hits.values())}))
+"""
+
+
+def test_a_kernel_whose_callee_changed_in_another_file_is_compiled_again(tmp_path):
+    """numba compiles a callee into its caller's cached object code but checks only the
+    caller's file: after the callee's file changed, the caller's cache (its own file
+    unchanged) still ran the old callee (here 3.0 after the callee was edited to give 11.0:
+    fails on the key of the caller's file alone). The key now covers the kernel trees."""
+    clone = tmp_path / "clone"
+    shutil.copytree(
+        ROOT / "pymc_manidp", clone / "pymc_manidp", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    kernels = clone / "pymc_manidp" / "geometry" / "_numba"
+    (kernels / "probe_caller.py").write_text(CALLER)
+    callee = "from pymc_manidp.geometry._numba.cache import njit\n\n\n@njit\ndef callee(x):\n"
+    (kernels / "probe_callee.py").write_text(callee + "    return 2.0 * x\n")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    full = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    full.update(PYMC_MANIDP_CACHE_DIR=str(cache), PYTHONPATH=str(clone))
+
+    def probe():
+        out = subprocess.run(
+            [sys.executable, "-c", CALLER_PROBE],
+            env=full,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert probe() == {"value": 3.0, "hits": 0}
+    assert probe() == {"value": 3.0, "hits": 1}  # cached: the same sources load
+    (kernels / "probe_callee.py").write_text(callee + "    return 10.0 * x\n")
+    assert probe() == {"value": 11.0, "hits": 0}

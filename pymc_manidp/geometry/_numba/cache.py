@@ -16,9 +16,10 @@ The kernels of this folder are decorated with this module's :func:`njit` instead
 numba's: ``cache=True`` then caches them in ``numba/kernels/``, checked as above, and
 never where numba would put them by default (``__pycache__`` beside the sources, or
 ``$NUMBA_CACHE_DIR``, which nobody checks). Keyed on a hash of each source file's
-contents, not its path, so a second clone of the same code on the same machine compiles
-nothing. When the folder is not private the kernels are compiled in the process
-(a warning says why) and nothing is read from or written to disk.
+contents and of every kernel file it may call (:func:`_source_hash`), not their paths,
+so a second clone of the same code on the same machine compiles nothing, and a changed
+callee is never run from an old cache. When the folder is not private the kernels are
+compiled in the process (a warning says why) and nothing is read from or written to disk.
 """
 
 from __future__ import annotations
@@ -236,10 +237,37 @@ def private_cache(*, stacklevel: int = 2) -> Path | None:
 _KERNEL_FOLDERS: dict = {}
 
 
+#: the folders (below the package) whose kernels call one another: a kernel's cache is
+#: valid only for the sources of all of them
+_KERNEL_TREES = ("geometry/_numba", "laws/fused")
+
+
+@functools.cache
+def _kernel_tree_hash() -> str:
+    """sha256 of every ``*.py`` under :data:`_KERNEL_TREES`, names and bytes, in order."""
+    package = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for tree in _KERNEL_TREES:
+        for path in sorted((package / tree).rglob("*.py")):
+            h.update(path.relative_to(package).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 @functools.cache
 def _source_hash(path: str) -> str:
-    """sha256 of a kernel file's bytes: its cache is valid for that exact source."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """sha256 of a kernel file's bytes and of the kernel trees' sources.
+
+    numba's cache of a kernel holds the object code of every jitted function it calls,
+    compiled in, but checks only its own file: a kernel calling one of another file
+    (``fused/spd.py`` calls ``sym_sums``'s) kept running the old callee after that file
+    changed. So a kernel's cache is valid for its own source and the sources of every
+    kernel it may call (the kernel trees of this package): an edit or an upgrade of any
+    kernel compiles them all again, once.
+    """
+    h = hashlib.sha256(Path(path).read_bytes())
+    h.update(_kernel_tree_hash().encode())
+    return h.hexdigest()
 
 
 @functools.cache

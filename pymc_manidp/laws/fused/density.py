@@ -21,9 +21,7 @@ the graph's at random points on every space (``tests/laws/fused/``).
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -33,6 +31,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_default_op_cache_key
 
+from pymc_manidp.geometry._numba.cache import _kernel_tree_hash
 from pymc_manidp.laws.fused import polar
 
 __all__ = ["LAWS", "PolarLogDensity", "fused_kernels", "kernel_params", "polar_log_density"]
@@ -204,14 +203,10 @@ class PolarLogDensity(Op):
 
 @functools.cache
 def _kernel_salt() -> int:
-    """Part of PyTensor's cache key: the kernels' sources, so an edit recompiles."""
-    here = Path(__file__).resolve().parent
-    src = b"".join(p.read_bytes() for p in sorted(here.glob("*.py")))
-    src += b"".join(
-        p.read_bytes()
-        for p in sorted((here.parents[1] / "geometry" / "_numba" / "fused").glob("*.py"))
-    )
-    return int(hashlib.sha256(src).hexdigest()[:15], 16)
+    """Part of PyTensor's cache key: the sources of every kernel the fused density may
+    call (``laws/fused`` and all of ``geometry/_numba``: SPD's kernels call
+    ``sym_sums``'s), so an edit of any of them recompiles."""
+    return int(_kernel_tree_hash()[:15], 16)
 
 
 @register_funcify_default_op_cache_key(PolarLogDensity)
