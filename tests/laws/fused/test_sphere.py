@@ -253,8 +253,8 @@ def test_log_volume_density_beyond_the_injectivity_radius(graphs, d):
 
 
 def test_constants_are_the_graphs():
-    """The kernels' copies of pt_numerics' thresholds and series (numba's cache of the
-    kernels would not see a change there)."""
+    """The kernel's thresholds and series are pt_numerics' (each value takes the
+    graph's branch)."""
     assert fused._SMALL_SQ == pt_numerics._SMALL_SQ
     assert fused._LOG_SERIES_SQ == pt_numerics._LOG_SERIES_SQ
     assert fused._LOG_SINC_COEF == pt_numerics._LOG_SINC_COEF

@@ -62,6 +62,7 @@ import math
 import numpy as np
 
 from pymc_manidp.geometry._numba.cache import njit
+from pymc_manidp.geometry._numba.fused import cephes
 
 __all__ = ["kng_norm", "log_volume_density", "params"]
 
@@ -123,24 +124,11 @@ def _exp_coefficients(s):
     return cs, -sn / (2.0 * r), sn / r, (r * cs - sn) / (2.0 * r * s)
 
 
-# Cephes' atan (relative error below 2.4e-16 against libm's atan2 on [0, pi/2]):
-# the reduction to |x| <= tan(pi/8) and the rational approximation there
-_P = (
-    -8.750608600031904122785e-1,
-    -1.615753718733365076637e1,
-    -7.500855792314704667340e1,
-    -1.228866684490136173410e2,
-    -6.485021904942025371773e1,
-)
-_Q = (
-    2.485846490142306297962e1,
-    1.650270098316988542046e2,
-    4.328810604912902668951e2,
-    4.853903996359136964868e2,
-    1.945506571482613964425e2,
-)
-_TAN_3PI_8 = 2.41421356237309504880
-_MOREBITS = 6.123233995736765886130e-17  # pi/2 - float(pi/2)
+# Cephes' atan (cephes.py, shared by the fused kernels' branch-free atan2)
+_P = cephes.ATAN_P
+_Q = cephes.ATAN_Q
+_MOREBITS = cephes.MOREBITS
+_TAN_3PI_8 = cephes.TAN_3PI_8
 _BLOCK = 64  # records per block (vector lanes of the scalar phase)
 # the workspace's size, doubles: 2 MB keeps n = 10^4 records at k = 4 (their rows
 # and coefficients) in L2/L3; a larger one, allocated on each call, costs more in

@@ -77,6 +77,7 @@ import numpy as np
 
 # numba's njit, but cache=True caches in the package's checked cache folder only
 from pymc_manidp.geometry._numba.cache import njit
+from pymc_manidp.geometry._numba.fused import cephes
 
 __all__ = ["kng_norm", "log_volume_density", "params"]
 
@@ -91,24 +92,12 @@ _BETA_SERIES_SQ = 1e-2
 # sums (12 x 128) stay in L1; 128 was a few percent faster than 64 and 256 (and the
 # rows copied to columns first than M computed from the records in place)
 _BLOCK = 128
-# Cephes' atan (atan.c, double precision): the rational approximation on
-# |x| <= tan(pi/8) after the reduction by pi/4 or pi/2, and the low bits of pi/2
-_ATAN_P = (
-    -8.750608600031904122785e-1,
-    -1.615753718733365076637e1,
-    -7.500855792314704667340e1,
-    -1.228866684490136173410e2,
-    -6.485021904942025371773e1,
-)
-_ATAN_Q = (
-    2.485846490142306297962e1,
-    1.650270098316988542046e2,
-    4.328810604912902668951e2,
-    4.853903996359136964868e2,
-    1.945506571482613964425e2,
-)
-_TAN_3PI_8 = 2.41421356237309504880
-_MOREBITS = 6.123233995736765886130e-17  # pi/2 - float(pi/2)
+
+# Cephes' atan (cephes.py, shared by the fused kernels' branch-free atan2)
+_ATAN_P = cephes.ATAN_P
+_ATAN_Q = cephes.ATAN_Q
+_MOREBITS = cephes.MOREBITS
+_TAN_3PI_8 = cephes.TAN_3PI_8
 _TINY = 2.0**-900
 _HUGE = 2.0**900
 _TINY_SCALE = 2.0**200

@@ -66,17 +66,17 @@ import math
 
 import numpy as np
 
+from pymc_manidp.geometry._numba import pt_numerics
 from pymc_manidp.geometry._numba.cache import njit
 from pymc_manidp.geometry.sphere import Sphere
 
 __all__ = ["kng_norm", "log_volume_density", "params"]
 
-# The graph's thresholds and series (pt_numerics: _SMALL_SQ, _LOG_SERIES_SQ,
-# _LOG_SINC_COEF), copied because numba's cache of this file would not see a change
-# there; tests/laws/fused/test_sphere.py checks that they agree.
-_SMALL_SQ = 1e-8
-_LOG_SERIES_SQ = 0.05**2
-_LOG_SINC_COEF = (1 / 6, 1 / 180, 1 / 2835, 1 / 37800, 1 / 467775)
+# The graph's thresholds and series, so each value takes the graph's branch (the
+# kernels' cache key covers pt_numerics.py: geometry/_numba/cache.py)
+_SMALL_SQ = pt_numerics._SMALL_SQ
+_LOG_SERIES_SQ = pt_numerics._LOG_SERIES_SQ
+_LOG_SINC_COEF = pt_numerics._LOG_SINC_COEF
 _PI_SQ = math.pi**2
 
 # q below it (and c > 0): f' by the series of asin(r)/r in q = r^2; the first term left
